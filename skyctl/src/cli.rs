@@ -1,0 +1,105 @@
+//! Command-line surface. Each subcommand's arguments live beside its handler in
+//! [`crate::commands`]; this file only lists them and maps results to exit codes.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use crate::commands;
+
+/// Exit code for "the command ran, and the answer is no" (a failed node, a golden mismatch).
+pub const EXIT_FAILED: u8 = 1;
+/// Exit code for bad usage or bad input (a malformed file, a bad pipeline.toml).
+pub const EXIT_USAGE: u8 = 2;
+
+#[derive(Parser, Debug)]
+#[command(name = "skyctl", version, about = "Build, verify and release small on-device decision models")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Print the metadata and tensor table of a GGUF file.
+    Inspect(commands::inspect::Args),
+    /// Convert a Laya checkpoint directory to one GGUF file.
+    Convert(commands::convert::Args),
+    /// Write a Laya checkpoint of a preset size with random weights.
+    Random(commands::random::Args),
+    /// Answer decision questions with a model (GGUF file or Laya directory).
+    Ask(commands::ask::Args),
+    /// Record per-channel activation magnitudes of a model over a prompt set.
+    Calibrate(commands::calibrate::Args),
+    /// Write an outlier-aware Q8_0 GGUF of a model.
+    Quantize(commands::quantize::Args),
+    /// Measure per-question latency of a model.
+    Bench(commands::bench::Args),
+    /// Generate or check PNGOLDEN1 kernel golden vectors.
+    Golden(commands::golden::Args),
+    /// Run kernel implementations over golden inputs.
+    Kernels(commands::kernels::Args),
+    /// Write a commented example pipeline.toml into an empty folder.
+    Init(commands::init::Args),
+    /// Build everything, or the named models/nodes and their dependencies.
+    Build(commands::build::Args),
+    /// List stale nodes and why each is stale.
+    Status(commands::status::Args),
+    /// Print a node's key inputs and what differs from the last build.
+    Explain(commands::explain::Args),
+    /// Print the pipeline graph (dot, mermaid or JSON).
+    Graph(commands::graph::Args),
+    /// Run the golden suites of pipeline.toml.
+    Verify(commands::verify::Args),
+    /// Remove store entries not reachable from the last N builds.
+    Gc(commands::gc::Args),
+    /// Remove materialized outputs.
+    Clean(commands::clean::Args),
+    /// Inspect and check the content store.
+    Store(commands::store::Args),
+}
+
+/// Parse the command line, run it, and turn the result into an exit code.
+pub fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let code = if e.use_stderr() { EXIT_USAGE } else { 0 };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    match run(cli.command) {
+        Ok(code) => code,
+        Err(e) => {
+            #[allow(clippy::print_stderr)]
+            {
+                eprintln!("skyctl: {e:#}");
+            }
+            ExitCode::from(EXIT_USAGE)
+        }
+    }
+}
+
+fn run(command: Command) -> anyhow::Result<ExitCode> {
+    match command {
+        Command::Inspect(a) => commands::inspect::run(a),
+        Command::Convert(a) => commands::convert::run(a),
+        Command::Random(a) => commands::random::run(a),
+        Command::Ask(a) => commands::ask::run(a),
+        Command::Calibrate(a) => commands::calibrate::run(a),
+        Command::Quantize(a) => commands::quantize::run(a),
+        Command::Bench(a) => commands::bench::run(a),
+        Command::Golden(a) => commands::golden::run(a),
+        Command::Kernels(a) => commands::kernels::run(a),
+        Command::Init(a) => commands::init::run(a),
+        Command::Build(a) => commands::build::run(a),
+        Command::Status(a) => commands::status::run(a),
+        Command::Explain(a) => commands::explain::run(a),
+        Command::Graph(a) => commands::graph::run(a),
+        Command::Verify(a) => commands::verify::run(a),
+        Command::Gc(a) => commands::gc::run(a),
+        Command::Clean(a) => commands::clean::run(a),
+        Command::Store(a) => commands::store::run(a),
+    }
+}

@@ -7,3 +7,6 @@
 
 pub mod cli;
 pub mod commands;
+pub mod engine;
+pub mod pipeline_args;
+pub mod progress;

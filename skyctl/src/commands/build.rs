@@ -2,11 +2,51 @@
 
 use std::process::ExitCode;
 
+use crate::engine::{self, BuildOptions};
+use crate::pipeline_args::{registry, WorkspaceArgs};
+use crate::progress::{Console, Mode};
+
 /// Arguments of `skyctl build`.
 #[derive(clap::Args, Debug)]
-pub struct Args {}
+pub struct Args {
+    /// Nodes, models or kinds to build (with their dependencies); default: everything.
+    pub targets: Vec<String>,
+    /// Parallel jobs (default: number of cores).
+    #[arg(short, long)]
+    pub jobs: Option<usize>,
+    /// Keep building independent nodes after a failure.
+    #[arg(short = 'k', long)]
+    pub keep_going: bool,
+    /// List what would run and why; run nothing.
+    #[arg(short = 'n', long)]
+    pub dry_run: bool,
+    /// Re-run this node, model or kind even if cached (repeatable).
+    #[arg(long, value_name = "NODE|KIND")]
+    pub rerun: Vec<String>,
+    /// One JSON object per node event, then a summary line.
+    #[arg(long)]
+    pub json: bool,
+    /// Also print cache hits.
+    #[arg(short, long)]
+    pub verbose: bool,
+    #[command(flatten)]
+    pub workspace: WorkspaceArgs,
+}
 
 /// Run `skyctl build`.
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("`skyctl build` is not available in this build yet")
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let ws = args.workspace.open()?;
+    if args.dry_run {
+        return super::status::report(&ws, &args.targets, &args.rerun, args.json, true);
+    }
+    let opts = BuildOptions {
+        targets: args.targets,
+        rerun: args.rerun,
+        jobs: args.jobs.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)),
+        keep_going: args.keep_going,
+    };
+    let mut console = Console::new(Mode::pick(args.json), args.verbose);
+    let summary = engine::build(&ws, &registry(), &opts, &mut console)?;
+    console.summary(&summary);
+    Ok(if summary.failed > 0 || summary.skipped > 0 { ExitCode::from(crate::cli::EXIT_FAILED) } else { ExitCode::SUCCESS })
 }

@@ -1,12 +1,29 @@
 //! `skyctl clean`.
 
+#![allow(clippy::print_stdout)]
+
 use std::process::ExitCode;
+
+use crate::pipeline_args::WorkspaceArgs;
 
 /// Arguments of `skyctl clean`.
 #[derive(clap::Args, Debug)]
-pub struct Args {}
+pub struct Args {
+    #[command(flatten)]
+    pub workspace: WorkspaceArgs,
+}
 
-/// Run `skyctl clean`.
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("`skyctl clean` is not available in this build yet")
+/// Run `skyctl clean`: remove materialized outputs and the release tree (the store keeps them).
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let ws = args.workspace.open()?;
+    let graph = ws.graph()?;
+    let _lock = ws.lock(&mut |m| eprintln_note(m))?;
+    let n = ws.clean(&graph)?;
+    println!("removed {n} outputs");
+    Ok(ExitCode::SUCCESS)
+}
+
+#[allow(clippy::print_stderr)]
+fn eprintln_note(m: &str) {
+    eprintln!("skyctl: {m}");
 }

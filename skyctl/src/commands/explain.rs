@@ -1,12 +1,59 @@
-//! `skyctl explain`.
+//! `skyctl explain NODE`.
+
+#![allow(clippy::print_stdout)]
 
 use std::process::ExitCode;
 
+use crate::engine::query;
+use crate::pipeline_args::{registry, WorkspaceArgs};
+
 /// Arguments of `skyctl explain`.
 #[derive(clap::Args, Debug)]
-pub struct Args {}
+pub struct Args {
+    /// The node id.
+    pub node: String,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub workspace: WorkspaceArgs,
+}
 
 /// Run `skyctl explain`.
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("`skyctl explain` is not available in this build yet")
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let ws = args.workspace.open()?;
+    let graph = ws.graph()?;
+    let e = query::explain(&ws, &graph, &registry(), &args.node)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&e)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let v = &e.view;
+    println!("node     {}", v.id);
+    println!("kind     {}", v.kind);
+    match &e.material {
+        Some(m) => {
+            println!("version  {}", m.version);
+            println!("key      {}", v.key.map(|k| k.hex()).unwrap_or_default());
+            println!("params   {}", serde_json::to_string(&m.params)?);
+            println!("inputs");
+            for i in &m.inputs {
+                println!("  {}  {}", i.digest.short(), i.path);
+            }
+        }
+        None => println!("key      unknown until upstream nodes run"),
+    }
+    println!("outputs  {}", v.outputs.join(", "));
+    match &e.last_key {
+        Some(k) => println!("last key {}", k.hex()),
+        None => println!("last key none (never built here)"),
+    }
+    match &v.stale {
+        None => println!("status   up to date"),
+        Some(why) => println!("status   stale: {why}"),
+    }
+    for d in &e.differences {
+        println!("  differs: {d}");
+    }
+    Ok(ExitCode::SUCCESS)
 }

@@ -1,12 +1,28 @@
 //! `skyctl gc`.
 
+#![allow(clippy::print_stdout)]
+
 use std::process::ExitCode;
+
+use crate::pipeline_args::WorkspaceArgs;
 
 /// Arguments of `skyctl gc`.
 #[derive(clap::Args, Debug)]
-pub struct Args {}
+pub struct Args {
+    /// Keep everything reachable from the newest N build records.
+    #[arg(long, default_value_t = 5)]
+    pub keep_last: usize,
+    #[command(flatten)]
+    pub workspace: WorkspaceArgs,
+}
 
 /// Run `skyctl gc`.
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("`skyctl gc` is not available in this build yet")
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let ws = args.workspace.open()?;
+    let s = ws.store()?.gc(args.keep_last)?;
+    println!(
+        "removed {} action records, {} blobs ({} bytes), {} build records",
+        s.actions, s.blobs, s.bytes, s.builds
+    );
+    Ok(ExitCode::SUCCESS)
 }

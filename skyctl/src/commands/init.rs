@@ -1,12 +1,31 @@
 //! `skyctl init`.
 
+#![allow(clippy::print_stdout)]
+
+use std::path::PathBuf;
 use std::process::ExitCode;
+
+use anyhow::{bail, Context};
+
+use crate::engine::manifest::EXAMPLE;
+use crate::engine::workspace::MANIFEST;
 
 /// Arguments of `skyctl init`.
 #[derive(clap::Args, Debug)]
-pub struct Args {}
+pub struct Args {
+    /// The folder (default: the current one).
+    #[arg(default_value = ".")]
+    pub dir: PathBuf,
+}
 
-/// Run `skyctl init`.
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("`skyctl init` is not available in this build yet")
+/// Run `skyctl init`: write the commented example pipeline.toml; never overwrite one.
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    std::fs::create_dir_all(&args.dir).with_context(|| format!("creating `{}`", args.dir.display()))?;
+    let path = args.dir.join(MANIFEST);
+    if path.exists() {
+        bail!("`{}` already exists; not overwriting it", path.display());
+    }
+    crate::engine::fsutil::write_atomic(&path, EXAMPLE.as_bytes(), true).with_context(|| format!("writing `{}`", path.display()))?;
+    println!("wrote {} (an example pipeline; edit it, then run `skyctl build`)", path.display());
+    Ok(ExitCode::SUCCESS)
 }

@@ -1,12 +1,72 @@
-//! `skyctl kernels`.
+//! `skyctl kernels`: run a kernel implementation over golden inputs (the harness side of the
+//! kernel-verification node), and list the files a harness reads and writes.
 
+use std::io::Write as _;
+use std::path::PathBuf;
 use std::process::ExitCode;
+
+use serde_json::json;
 
 /// Arguments of `skyctl kernels`.
 #[derive(clap::Args, Debug)]
-pub struct Args {}
+pub struct Args {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// `skyctl kernels` subcommands.
+#[derive(clap::Subcommand, Debug)]
+pub enum Command {
+    /// Compute every kernel output from the input files in IN_DIR and write them to OUT_DIR.
+    Run {
+        /// Which implementation runs the kernels.
+        #[arg(long = "impl", value_enum)]
+        implementation: Impl,
+        /// Directory holding the golden input files.
+        in_dir: PathBuf,
+        /// Directory to write the output files into (created if missing).
+        out_dir: PathBuf,
+    },
+    /// List the input files a harness reads and the output files it must write.
+    Files {
+        /// Print JSON ({"inputs": [...], "outputs": [...]}, file names) instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Kernel implementations `skyctl kernels run` can drive.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+pub enum Impl {
+    /// The CPU reference kernels of sky-kernels (recomputed from the inputs; the stored golden
+    /// outputs are not read).
+    Cpu,
+}
 
 /// Run `skyctl kernels`.
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("`skyctl kernels` is not available in this build yet")
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let out = match args.command {
+        Command::Run { implementation: Impl::Cpu, in_dir, out_dir } => {
+            let files = sky_kernels::run_cpu(&in_dir, &out_dir)?;
+            format!("cpu: wrote {} output files to {}\n", files.len(), out_dir.display())
+        }
+        Command::Files { json } => {
+            let bin = |f: &sky_kernels::FileSpec| format!("{}.bin", f.name);
+            let inputs: Vec<String> = sky_kernels::input_files().map(bin).collect();
+            let outputs: Vec<String> = sky_kernels::output_files().map(bin).collect();
+            if json {
+                format!("{}\n", serde_json::to_string_pretty(&json!({ "inputs": inputs, "outputs": outputs }))?)
+            } else {
+                let mut s = String::new();
+                inputs.iter().for_each(|n| s.push_str(&format!("input  {n}\n")));
+                outputs.iter().for_each(|n| s.push_str(&format!("output {n}\n")));
+                s
+            }
+        }
+    };
+    let mut stdout = std::io::stdout().lock();
+    match stdout.write_all(out.as_bytes()).and_then(|()| stdout.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+        _ => Ok(ExitCode::SUCCESS),
+    }
 }

@@ -1,12 +1,50 @@
 //! `skyctl store`.
 
+#![allow(clippy::print_stdout)]
+
 use std::process::ExitCode;
+
+use crate::pipeline_args::WorkspaceArgs;
 
 /// Arguments of `skyctl store`.
 #[derive(clap::Args, Debug)]
-pub struct Args {}
+pub struct Args {
+    #[command(subcommand)]
+    pub action: Action,
+    #[command(flatten)]
+    pub workspace: WorkspaceArgs,
+}
+
+/// What to do with the store.
+#[derive(clap::Subcommand, Debug)]
+pub enum Action {
+    /// Verify every blob against its digest and every action record against its blobs.
+    Check,
+    /// Print the store directory in use.
+    Path,
+}
 
 /// Run `skyctl store`.
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("`skyctl store` is not available in this build yet")
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let ws = args.workspace.open()?;
+    let store = ws.store()?;
+    match args.action {
+        Action::Path => {
+            println!("{}", store.root().display());
+            Ok(ExitCode::SUCCESS)
+        }
+        Action::Check => {
+            let problems = store.check();
+            for p in &problems {
+                println!("{}: {}", p.path.display(), p.message);
+            }
+            if problems.is_empty() {
+                println!("store ok: {}", store.root().display());
+                Ok(ExitCode::SUCCESS)
+            } else {
+                println!("{} problems", problems.len());
+                Ok(ExitCode::from(crate::cli::EXIT_FAILED))
+            }
+        }
+    }
 }

@@ -1,12 +1,51 @@
-//! `skyctl verify`.
+//! `skyctl verify`: build the golden suite nodes of pipeline.toml (and what they need).
+
+#![allow(clippy::print_stdout)]
 
 use std::process::ExitCode;
 
+use crate::engine::{self, BuildOptions};
+use crate::pipeline_args::{registry, WorkspaceArgs};
+use crate::progress::{Console, Mode};
+
 /// Arguments of `skyctl verify`.
 #[derive(clap::Args, Debug)]
-pub struct Args {}
+pub struct Args {
+    /// Suites to run (names from [[golden]]); default: all.
+    pub suites: Vec<String>,
+    /// Parallel jobs (default: number of cores).
+    #[arg(short, long)]
+    pub jobs: Option<usize>,
+    /// JSON lines, as `skyctl build --json`.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub workspace: WorkspaceArgs,
+}
 
-/// Run `skyctl verify`.
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("`skyctl verify` is not available in this build yet")
+/// Run `skyctl verify`: exit 0 when every suite passes, 1 when one fails.
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let ws = args.workspace.open()?;
+    let mut targets: Vec<String> = if args.suites.is_empty() {
+        ws.manifest.golden.iter().map(|g| g.name.get_ref().clone()).collect()
+    } else {
+        args.suites
+    };
+    if targets.is_empty() {
+        println!("no [[golden]] suites in {}", ws.manifest.file.display());
+        return Ok(ExitCode::SUCCESS);
+    }
+    for t in &mut targets {
+        *t = format!("golden/{t}");
+    }
+    let opts = BuildOptions {
+        targets,
+        rerun: Vec::new(),
+        jobs: args.jobs.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)),
+        keep_going: true,
+    };
+    let mut console = Console::new(Mode::pick(args.json), false);
+    let summary = engine::build(&ws, &registry(), &opts, &mut console)?;
+    console.summary(&summary);
+    Ok(if summary.failed > 0 || summary.skipped > 0 { ExitCode::from(crate::cli::EXIT_FAILED) } else { ExitCode::SUCCESS })
 }

@@ -1,1 +1,32 @@
-//! sky-gguf.
+//! sky-gguf: the GGUF container and the ggml element types skyctl converts.
+//!
+//! - [`GgufFile::parse`] reads GGUF versions 2 and 3 from a borrowed byte slice (or a
+//!   [`GgufMmap`]) without copying tensor data, and checks every count, offset, string and
+//!   size against the file, so hostile input gives an [`Error`] naming what and where.
+//! - [`GgufWriter`] writes version 3: keys and tensors in the order given,
+//!   `general.alignment` always present, every tensor padded; same inputs, same bytes.
+//! - [`GgmlType`] knows the block and byte size of every ggml type; F32, F16, BF16 and Q8_0
+//!   convert to and from f32 ([`encode`], [`decode`], [`quantize_q8_0`] identical to
+//!   ggml's `quantize_row_q8_0_ref`).
+//!
+//! Dimensions are kept in ggml order (innermost first); [`TensorInfo::shape`] gives the
+//! PyTorch order.
+
+mod dtype;
+mod error;
+mod reader;
+mod types;
+mod value;
+mod writer;
+
+pub use dtype::{
+    bf16_to_f32, decode, dequantize_q8_0, encode, f16_to_f32, f32_to_bf16, f32_to_f16,
+    quantize_q8_0, quantize_q8_0_into, Q8_0_BLOCK_BYTES, QK8_0,
+};
+pub use error::{Error, Result};
+pub use reader::{
+    mmap_file, GgufFile, GgufMmap, TensorInfo, DEFAULT_ALIGNMENT, MAGIC, MAX_ARRAY_DEPTH, MAX_DIMS,
+};
+pub use types::GgmlType;
+pub use value::{Array, Value, ValueType};
+pub use writer::{GgufWriter, MAX_TENSOR_NAME_BYTES, WRITE_VERSION};

@@ -1,1 +1,16 @@
-//! sky-infer.
+//! sky-infer: the inference engine for Laya decision models.
+//!
+//! Main types: [`Model`] (weights in forward layout, built from GGUF-named tensors),
+//! [`forward::Workspace`] + [`forward::forward`] (the allocation-free pass),
+//! [`kernels`] (matmul with AVX-512 / AVX2 / scalar paths).
+
+pub mod config;
+pub mod error;
+pub mod forward;
+pub mod kernels;
+pub mod model;
+pub mod weights;
+
+pub use config::{ModelConfig, QType, Temperatures};
+pub use error::{InferError, Result};
+pub use model::{Model, TensorSource};

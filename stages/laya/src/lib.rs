@@ -1,1 +1,37 @@
-//! sky-laya.
+//! sky-laya: Laya decision-model checkpoints (a ModernBERT encoder plus a small transformer
+//! decision head) and their conversion to one GGUF file.
+//!
+//! - [`LayaCheckpoint::open`] reads a Laya directory: `encoder/config.json`
+//!   ([`EncoderConfig`]), `rl_agent_config.json` ([`AgentConfig`], temperatures included),
+//!   `tokenizer/` ([`LayaTokenizer`]) and memory-mapped safetensors weights (f32, f16 or
+//!   bf16, single file or sharded), checking every shape against the configs.
+//! - [`gguf_name`] maps PyTorch tensor names to llama.cpp's; [`TypePolicy`] picks each
+//!   tensor's ggml type; [`convert`] writes the GGUF file atomically.
+//! - [`tokenizer_from_gguf`] rebuilds the exact Hugging Face tokenizer from a converted file.
+//! - [`random::write_random`] writes a preset-size checkpoint with random weights.
+//!
+//! ```no_run
+//! use sky_laya::{convert, ConvertOptions, LayaCheckpoint};
+//! let ckpt = LayaCheckpoint::open("models/s1-pico")?;
+//! let summary = convert(&ckpt, &ConvertOptions::default(), "s1-pico.gguf".as_ref())?;
+//! assert_eq!(summary.tensors.len(), 33);
+//! # Ok::<(), sky_laya::LayaError>(())
+//! ```
+
+pub mod checkpoint;
+pub mod config;
+pub mod convert;
+pub mod error;
+pub mod names;
+pub mod policy;
+pub mod random;
+mod rng;
+pub mod tokenizer;
+
+pub use checkpoint::{expected_tensors, LayaCheckpoint, SourceDtype, TensorEntry};
+pub use config::{temperature_bucket_key, AgentConfig, EncoderConfig, QUESTION_TYPES};
+pub use convert::{build_writer, convert, ConvertOptions, ConvertSummary, ConvertedTensor};
+pub use error::{LayaError, Result};
+pub use names::{gguf_name, is_dropped, is_head_tensor};
+pub use policy::{glob_match, parse_type, TypePolicy};
+pub use tokenizer::{systemone_template, tokenizer_from_gguf, tokenizer_json_from_gguf, LayaTokenizer};

@@ -1,0 +1,417 @@
+//! `build`: load, scan, plan, run, release, record.
+//!
+//! The [`BuildDriver`] is the scheduler's [`Driver`]: on the coordinator it computes each ready
+//! node's key (its upstream outputs are known by then, which is what makes early cutoff work:
+//! a re-run node with byte-identical outputs gives its dependents their old keys back), decides
+//! fresh / restore / run, and records results. The job it hands to a worker runs the stage,
+//! checks and stores the outputs, and writes the action record, in that order, so a record only
+//! ever names complete blobs.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use super::error::{EngineError, Result};
+use super::graph::{Graph, NodeIdx};
+use super::key::{Digest, KeyMaterial};
+use super::kinds::{Registry, StageCtx, StageInput, StageKind};
+use super::plan::Plan;
+use super::release;
+use super::report::{Event, NodeStatus, Reporter, Summary};
+use super::scan::{DirtyReason, Freshness, Scanner};
+use super::scheduler::{Driver, Scheduler, Start};
+use super::state::{LastBuild, NodeState};
+use super::statcache::StatCache;
+use super::store::{ActionRecord, OutputRecord, Store};
+use super::tree::{list_files, Tree, TreeEntry};
+use super::workspace::Workspace;
+
+/// Options of `skyctl build`.
+#[derive(Debug, Clone, Default)]
+pub struct BuildOptions {
+    /// Targets: node ids, model names or kind names (empty: everything).
+    pub targets: Vec<String>,
+    /// Nodes, models or kinds to re-run even when cached.
+    pub rerun: Vec<String>,
+    /// Parallel jobs.
+    pub jobs: usize,
+    /// Continue with independent nodes after a failure.
+    pub keep_going: bool,
+}
+
+/// What a worker sends back.
+pub struct JobOutput {
+    result: std::result::Result<Vec<OutputRecord>, String>,
+    log: Vec<u8>,
+    seconds: f64,
+}
+
+/// Resolve targets and `--rerun` names to node indices.
+pub fn resolve(graph: &Graph, names: &[String]) -> Result<Vec<NodeIdx>> {
+    let mut out = Vec::new();
+    for n in names {
+        out.extend(graph.resolve_target(n)?);
+    }
+    Ok(out)
+}
+
+/// Build. Errors are usage/manifest/store problems (exit 2); node failures are counted in the
+/// summary (exit 1).
+pub fn build(ws: &Workspace, registry: &Registry, opts: &BuildOptions, reporter: &mut dyn Reporter) -> Result<Summary> {
+    let t0 = Instant::now();
+    let graph = ws.graph()?;
+    let targets = resolve(&graph, &opts.targets)?;
+    let rerun = resolve(&graph, &opts.rerun)?;
+    let plan = Plan::new(&graph, &targets, &rerun);
+    let _lock = ws.lock(&mut |msg| reporter.event(&Event::Note { message: msg.to_string() }))?;
+    let store = ws.store()?;
+    let _store_lock = store.lock(false)?;
+    let last = LastBuild::load(&ws.state.last_build());
+    let statcache = StatCache::load(&ws.state.statcache());
+    let mut scanner = Scanner::new(&ws.root, &graph, registry, &store, &last, statcache);
+    scanner.check_kinds(&plan.selected)?;
+    for &n in &graph.order {
+        if plan.selected[n] {
+            scanner.prefetch(n)?;
+        }
+    }
+    reporter.event(&Event::Plan { total: plan.len() });
+
+    let release_abs = ws.root.join(&graph.release_dir);
+    let mut driver = BuildDriver {
+        graph: &graph,
+        registry,
+        store: &store,
+        root: &ws.root,
+        release_abs: &release_abs,
+        plan: &plan,
+        scanner,
+        reporter,
+        outputs: vec![None; graph.nodes.len()],
+        materials: vec![None; graph.nodes.len()],
+        reasons: vec![None; graph.nodes.len()],
+        new_last: last.clone(),
+        summary: Summary::default(),
+    };
+    let exclusive = graph
+        .nodes
+        .iter()
+        .map(|n| n.exclusive || registry.get(&n.kind).is_some_and(|k| k.exclusive()))
+        .collect();
+    let scheduler = Scheduler { deps: &graph.deps, exclusive, jobs: opts.jobs.max(1), keep_going: opts.keep_going };
+    scheduler.run(&plan.selected, &graph.order, &mut driver);
+
+    let BuildDriver { mut scanner, mut new_last, mut summary, outputs, materials, reporter, .. } = driver;
+    // The release tree: only from a full, successful build.
+    if plan.full && summary.failed == 0 && summary.skipped == 0 {
+        if let Some(files) = release::expected(&graph, &outputs) {
+            let last_release = last.release.as_deref();
+            if !release::up_to_date(&mut scanner, &graph, &ws.root, &files, last_release) {
+                release::write(&store, &ws.root, &graph.release_dir, &files)?;
+                reporter.event(&Event::Note {
+                    message: format!("release `{}` updated ({} files)", graph.release_dir, files.len()),
+                });
+            }
+            new_last.release = Some(files);
+        }
+    }
+    // Record: workspace state, stat cache, and the keys of this build for gc.
+    let keys: Vec<Digest> = materials.iter().flatten().map(|(_, k)| *k).collect();
+    new_last.nodes.retain(|id, _| graph.by_id.contains_key(id));
+    let changed = summary.executed > 0
+        || summary.cached != plan.len()
+        || new_last.release != last.release
+        || new_last.nodes.len() != last.nodes.len()
+        || new_last.nodes.iter().any(|(id, st)| last.nodes.get(id).map(|o| o.key) != Some(st.key));
+    if changed {
+        new_last
+            .save(&ws.state.last_build())
+            .map_err(|e| EngineError::io("write", ws.state.last_build(), e))?;
+        store.put_build(keys)?;
+    }
+    let _ = scanner.statcache.save(&ws.state.statcache());
+    summary.seconds = t0.elapsed().as_secs_f64();
+    Ok(summary)
+}
+
+struct BuildDriver<'a> {
+    graph: &'a Graph,
+    registry: &'a Registry,
+    store: &'a Store,
+    root: &'a Path,
+    release_abs: &'a Path,
+    plan: &'a Plan,
+    scanner: Scanner<'a>,
+    reporter: &'a mut dyn Reporter,
+    outputs: Vec<Option<Vec<OutputRecord>>>,
+    materials: Vec<Option<(KeyMaterial, Digest)>>,
+    reasons: Vec<Option<DirtyReason>>,
+    new_last: LastBuild,
+    summary: Summary,
+}
+
+impl BuildDriver<'_> {
+    fn finished(&mut self, n: NodeIdx, status: NodeStatus, seconds: f64, error: Option<String>, log: Option<&[u8]>) {
+        let node = &self.graph.nodes[n];
+        match status {
+            NodeStatus::Executed => self.summary.executed += 1,
+            NodeStatus::Cached | NodeStatus::Restored => self.summary.cached += 1,
+            NodeStatus::Failed => self.summary.failed += 1,
+            NodeStatus::Skipped => self.summary.skipped += 1,
+        }
+        let log_tail = log.filter(|l| !l.is_empty()).map(|l| {
+            let s = String::from_utf8_lossy(&l[l.len().saturating_sub(4000)..]).into_owned();
+            s
+        });
+        self.reporter.event(&Event::Finished {
+            node: node.id.clone(),
+            kind: node.kind.clone(),
+            status,
+            key: self.materials[n].as_ref().map(|(_, k)| *k),
+            why: self.reasons[n].clone(),
+            seconds,
+            error,
+            log_tail,
+        });
+    }
+
+    fn record(&mut self, n: NodeIdx, outputs: Vec<OutputRecord>) {
+        if let Some((material, key)) = &self.materials[n] {
+            self.new_last.nodes.insert(
+                self.graph.nodes[n].id.clone(),
+                NodeState { key: *key, material: material.clone(), outputs: outputs.clone() },
+            );
+        }
+        self.outputs[n] = Some(outputs);
+    }
+
+    /// Copy the outputs that do not match from the store.
+    fn restore(&mut self, outputs: &[OutputRecord]) -> Result<()> {
+        for o in outputs {
+            if self.scanner.check_outputs(std::slice::from_ref(o)).is_some() {
+                self.scanner.statcache.forget(&o.path);
+                self.store.restore(o, &self.root.join(&o.path))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl<'a> Driver<'a, JobOutput> for BuildDriver<'a> {
+    fn start(&mut self, n: NodeIdx) -> Start<'a, JobOutput> {
+        let material = match self.scanner.material(n, &self.outputs) {
+            Ok(Ok(m)) => m,
+            Ok(Err(up)) => {
+                let msg = format!("internal: outputs of `{}` unknown", self.graph.nodes[up].id);
+                self.finished(n, NodeStatus::Failed, 0.0, Some(msg), None);
+                return Start::Done(false);
+            }
+            Err(e) => {
+                self.finished(n, NodeStatus::Failed, 0.0, Some(e.to_string()), None);
+                return Start::Done(false);
+            }
+        };
+        let key = material.key();
+        let (fresh, outs) = self.scanner.freshness(n, &material, &key, self.plan.forced[n]);
+        self.materials[n] = Some((material.clone(), key));
+        let reason = match fresh {
+            Freshness::Fresh => {
+                self.record(n, outs.unwrap_or_default());
+                self.finished(n, NodeStatus::Cached, 0.0, None, None);
+                return Start::Done(true);
+            }
+            Freshness::Restore(why) => {
+                let outs = outs.unwrap_or_default();
+                match self.restore(&outs) {
+                    Ok(()) => {
+                        self.reasons[n] = Some(why);
+                        self.record(n, outs);
+                        self.finished(n, NodeStatus::Restored, 0.0, None, None);
+                        return Start::Done(true);
+                    }
+                    Err(e) => {
+                        let message = e.to_string();
+                        self.reporter.event(&Event::Note {
+                            message: format!("node `{}`: {message}; re-running it", self.graph.nodes[n].id),
+                        });
+                        DirtyReason::StoreDamaged { message }
+                    }
+                }
+            }
+            Freshness::Dirty(why) => why,
+        };
+        let node = &self.graph.nodes[n];
+        self.reasons[n] = Some(reason.clone());
+        self.reporter.event(&Event::Started { node: node.id.clone(), kind: node.kind.clone(), why: reason });
+        let Some(kind) = self.registry.get(&node.kind) else {
+            let msg = EngineError::UnknownKind { node: node.id.clone(), kind: node.kind.clone() }.to_string();
+            self.finished(n, NodeStatus::Failed, 0.0, Some(msg), None);
+            return Start::Done(false);
+        };
+        for o in &node.outputs {
+            self.scanner.statcache.forget(&o.path);
+        }
+        let job = Job {
+            graph: self.graph,
+            n,
+            kind,
+            store: self.store,
+            root: self.root,
+            release_abs: self.release_abs,
+            release_rel: &self.graph.release_dir,
+            material,
+            key,
+        };
+        Start::Run(Box::new(move || job.run()))
+    }
+
+    fn finish(&mut self, n: NodeIdx, result: std::result::Result<JobOutput, String>) -> bool {
+        match result {
+            Ok(JobOutput { result: Ok(outs), seconds, .. }) => {
+                self.record(n, outs);
+                self.finished(n, NodeStatus::Executed, seconds, None, None);
+                true
+            }
+            Ok(JobOutput { result: Err(e), log, seconds }) => {
+                self.finished(n, NodeStatus::Failed, seconds, Some(e), Some(&log));
+                false
+            }
+            Err(panic) => {
+                self.finished(n, NodeStatus::Failed, 0.0, Some(panic), None);
+                false
+            }
+        }
+    }
+
+    fn skip(&mut self, n: NodeIdx) {
+        self.finished(n, NodeStatus::Skipped, 0.0, Some("not run: a dependency failed or the build stopped".into()), None);
+    }
+
+    fn tick(&mut self) {
+        self.reporter.tick();
+    }
+}
+
+/// One node run, owned by a worker.
+struct Job<'a> {
+    graph: &'a Graph,
+    n: NodeIdx,
+    kind: &'a dyn StageKind,
+    store: &'a Store,
+    root: &'a Path,
+    release_abs: &'a Path,
+    release_rel: &'a str,
+    material: KeyMaterial,
+    key: Digest,
+}
+
+impl Job<'_> {
+    fn run(self) -> JobOutput {
+        let t0 = Instant::now();
+        let mut log = Vec::new();
+        let result = self.run_inner(&mut log);
+        JobOutput { result, log, seconds: t0.elapsed().as_secs_f64() }
+    }
+
+    fn run_inner(&self, log: &mut Vec<u8>) -> std::result::Result<Vec<OutputRecord>, String> {
+        let node = &self.graph.nodes[self.n];
+        let t0 = Instant::now();
+        // Stale outputs must not survive a run: a missing output is then really missing, and
+        // nothing the stage writes can land in a file shared with the store.
+        let mut out_paths = Vec::with_capacity(node.outputs.len());
+        for o in &node.outputs {
+            let abs = self.root.join(&o.path);
+            super::fsutil::remove_path(&abs).map_err(|e| format!("cannot remove old output `{}`: {e}", o.path))?;
+            if let Some(parent) = abs.parent() {
+                std::fs::create_dir_all(parent).map_err(|e| format!("cannot create `{}`: {e}", parent.display()))?;
+            }
+            out_paths.push(abs);
+        }
+        let inputs = self
+            .material
+            .inputs
+            .iter()
+            .map(|i| {
+                let path = self.root.join(&i.path);
+                StageInput { dir: path.is_dir(), rel: i.path.clone(), path }
+            })
+            .collect();
+        let before = fingerprint(self.release_abs);
+        let mut ctx = StageCtx {
+            node: &node.id,
+            params: &node.params,
+            workspace: self.root,
+            inputs,
+            outputs: out_paths,
+            log,
+        };
+        let run = self.kind.run(&mut ctx);
+        let log_digest = if ctx.log.is_empty() { None } else { self.store.put_bytes(ctx.log).ok() };
+        run.map_err(|e| format!("{e:#}"))?;
+        if fingerprint(self.release_abs) != before {
+            return Err(format!(
+                "wrote into the release directory `{}` without declaring it (publish outputs with [[release.publish]])",
+                self.release_rel
+            ));
+        }
+        let mut outputs = Vec::with_capacity(node.outputs.len());
+        for o in &node.outputs {
+            outputs.push(self.ingest(&o.path, o.dir)?);
+        }
+        let rec = ActionRecord {
+            node: node.id.clone(),
+            kind: node.kind.clone(),
+            outputs: outputs.clone(),
+            duration_ms: t0.elapsed().as_millis() as u64,
+            log: log_digest,
+            volatile: node.volatile || self.kind.volatile(),
+        };
+        self.store.put_action(&self.key, &rec).map_err(|e| e.to_string())?;
+        Ok(outputs)
+    }
+
+    /// Check one declared output and copy it into the store.
+    fn ingest(&self, rel: &str, dir: bool) -> std::result::Result<OutputRecord, String> {
+        let abs = self.root.join(rel);
+        let md = std::fs::symlink_metadata(&abs).map_err(|_| format!("declared output `{rel}` was not written"))?;
+        if dir != md.is_dir() || md.file_type().is_symlink() {
+            let want = if dir { "a directory" } else { "a regular file" };
+            return Err(format!("declared output `{rel}` is not {want}"));
+        }
+        if !dir {
+            let (digest, size) = self.store.put_file(&abs).map_err(|e| e.to_string())?;
+            let exec = std::os::unix::fs::PermissionsExt::mode(&md.permissions()) & 0o111 != 0;
+            return Ok(OutputRecord { path: rel.to_string(), digest, size, dir: false, exec });
+        }
+        let files = list_files(&abs).map_err(|e| format!("output `{rel}`: {e}"))?;
+        let mut tree = Tree::default();
+        let mut total = 0;
+        for f in files {
+            let p = abs.join(&f);
+            let (digest, size) = self.store.put_file(&p).map_err(|e| e.to_string())?;
+            let exec = std::fs::metadata(&p)
+                .map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o111 != 0)
+                .unwrap_or(false);
+            total += size;
+            tree.entries.push(TreeEntry { path: f, digest, size, exec });
+        }
+        let digest = self.store.put_bytes(&tree.encode()).map_err(|e| e.to_string())?;
+        Ok(OutputRecord { path: rel.to_string(), digest, size: total, dir: true, exec: false })
+    }
+}
+
+/// A cheap fingerprint of a directory tree (paths, sizes, mtimes, inodes) to detect writes.
+fn fingerprint(dir: &Path) -> Vec<(PathBuf, u64, i64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    if !dir.exists() {
+        return Vec::new();
+    }
+    walkdir::WalkDir::new(dir)
+        .sort_by_file_name()
+        .into_iter()
+        .flatten()
+        .filter_map(|e| {
+            let md = e.metadata().ok()?;
+            Some((e.into_path(), md.len(), md.mtime() * 1_000_000_000 + md.mtime_nsec(), md.ino()))
+        })
+        .collect()
+}

@@ -1,0 +1,74 @@
+//! `command`: run an external program.
+//!
+//! Params (built by `graph.rs` from a `[[command]]`): `run` (argv; a shell string is already
+//! `["sh", "-c", s]`), `cwd` (workspace-relative), `env` (declared variables and their values,
+//! null when unset), `outputs` (as written). The child gets a clean environment: PATH, HOME
+//! and the declared variables only; stdin is closed; stdout and stderr go, interleaved, to the
+//! node log. An argv[0] of `skyctl` means this very binary, so a pipeline can call the direct
+//! tools (`skyctl convert ...`) without depending on PATH.
+
+use std::process::Stdio;
+
+use anyhow::{bail, Context};
+
+use super::{StageCtx, StageKind};
+
+/// The `command` kind.
+pub struct Command;
+
+impl StageKind for Command {
+    fn name(&self) -> &'static str {
+        "command"
+    }
+
+    fn version(&self) -> u32 {
+        1
+    }
+
+    fn run(&self, ctx: &mut StageCtx<'_>) -> anyhow::Result<()> {
+        let argv: Vec<String> = ctx.params["run"]
+            .as_array()
+            .map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_string)).collect())
+            .unwrap_or_default();
+        let Some((prog, args)) = argv.split_first() else {
+            bail!("node `{}`: empty command", ctx.node);
+        };
+        let cwd = ctx.workspace.join(ctx.params["cwd"].as_str().unwrap_or("."));
+        let program = if prog == "skyctl" {
+            std::env::current_exe().context("locating the skyctl binary")?
+        } else {
+            prog.into()
+        };
+        let mut cmd = std::process::Command::new(&program);
+        cmd.args(args).current_dir(&cwd).env_clear().stdin(Stdio::null());
+        for var in ["PATH", "HOME"] {
+            if let Some(v) = std::env::var_os(var) {
+                cmd.env(var, v);
+            }
+        }
+        if let Some(env) = ctx.params["env"].as_object() {
+            for (k, v) in env {
+                if let Some(v) = v.as_str() {
+                    cmd.env(k, v);
+                }
+            }
+        }
+        // One file for both streams keeps their interleaving.
+        let log = tempfile::tempfile().context("creating a log file")?;
+        cmd.stdout(log.try_clone()?).stderr(log.try_clone()?);
+        let status = cmd
+            .status()
+            .with_context(|| format!("node `{}`: cannot run `{prog}` in `{}`", ctx.node, cwd.display()))?;
+        let mut log = log;
+        use std::io::{Read, Seek};
+        log.seek(std::io::SeekFrom::Start(0))?;
+        log.read_to_end(ctx.log)?;
+        if !status.success() {
+            match status.code() {
+                Some(c) => bail!("`{}` exited with status {c}", argv.join(" ")),
+                None => bail!("`{}` was killed by a signal ({status})", argv.join(" ")),
+            }
+        }
+        Ok(())
+    }
+}

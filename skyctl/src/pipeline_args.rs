@@ -1,0 +1,35 @@
+//! Arguments shared by the pipeline subcommands (`build`, `status`, `explain`, `graph`,
+//! `verify`, `gc`, `clean`, `store`): where the manifest and the store are.
+
+use std::path::PathBuf;
+
+use crate::engine::kinds::Registry;
+use crate::engine::Workspace;
+
+/// `--manifest` and `--store`.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct WorkspaceArgs {
+    /// The pipeline file (default: pipeline.toml in this folder or the nearest parent).
+    #[arg(long, value_name = "FILE")]
+    pub manifest: Option<PathBuf>,
+    /// The content store directory (default: SKYCTL_STORE, else [project] store_dir).
+    #[arg(long, value_name = "DIR")]
+    pub store: Option<PathBuf>,
+}
+
+impl WorkspaceArgs {
+    /// Open the workspace these arguments name.
+    pub fn open(&self) -> anyhow::Result<Workspace> {
+        let store = self
+            .store
+            .clone()
+            .or_else(|| std::env::var_os("SKYCTL_STORE").filter(|s| !s.is_empty()).map(PathBuf::from));
+        let cwd = std::env::current_dir()?;
+        Ok(Workspace::open(&cwd, self.manifest.as_deref(), store)?)
+    }
+}
+
+/// Every stage kind in this build.
+pub fn registry() -> Registry {
+    Registry::builtin()
+}

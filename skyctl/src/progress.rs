@@ -1,0 +1,136 @@
+//! How build events look: a progress bar with the running nodes on a TTY, one plain line per
+//! node when piped, or one JSON object per line with `--json`. The engine only emits
+//! [`Event`]s; all printing for builds lives here.
+
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+use std::collections::BTreeSet;
+use std::io::IsTerminal;
+
+use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::engine::report::{Event, NodeStatus, Reporter, Summary};
+
+/// Output mode chosen from flags and the terminal.
+pub enum Mode {
+    /// `--json`.
+    Json,
+    /// stderr is a terminal.
+    Tty,
+    /// Piped.
+    Plain,
+}
+
+impl Mode {
+    /// `--json` wins; else a TTY on stderr gets the bar.
+    pub fn pick(json: bool) -> Mode {
+        if json {
+            Mode::Json
+        } else if std::io::stderr().is_terminal() {
+            Mode::Tty
+        } else {
+            Mode::Plain
+        }
+    }
+}
+
+/// The CLI's reporter.
+pub struct Console {
+    mode: Mode,
+    verbose: bool,
+    bar: Option<ProgressBar>,
+    running: BTreeSet<String>,
+}
+
+impl Console {
+    /// A reporter for `mode`; `verbose` also prints cache hits.
+    pub fn new(mode: Mode, verbose: bool) -> Console {
+        Console { mode, verbose, bar: None, running: BTreeSet::new() }
+    }
+
+    fn line(&self, s: &str) {
+        match &self.bar {
+            Some(b) => b.println(s),
+            None => eprintln!("{s}"),
+        }
+    }
+
+    fn refresh(&self) {
+        if let Some(b) = &self.bar {
+            let names: Vec<&str> = self.running.iter().map(String::as_str).take(4).collect();
+            let more = self.running.len().saturating_sub(names.len());
+            let tail = if more > 0 { format!(" +{more}") } else { String::new() };
+            b.set_message(format!("{}{tail}", names.join(", ")));
+        }
+    }
+
+    /// Print the final summary line (JSON: `{"summary": {...}}`).
+    pub fn summary(&mut self, s: &Summary) {
+        if let Some(b) = self.bar.take() {
+            b.finish_and_clear();
+        }
+        match self.mode {
+            Mode::Json => println!("{}", serde_json::json!({ "summary": s })),
+            _ => eprintln!(
+                "skyctl: {} executed, {} cached, {} failed, {} skipped in {:.2}s",
+                s.executed, s.cached, s.failed, s.skipped, s.seconds
+            ),
+        }
+    }
+}
+
+impl Reporter for Console {
+    fn event(&mut self, e: &Event) {
+        if let Mode::Json = self.mode {
+            if let Ok(s) = serde_json::to_string(e) {
+                println!("{s}");
+            }
+            return;
+        }
+        match e {
+            Event::Plan { total } => {
+                if let Mode::Tty = self.mode {
+                    let bar = ProgressBar::new(*total as u64);
+                    if let Ok(style) = ProgressStyle::with_template("{bar:30} {pos}/{len} {elapsed} {wide_msg}") {
+                        bar.set_style(style);
+                    }
+                    self.bar = Some(bar);
+                }
+            }
+            Event::Started { node, .. } => {
+                self.running.insert(node.clone());
+                self.refresh();
+            }
+            Event::Finished { node, status, why, seconds, error, log_tail, .. } => {
+                self.running.remove(node);
+                if let Some(b) = &self.bar {
+                    b.inc(1);
+                }
+                self.refresh();
+                let why = why.as_ref().map(|w| format!(" ({w})")).unwrap_or_default();
+                match status {
+                    NodeStatus::Executed => self.line(&format!("executed  {node}{why} {seconds:.2}s")),
+                    NodeStatus::Restored => self.line(&format!("restored  {node}{why}")),
+                    NodeStatus::Cached if self.verbose => self.line(&format!("cached    {node}")),
+                    NodeStatus::Cached => {}
+                    NodeStatus::Skipped => self.line(&format!("skipped   {node}")),
+                    NodeStatus::Failed => {
+                        self.line(&format!("FAILED    {node}{why}: {}", error.as_deref().unwrap_or("failed")));
+                        if let Some(tail) = log_tail {
+                            for l in tail.lines() {
+                                self.line(&format!("  | {l}"));
+                            }
+                        }
+                    }
+                }
+            }
+            Event::Note { message } => self.line(&format!("skyctl: {message}")),
+        }
+    }
+
+    fn tick(&mut self) {
+        if let Some(b) = &self.bar {
+            b.tick();
+        }
+    }
+}

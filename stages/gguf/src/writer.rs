@@ -1,0 +1,558 @@
+//! The GGUF writer: version 3, little endian, `general.alignment` always written, every
+//! tensor padded, offsets computed in one pass. Same inputs, byte-identical output.
+
+use std::collections::{HashMap, HashSet};
+use std::io::Write;
+use std::path::Path;
+
+use crate::dtype;
+use crate::error::{Error, Result};
+use crate::reader::{GgufFile, DEFAULT_ALIGNMENT, MAGIC, MAX_DIMS};
+use crate::types::GgmlType;
+use crate::value::{Array, Value};
+
+/// The version the writer emits.
+pub const WRITE_VERSION: u32 = 3;
+/// llama.cpp's `GGML_MAX_NAME`: tensor names must be shorter than this many bytes.
+pub const MAX_TENSOR_NAME_BYTES: usize = 64;
+const ALIGNMENT_KEY: &str = "general.alignment";
+
+#[derive(Debug, Clone)]
+struct PendingTensor {
+    name: String,
+    dims: Vec<u64>,
+    ty: GgmlType,
+    data: Vec<u8>,
+}
+
+/// Collects metadata and tensors, then writes one GGUF v3 file.
+///
+/// Keys and tensors are written in the order they were added. `general.alignment` is
+/// written where it was added, or appended after the other keys if it never was.
+#[derive(Debug, Clone)]
+pub struct GgufWriter {
+    alignment: u64,
+    metadata: Vec<(String, Value)>,
+    key_index: HashMap<String, usize>,
+    tensors: Vec<PendingTensor>,
+    tensor_names: HashSet<String>,
+}
+
+impl Default for GgufWriter {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl GgufWriter {
+    /// An empty writer with alignment 32.
+    pub fn new() -> Self {
+        Self::with_alignment(DEFAULT_ALIGNMENT)
+    }
+
+    /// An empty writer with the given alignment (a power of two; checked when writing).
+    pub fn with_alignment(alignment: u64) -> Self {
+        GgufWriter {
+            alignment,
+            metadata: Vec::new(),
+            key_index: HashMap::new(),
+            tensors: Vec::new(),
+            tensor_names: HashSet::new(),
+        }
+    }
+
+    /// A writer holding every key and tensor of a parsed file (tensor bytes copied as they
+    /// are, whatever their type), with that file's alignment.
+    pub fn from_gguf(file: &GgufFile<'_>) -> Result<Self> {
+        let mut w = Self::with_alignment(file.alignment);
+        for (k, v) in &file.metadata {
+            w.add_kv(k.clone(), v.clone());
+        }
+        for t in &file.tensors {
+            w.add_tensor(t.name.clone(), t.dims.clone(), t.ty, t.data.to_vec())?;
+        }
+        Ok(w)
+    }
+
+    /// The alignment the file will use.
+    pub fn alignment(&self) -> u64 {
+        self.alignment
+    }
+
+    /// Add a metadata pair. Re-adding a key replaces its value in its original position.
+    /// Adding `general.alignment` (as u32) sets the alignment.
+    pub fn add_kv(&mut self, key: impl Into<String>, value: impl Into<Value>) {
+        let key = key.into();
+        let value = value.into();
+        if key == ALIGNMENT_KEY {
+            if let Value::U32(a) = value {
+                self.alignment = u64::from(a);
+            }
+        }
+        match self.key_index.get(&key) {
+            Some(&i) => self.metadata[i].1 = value,
+            None => {
+                self.key_index.insert(key.clone(), self.metadata.len());
+                self.metadata.push((key, value));
+            }
+        }
+    }
+
+    /// The value added for a key.
+    pub fn get(&self, key: &str) -> Option<&Value> {
+        self.key_index.get(key).map(|&i| &self.metadata[i].1)
+    }
+
+    /// Metadata pairs in the order they will be written (without an appended alignment key).
+    pub fn metadata(&self) -> &[(String, Value)] {
+        &self.metadata
+    }
+
+    /// Number of tensors added.
+    pub fn tensor_count(&self) -> usize {
+        self.tensors.len()
+    }
+
+    /// Add a tensor: dimensions in ggml order (innermost first), its type, and its bytes,
+    /// which must be exactly the size the dims and type give.
+    pub fn add_tensor(
+        &mut self,
+        name: impl Into<String>,
+        dims_ggml: Vec<u64>,
+        ty: GgmlType,
+        data: Vec<u8>,
+    ) -> Result<()> {
+        let name = name.into();
+        let invalid = |reason: String| Err(Error::Invalid(format!("tensor {name:?}: {reason}")));
+        if name.len() >= MAX_TENSOR_NAME_BYTES {
+            return invalid(format!(
+                "name is {} bytes, llama.cpp accepts at most {}",
+                name.len(),
+                MAX_TENSOR_NAME_BYTES - 1
+            ));
+        }
+        if dims_ggml.len() > MAX_DIMS {
+            return invalid(format!(
+                "{} dimensions, ggml allows at most {MAX_DIMS}",
+                dims_ggml.len()
+            ));
+        }
+        if self.tensor_names.contains(&name) {
+            return invalid("a tensor of this name was already added".into());
+        }
+        let expected = tensor_bytes(&name, &dims_ggml, ty)?;
+        if data.len() as u64 != expected {
+            return Err(Error::LengthMismatch {
+                what: format!("data of tensor {name:?} ({} {:?})", ty.name(), dims_ggml),
+                expected,
+                actual: data.len() as u64,
+            });
+        }
+        self.tensor_names.insert(name.clone());
+        self.tensors.push(PendingTensor {
+            name,
+            dims: dims_ggml,
+            ty,
+            data,
+        });
+        Ok(())
+    }
+
+    /// Encode f32 values as `ty` (F32, F16, BF16, Q8_0) and add them as a tensor.
+    pub fn add_tensor_f32(
+        &mut self,
+        name: impl Into<String>,
+        dims_ggml: Vec<u64>,
+        ty: GgmlType,
+        values: &[f32],
+    ) -> Result<()> {
+        let name = name.into();
+        let row = dims_ggml.first().copied().unwrap_or(1);
+        let row = usize::try_from(row).map_err(|_| Error::Overflow {
+            what: format!("row of tensor {name:?}"),
+        })?;
+        let data = dtype::encode(ty, values, row).map_err(|e| match e {
+            Error::NotBlockMultiple { len, block, ty, .. } => Error::NotBlockMultiple {
+                what: format!("row of tensor {name:?}"),
+                len,
+                block,
+                ty,
+            },
+            other => other,
+        })?;
+        self.add_tensor(name, dims_ggml, ty, data)
+    }
+
+    fn check_alignment(&self) -> Result<()> {
+        if let Some(v) = self.get(ALIGNMENT_KEY) {
+            if !matches!(v, Value::U32(_)) {
+                return Err(Error::Invalid(format!(
+                    "{ALIGNMENT_KEY} must be a u32, not {}",
+                    v.value_type()
+                )));
+            }
+        }
+        if !self.alignment.is_power_of_two() || self.alignment > u64::from(u32::MAX) {
+            return Err(Error::Invalid(format!(
+                "alignment {} is not a power of two that fits in u32",
+                self.alignment
+            )));
+        }
+        Ok(())
+    }
+
+    /// Header, metadata, tensor descriptors and padding: everything before the data.
+    fn head(&self) -> Result<Vec<u8>> {
+        self.check_alignment()?;
+        let mut head = Vec::with_capacity(4096);
+        head.extend_from_slice(&MAGIC);
+        head.extend_from_slice(&WRITE_VERSION.to_le_bytes());
+        head.extend_from_slice(&(self.tensors.len() as u64).to_le_bytes());
+        let append_alignment = !self.key_index.contains_key(ALIGNMENT_KEY);
+        let n_kv = self.metadata.len() + usize::from(append_alignment);
+        head.extend_from_slice(&(n_kv as u64).to_le_bytes());
+        for (k, v) in &self.metadata {
+            put_string(&mut head, k);
+            head.extend_from_slice(&v.value_type().id().to_le_bytes());
+            put_value(&mut head, v, k)?;
+        }
+        if append_alignment {
+            // alignment <= u32::MAX was checked above.
+            let v = Value::U32(self.alignment as u32);
+            put_string(&mut head, ALIGNMENT_KEY);
+            head.extend_from_slice(&v.value_type().id().to_le_bytes());
+            put_value(&mut head, &v, ALIGNMENT_KEY)?;
+        }
+        let mut offset = 0u64;
+        for t in &self.tensors {
+            put_string(&mut head, &t.name);
+            head.extend_from_slice(&(t.dims.len() as u32).to_le_bytes());
+            for d in &t.dims {
+                head.extend_from_slice(&d.to_le_bytes());
+            }
+            head.extend_from_slice(&t.ty.id().to_le_bytes());
+            head.extend_from_slice(&offset.to_le_bytes());
+            offset = (offset + t.data.len() as u64).next_multiple_of(self.alignment);
+        }
+        let padded = (head.len() as u64).next_multiple_of(self.alignment);
+        head.resize(padded as usize, 0);
+        Ok(head)
+    }
+
+    /// Total size of the file that will be written.
+    pub fn file_size(&self) -> Result<u64> {
+        let head = self.head()?.len() as u64;
+        Ok(self.tensors.iter().fold(head, |a, t| {
+            a + (t.data.len() as u64).next_multiple_of(self.alignment)
+        }))
+    }
+
+    /// Write the file to `w`.
+    pub fn write_to(&self, w: &mut impl Write) -> Result<()> {
+        let head = self.head()?;
+        w.write_all(&head).map_err(Error::Write)?;
+        let zeros = vec![0u8; self.alignment as usize];
+        for t in &self.tensors {
+            w.write_all(&t.data).map_err(Error::Write)?;
+            let pad = (t.data.len() as u64).next_multiple_of(self.alignment) - t.data.len() as u64;
+            w.write_all(&zeros[..pad as usize]).map_err(Error::Write)?;
+        }
+        Ok(())
+    }
+
+    /// The whole file in memory.
+    pub fn to_bytes(&self) -> Result<Vec<u8>> {
+        let mut out = Vec::with_capacity(self.file_size()? as usize);
+        self.write_to(&mut out)?;
+        Ok(out)
+    }
+
+    /// Write the file atomically: into a temporary file in the same folder, synced, then
+    /// renamed over `path`. On error nothing is left at `path` (an old file stays intact).
+    pub fn write_file(&self, path: &Path) -> Result<()> {
+        let io = |source| Error::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let dir = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        let tmp = tempfile::Builder::new()
+            .prefix(".skyctl-tmp-")
+            .suffix(".gguf")
+            .tempfile_in(dir)
+            .map_err(io)?;
+        {
+            let mut bw = std::io::BufWriter::with_capacity(1 << 20, tmp.as_file());
+            self.write_to(&mut bw).map_err(|e| match e {
+                Error::Write(source) => io(source),
+                other => other,
+            })?;
+            bw.flush().map_err(io)?;
+        }
+        tmp.as_file().sync_all().map_err(io)?;
+        tmp.persist(path).map_err(|e| io(e.error))?;
+        Ok(())
+    }
+}
+
+/// Bytes a tensor of these dims and type takes (without padding).
+fn tensor_bytes(name: &str, dims: &[u64], ty: GgmlType) -> Result<u64> {
+    let ne0 = dims.first().copied().unwrap_or(1);
+    let row = ty.row_bytes(ne0).map_err(|e| match e {
+        Error::UnknownType { id, .. } => Error::UnknownType {
+            what: format!("tensor {name:?}"),
+            id,
+        },
+        Error::NotBlockMultiple { len, block, ty, .. } => Error::NotBlockMultiple {
+            what: format!("row of tensor {name:?}"),
+            len,
+            block,
+            ty,
+        },
+        other => other,
+    })?;
+    dims.iter()
+        .skip(1)
+        .try_fold(row, |a, &d| a.checked_mul(d))
+        .ok_or_else(|| Error::Overflow {
+            what: format!("tensor {name:?}"),
+        })
+}
+
+fn put_string(buf: &mut Vec<u8>, s: &str) {
+    buf.extend_from_slice(&(s.len() as u64).to_le_bytes());
+    buf.extend_from_slice(s.as_bytes());
+}
+
+fn put_value(buf: &mut Vec<u8>, v: &Value, key: &str) -> Result<()> {
+    match v {
+        Value::U8(x) => buf.push(*x),
+        Value::I8(x) => buf.extend_from_slice(&x.to_le_bytes()),
+        Value::U16(x) => buf.extend_from_slice(&x.to_le_bytes()),
+        Value::I16(x) => buf.extend_from_slice(&x.to_le_bytes()),
+        Value::U32(x) => buf.extend_from_slice(&x.to_le_bytes()),
+        Value::I32(x) => buf.extend_from_slice(&x.to_le_bytes()),
+        Value::F32(x) => buf.extend_from_slice(&x.to_le_bytes()),
+        Value::Bool(x) => buf.push(u8::from(*x)),
+        Value::String(s) => put_string(buf, s),
+        Value::U64(x) => buf.extend_from_slice(&x.to_le_bytes()),
+        Value::I64(x) => buf.extend_from_slice(&x.to_le_bytes()),
+        Value::F64(x) => buf.extend_from_slice(&x.to_le_bytes()),
+        Value::Array(Array { elem_type, items }) => {
+            buf.extend_from_slice(&elem_type.id().to_le_bytes());
+            buf.extend_from_slice(&(items.len() as u64).to_le_bytes());
+            for (i, item) in items.iter().enumerate() {
+                if item.value_type() != *elem_type {
+                    return Err(Error::Invalid(format!(
+                        "metadata key {key:?}: array of {elem_type} has a {} at index {i}",
+                        item.value_type()
+                    )));
+                }
+                put_value(buf, item, key)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::value::ValueType;
+
+    fn all_values() -> Vec<(&'static str, Value)> {
+        vec![
+            ("u8", Value::U8(200)),
+            ("i8", Value::I8(-100)),
+            ("u16", Value::U16(60_000)),
+            ("i16", Value::I16(-30_000)),
+            ("u32", Value::U32(4_000_000_000)),
+            ("i32", Value::I32(-2_000_000_000)),
+            ("f32", Value::F32(1.064_769_9)),
+            ("bool", Value::Bool(true)),
+            ("string", Value::from("h\u{e9}llo")),
+            ("u64", Value::U64(u64::MAX)),
+            ("i64", Value::I64(i64::MIN)),
+            ("f64", Value::F64(-1e300)),
+            (
+                "strings",
+                Value::string_array(["a".to_string(), String::new()]),
+            ),
+            (
+                "nested",
+                Value::array(
+                    ValueType::Array,
+                    vec![Value::f32_array([1.0, 2.0]), Value::f32_array([])],
+                )
+                .unwrap(),
+            ),
+        ]
+    }
+
+    fn writer() -> GgufWriter {
+        let mut w = GgufWriter::new();
+        for (k, v) in all_values() {
+            w.add_kv(k, v);
+        }
+        w.add_tensor_f32(
+            "t.f16",
+            vec![3, 2],
+            GgmlType::F16,
+            &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0],
+        )
+        .unwrap();
+        w.add_tensor("t.q4k", vec![256], GgmlType::Other(12), vec![7u8; 144])
+            .unwrap();
+        w
+    }
+
+    #[test]
+    fn round_trip_every_value_type() {
+        let bytes = writer().to_bytes().unwrap();
+        let f = GgufFile::parse(&bytes).unwrap();
+        let mut want = all_values();
+        want.push(("general.alignment", Value::U32(32)));
+        assert_eq!(f.metadata.len(), want.len());
+        for ((k, v), (wk, wv)) in f.metadata.iter().zip(&want) {
+            assert_eq!(k, wk);
+            assert_eq!(v, wv, "{k}");
+        }
+        let t = f.tensor("t.f16").unwrap();
+        assert_eq!((t.dims.clone(), t.shape()), (vec![3, 2], vec![2, 3]));
+        assert_eq!(t.to_f32().unwrap(), vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+        assert_eq!(f.tensor("t.q4k").unwrap().data, &[7u8; 144][..]);
+        assert_eq!(f.tensor("t.q4k").unwrap().offset, 32);
+        assert_eq!(bytes.len() as u64, writer().file_size().unwrap());
+        assert_eq!(bytes.len() % 32, 0);
+    }
+
+    #[test]
+    fn output_is_deterministic_and_copies_are_identical() {
+        let a = writer().to_bytes().unwrap();
+        assert_eq!(a, writer().to_bytes().unwrap());
+        let f = GgufFile::parse(&a).unwrap();
+        assert_eq!(GgufWriter::from_gguf(&f).unwrap().to_bytes().unwrap(), a);
+    }
+
+    #[test]
+    fn re_adding_a_key_keeps_its_position() {
+        let mut w = GgufWriter::new();
+        w.add_kv("a", 1u32);
+        w.add_kv("b", 2u32);
+        w.add_kv("a", "three");
+        let bytes = w.to_bytes().unwrap();
+        let f = GgufFile::parse(&bytes).unwrap();
+        let keys: Vec<_> = f.metadata.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(keys, ["a", "b", "general.alignment"]);
+        assert_eq!(f.get("a").and_then(Value::as_str), Some("three"));
+    }
+
+    #[test]
+    fn alignment_key_and_padding() {
+        let mut w = GgufWriter::with_alignment(64);
+        w.add_kv("general.architecture", "x");
+        w.add_tensor("a", vec![3], GgmlType::F32, vec![0; 12])
+            .unwrap();
+        w.add_tensor("b", vec![3], GgmlType::F32, vec![1; 12])
+            .unwrap();
+        let bytes = w.to_bytes().unwrap();
+        let f = GgufFile::parse(&bytes).unwrap();
+        assert_eq!(f.alignment, 64);
+        assert_eq!(f.get("general.alignment"), Some(&Value::U32(64)));
+        assert_eq!(f.tensor("b").unwrap().offset, 64);
+        assert_eq!(f.data_offset() % 64, 0);
+
+        // An explicitly added key sets the alignment and keeps its place.
+        let mut w = GgufWriter::new();
+        w.add_kv("general.alignment", 16u32);
+        w.add_kv("z", 0u8);
+        let bytes = w.to_bytes().unwrap();
+        let f = GgufFile::parse(&bytes).unwrap();
+        assert_eq!(f.alignment, 16);
+        assert_eq!(f.metadata[0].0, "general.alignment");
+        assert_eq!(f.metadata.len(), 2);
+
+        let mut w = GgufWriter::new();
+        w.add_kv("general.alignment", 16u64);
+        assert!(w
+            .to_bytes()
+            .unwrap_err()
+            .to_string()
+            .contains("must be a u32"));
+        assert!(GgufWriter::with_alignment(48).to_bytes().is_err());
+    }
+
+    #[test]
+    fn add_tensor_checks_its_input() {
+        let mut w = GgufWriter::new();
+        let e = w
+            .add_tensor("a", vec![4, 2], GgmlType::F32, vec![0; 31])
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "data of tensor \"a\" (F32 [4, 2]): expected 32 bytes, got 31"
+        );
+        w.add_tensor("a", vec![4, 2], GgmlType::F32, vec![0; 32])
+            .unwrap();
+        let e = w
+            .add_tensor("a", vec![1], GgmlType::F32, vec![0; 4])
+            .unwrap_err();
+        assert!(e.to_string().contains("already added"), "{e}");
+        let e = w
+            .add_tensor_f32("q", vec![33, 1], GgmlType::Q8_0, &[0.0; 33])
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "row of tensor \"q\": 33 values do not split into blocks of 32 (Q8_0)"
+        );
+        let e = w
+            .add_tensor("u", vec![4], GgmlType::Other(99), vec![])
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "tensor \"u\": ggml type 99 has no known byte size"
+        );
+        let e = w
+            .add_tensor("x".repeat(64), vec![1], GgmlType::F32, vec![0; 4])
+            .unwrap_err();
+        assert!(e.to_string().contains("at most 63"), "{e}");
+        let e = w
+            .add_tensor("d", vec![1; 5], GgmlType::F32, vec![0; 4])
+            .unwrap_err();
+        assert!(e.to_string().contains("5 dimensions"), "{e}");
+        let bad = Value::Array(Array {
+            elem_type: ValueType::U8,
+            items: vec![Value::U8(1), Value::I8(1)],
+        });
+        w.add_kv("bad", bad);
+        let e = w.to_bytes().unwrap_err();
+        assert!(
+            e.to_string().contains("array of u8 has a i8 at index 1"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn write_file_is_atomic() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("m.gguf");
+        writer().write_file(&p).unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), writer().to_bytes().unwrap());
+        // A failing write leaves the old file intact and no temp file behind.
+        let mut bad = GgufWriter::new();
+        bad.add_kv("general.alignment", "x");
+        assert!(bad.write_file(&p).is_err());
+        assert_eq!(std::fs::read(&p).unwrap(), writer().to_bytes().unwrap());
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names.len(), 1, "{names:?}");
+        let e = writer()
+            .write_file(&dir.path().join("no/such/dir.gguf"))
+            .unwrap_err();
+        assert!(e.to_string().contains("no/such/dir.gguf"), "{e}");
+    }
+}

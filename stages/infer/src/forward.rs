@@ -1,0 +1,395 @@
+//! The forward pass: ModernBERT encoder, Laya decision head, scorer read-out at the markers.
+//!
+//! All buffers live in a [`Workspace`] that grows to the longest sequence seen and is then
+//! reused: the pass itself allocates nothing. The last head block only finishes the rows the
+//! scorer reads (the markers): keys and values need every row, but the attention output, the
+//! MLP and the scorer run on the marker rows alone.
+
+use crate::config::QType;
+use crate::error::{InferError, Result};
+use crate::kernels::{gelu_erf, gemm, layer_norm, softmax_row, Gemm, Isa};
+use crate::model::Model;
+use crate::weights::Weight;
+
+/// Query rows per attention block (bounds the score buffer to `QB x n`).
+const QB: usize = 32;
+
+/// Calibration hook: sees the input (`rows x k`, row-major) of every matrix product, with the
+/// weight's site name (`blk.0.attn_qkv`, `cls`).
+pub type Observer<'a> = &'a mut dyn FnMut(&str, usize, usize, &[f32]);
+
+/// Reusable scratch memory of the forward pass.
+#[derive(Debug, Default)]
+pub struct Workspace {
+    cap: usize,
+    x: Vec<f32>,
+    h: Vec<f32>,
+    qkv: Vec<f32>,
+    attn: Vec<f32>,
+    tmp: Vec<f32>,
+    up: Vec<f32>,
+    act: Vec<f32>,
+    kt: Vec<f32>,
+    scores: Vec<f32>,
+    qrows: Vec<f32>,
+    rows_out: Vec<f32>,
+    /// RoPE cos/sin per position (`[pos][hd/2]`) for the global and local theta.
+    rope: [(Vec<f32>, Vec<f32>); 2],
+    rope_key: Option<(usize, u32, u32)>,
+    /// Raw scores of the last call.
+    out: Vec<f32>,
+}
+
+impl Workspace {
+    /// An empty workspace; buffers grow on first use.
+    pub fn new() -> Workspace {
+        Workspace::default()
+    }
+
+    fn ensure(&mut self, model: &Model, n: usize, n_markers: usize) {
+        let c = &model.config;
+        let d = c.hidden;
+        if n > self.cap {
+            let wide = (2 * c.intermediate).max(4 * d);
+            self.x.resize(n * d, 0.0);
+            self.h.resize(n * d, 0.0);
+            self.qkv.resize(n * 3 * d, 0.0);
+            self.attn.resize(n * d, 0.0);
+            self.tmp.resize(n * d, 0.0);
+            self.up.resize(n * wide, 0.0);
+            self.act.resize(n * wide, 0.0);
+            self.kt.resize(n * d, 0.0);
+            self.scores.resize(QB * n, 0.0);
+            self.cap = n;
+        }
+        let m = n_markers.max(1);
+        if self.qrows.len() < m * 4 * d {
+            self.qrows.resize(m * 4 * d, 0.0);
+            self.rows_out.resize(m * 4 * d, 0.0);
+        }
+        self.ensure_rope(model, n);
+    }
+
+    /// Build the RoPE tables as Hugging Face does in float32: inv_freq = 1 / theta^(2j/hd)
+    /// (f32 pow), angle = pos * inv_freq (f32 product), then cos/sin.
+    fn ensure_rope(&mut self, model: &Model, n: usize) {
+        let c = &model.config;
+        let hd = c.enc_head_dim();
+        let key = (hd, c.rope_global.to_bits(), c.rope_local.to_bits());
+        let have = self.rope[0].0.len() / (hd / 2).max(1);
+        if self.rope_key == Some(key) && have >= n {
+            return;
+        }
+        let len = n.max(c.max_len);
+        let half = hd / 2;
+        for (slot, theta) in [(0, c.rope_global), (1, c.rope_local)] {
+            let (cos, sin) = &mut self.rope[slot];
+            cos.clear();
+            sin.clear();
+            let inv: Vec<f32> = (0..half)
+                .map(|j| {
+                    let e = (2 * j) as f32 / hd as f32;
+                    1.0f32 / ((theta as f64).powf(e as f64) as f32)
+                })
+                .collect();
+            for pos in 0..len {
+                for &f in &inv {
+                    let angle = (pos as f32 * f) as f64;
+                    cos.push(angle.cos() as f32);
+                    sin.push(angle.sin() as f32);
+                }
+            }
+        }
+        self.rope_key = Some(key);
+    }
+
+    /// The raw scores of the last [`forward`] call, one per marker.
+    pub fn scores(&self) -> &[f32] {
+        &self.out
+    }
+}
+
+fn observe(obs: &mut Option<Observer<'_>>, w: &Weight, rows: usize, x: &[f32]) {
+    if let Some(o) = obs.as_mut() {
+        o(&w.site, rows, w.k, &x[..rows * w.k]);
+    }
+}
+
+fn add_bias(x: &mut [f32], bias: &[f32]) {
+    for row in x.chunks_exact_mut(bias.len()) {
+        for (v, b) in row.iter_mut().zip(bias) {
+            *v += *b;
+        }
+    }
+}
+
+/// Multi-head attention for the query rows `q` (row stride `ldq`, positions `qpos0..`) over
+/// every key/value row of `qkv` (`n` rows of `[Q | K | V]`, stride 3d). `window`: keys with
+/// |i - j| > window are masked (sliding layers). Writes `nq x d` into `out`.
+#[allow(clippy::too_many_arguments)]
+fn attention(
+    isa: Isa,
+    qkv: &[f32],
+    n: usize,
+    d: usize,
+    heads: usize,
+    q: &[f32],
+    ldq: usize,
+    qpos: &dyn Fn(usize) -> usize,
+    nq: usize,
+    window: Option<usize>,
+    rope: Option<(&[f32], &[f32])>,
+    kt: &mut [f32],
+    scores: &mut [f32],
+    out: &mut [f32],
+) {
+    let hd = d / heads;
+    let scale = 1.0 / (hd as f32).sqrt();
+    let _ = rope;
+    for h in 0..heads {
+        // Kᵀ of this head: [hd][n].
+        for j in 0..n {
+            let krow = &qkv[j * 3 * d + d + h * hd..j * 3 * d + d + (h + 1) * hd];
+            for (t, &kv) in krow.iter().enumerate() {
+                kt[t * n + j] = kv;
+            }
+        }
+        let mut i0 = 0;
+        while i0 < nq {
+            let rows = QB.min(nq - i0);
+            let (lo, hi) = match window {
+                Some(w) => (qpos(i0).saturating_sub(w), (qpos(i0 + rows - 1) + w + 1).min(n)),
+                None => (0, n),
+            };
+            let width = hi - lo;
+            gemm(
+                isa,
+                Gemm { m: rows, n: width, k: hd, lda: ldq, ldb: n, ldc: width, accumulate: false },
+                &q[i0 * ldq + h * hd..],
+                &kt[lo..],
+                scores,
+            );
+            for r in 0..rows {
+                let row = &mut scores[r * width..(r + 1) * width];
+                for v in row.iter_mut() {
+                    *v *= scale;
+                }
+                if let Some(w) = window {
+                    let p = qpos(i0 + r);
+                    for (jj, v) in row.iter_mut().enumerate() {
+                        if (lo + jj).abs_diff(p) > w {
+                            *v = f32::NEG_INFINITY;
+                        }
+                    }
+                }
+                softmax_row(row);
+            }
+            gemm(
+                isa,
+                Gemm { m: rows, n: hd, k: width, lda: width, ldb: 3 * d, ldc: d, accumulate: false },
+                scores,
+                &qkv[lo * 3 * d + 2 * d + h * hd..],
+                &mut out[i0 * d + h * hd..],
+            );
+            i0 += rows;
+        }
+    }
+}
+
+/// NEOX / Hugging Face rotate-half RoPE on the Q and K parts of every row of `qkv`.
+fn apply_rope(qkv: &mut [f32], n: usize, d: usize, heads: usize, cos: &[f32], sin: &[f32]) {
+    let hd = d / heads;
+    let half = hd / 2;
+    for pos in 0..n {
+        let c = &cos[pos * half..(pos + 1) * half];
+        let s = &sin[pos * half..(pos + 1) * half];
+        let row = &mut qkv[pos * 3 * d..pos * 3 * d + 2 * d];
+        for head in row.chunks_exact_mut(hd) {
+            let (x1, x2) = head.split_at_mut(half);
+            for j in 0..half {
+                let (a, b) = (x1[j], x2[j]);
+                x1[j] = a * c[j] - b * s[j];
+                x2[j] = b * c[j] + a * s[j];
+            }
+        }
+    }
+}
+
+/// Run the model on one sequence and return the raw scorer output at each marker position
+/// (column `qtype`). `observer` sees every matrix product's input.
+pub fn forward<'w>(
+    model: &Model,
+    isa: Isa,
+    ws: &'w mut Workspace,
+    ids: &[u32],
+    markers: &[usize],
+    qtype: QType,
+    mut observer: Option<Observer<'_>>,
+) -> Result<&'w [f32]> {
+    let c = &model.config;
+    let (d, f, n) = (c.hidden, c.intermediate, ids.len());
+    if n == 0 {
+        return Err(InferError::BadRequest { path: "input_ids".into(), message: "empty sequence".into() });
+    }
+    for (position, &id) in ids.iter().enumerate() {
+        if id as usize >= c.vocab {
+            return Err(InferError::TokenOutOfRange { position, id, vocab: c.vocab });
+        }
+    }
+    if let Some(&m) = markers.iter().find(|&&m| m >= n) {
+        return Err(InferError::BadRequest {
+            path: "markers".into(),
+            message: format!("marker position {m} is outside the {n}-token sequence"),
+        });
+    }
+    ws.ensure(model, n, markers.len());
+    let Workspace { x, h, qkv, attn, tmp, up, act, kt, scores, qrows, rows_out, rope, out, .. } = ws;
+
+    // Embeddings + norm.
+    for (t, &id) in ids.iter().enumerate() {
+        let id = id as usize;
+        h[t * d..(t + 1) * d].copy_from_slice(&model.tok_embd[id * d..(id + 1) * d]);
+    }
+    layer_norm(&h[..n * d], &mut x[..n * d], d, &model.embd_norm, None, c.eps);
+
+    let heads = c.enc_heads;
+    let half_window = c.local_attention / 2;
+    for layer in &model.layers {
+        let hin: &[f32] = match &layer.attn_norm {
+            Some(w) => {
+                layer_norm(&x[..n * d], &mut h[..n * d], d, w, None, c.eps);
+                &h[..n * d]
+            }
+            None => &x[..n * d],
+        };
+        observe(&mut observer, &layer.qkv, n, hin);
+        layer.qkv.matmul(isa, hin, n, &mut qkv[..n * 3 * d]);
+        let (cos, sin) = if layer.global { &rope[0] } else { &rope[1] };
+        apply_rope(&mut qkv[..n * 3 * d], n, d, heads, cos, sin);
+        attention(
+            isa,
+            &qkv[..n * 3 * d],
+            n,
+            d,
+            heads,
+            &qkv[..n * 3 * d],
+            3 * d,
+            &|i| i,
+            n,
+            if layer.global { None } else { Some(half_window) },
+            None,
+            kt,
+            scores,
+            &mut attn[..n * d],
+        );
+        observe(&mut observer, &layer.attn_out, n, attn);
+        layer.attn_out.matmul(isa, &attn[..n * d], n, &mut tmp[..n * d]);
+        for (a, b) in x[..n * d].iter_mut().zip(&tmp[..n * d]) {
+            *a += *b;
+        }
+        layer_norm(&x[..n * d], &mut h[..n * d], d, &layer.ffn_norm, None, c.eps);
+        observe(&mut observer, &layer.ffn_up, n, h);
+        layer.ffn_up.matmul(isa, &h[..n * d], n, &mut up[..n * 2 * f]);
+        for t in 0..n {
+            let z = &up[t * 2 * f..(t + 1) * 2 * f];
+            let o = &mut act[t * f..(t + 1) * f];
+            for j in 0..f {
+                o[j] = gelu_erf(z[j]) * z[f + j];
+            }
+        }
+        observe(&mut observer, &layer.ffn_down, n, act);
+        layer.ffn_down.matmul(isa, &act[..n * f], n, &mut tmp[..n * d]);
+        for (a, b) in x[..n * d].iter_mut().zip(&tmp[..n * d]) {
+            *a += *b;
+        }
+    }
+    layer_norm(&x[..n * d], &mut h[..n * d], d, &model.output_norm, None, c.eps);
+    // Decision head input: last_hidden_state + type embedding.
+    let temb = &model.token_types[qtype as usize * d..(qtype as usize + 1) * d];
+    for t in 0..n {
+        for j in 0..d {
+            x[t * d + j] = h[t * d + j] + temb[j];
+        }
+    }
+
+    let nm = markers.len();
+    let hh = c.head_heads;
+    for (li, blk) in model.head.iter().enumerate() {
+        let last = li + 1 == model.head.len();
+        layer_norm(&x[..n * d], &mut h[..n * d], d, &blk.norm1.0, Some(&blk.norm1.1), c.eps);
+        observe(&mut observer, &blk.qkv, n, h);
+        blk.qkv.matmul(isa, &h[..n * d], n, &mut qkv[..n * 3 * d]);
+        add_bias(&mut qkv[..n * 3 * d], &blk.qkv_b);
+        if !last {
+            attention(isa, &qkv[..n * 3 * d], n, d, hh, &qkv[..n * 3 * d], 3 * d, &|i| i, n, None, None, kt, scores, &mut attn[..n * d]);
+            observe(&mut observer, &blk.attn_out, n, attn);
+            blk.attn_out.matmul(isa, &attn[..n * d], n, &mut tmp[..n * d]);
+            add_bias(&mut tmp[..n * d], &blk.attn_out_b);
+            for (a, b) in x[..n * d].iter_mut().zip(&tmp[..n * d]) {
+                *a += *b;
+            }
+            layer_norm(&x[..n * d], &mut h[..n * d], d, &blk.norm2.0, Some(&blk.norm2.1), c.eps);
+            observe(&mut observer, &blk.ffn_up, n, h);
+            blk.ffn_up.matmul(isa, &h[..n * d], n, &mut up[..n * 4 * d]);
+            add_bias(&mut up[..n * 4 * d], &blk.ffn_up_b);
+            for v in up[..n * 4 * d].iter_mut() {
+                *v = v.max(0.0);
+            }
+            observe(&mut observer, &blk.ffn_down, n, up);
+            blk.ffn_down.matmul(isa, &up[..n * 4 * d], n, &mut tmp[..n * d]);
+            add_bias(&mut tmp[..n * d], &blk.ffn_down_b);
+            for (a, b) in x[..n * d].iter_mut().zip(&tmp[..n * d]) {
+                *a += *b;
+            }
+        } else {
+            // Only the marker rows continue: gather their queries and residuals.
+            for (r, &m) in markers.iter().enumerate() {
+                qrows[r * 3 * d..r * 3 * d + d].copy_from_slice(&qkv[m * 3 * d..m * 3 * d + d]);
+            }
+            attention(isa, &qkv[..n * 3 * d], n, d, hh, &qrows[..], 3 * d, &|r| markers[r], nm, None, None, kt, scores, &mut attn[..nm * d]);
+            observe(&mut observer, &blk.attn_out, nm, attn);
+            blk.attn_out.matmul(isa, &attn[..nm * d], nm, &mut tmp[..nm * d]);
+            add_bias(&mut tmp[..nm * d], &blk.attn_out_b);
+            for (r, &m) in markers.iter().enumerate() {
+                for j in 0..d {
+                    h[r * d + j] = x[m * d + j] + tmp[r * d + j];
+                }
+            }
+            // h[..nm*d] = residual rows after attention; MLP on them into x[..nm*d].
+            layer_norm(&h[..nm * d], &mut rows_out[..nm * d], d, &blk.norm2.0, Some(&blk.norm2.1), c.eps);
+            observe(&mut observer, &blk.ffn_up, nm, rows_out);
+            blk.ffn_up.matmul(isa, &rows_out[..nm * d], nm, &mut up[..nm * 4 * d]);
+            add_bias(&mut up[..nm * 4 * d], &blk.ffn_up_b);
+            for v in up[..nm * 4 * d].iter_mut() {
+                *v = v.max(0.0);
+            }
+            observe(&mut observer, &blk.ffn_down, nm, up);
+            blk.ffn_down.matmul(isa, &up[..nm * 4 * d], nm, &mut tmp[..nm * d]);
+            add_bias(&mut tmp[..nm * d], &blk.ffn_down_b);
+            for r in 0..nm * d {
+                x[r] = h[r] + tmp[r];
+            }
+        }
+    }
+    if model.head.is_empty() {
+        for (r, &m) in markers.iter().enumerate() {
+            h[r * d..(r + 1) * d].copy_from_slice(&x[m * d..(m + 1) * d]);
+        }
+        x[..nm * d].copy_from_slice(&h[..nm * d]);
+    }
+    // Scorer on the marker rows (now x[..nm*d]).
+    layer_norm(&x[..nm * d], &mut h[..nm * d], d, &model.cls_norm.0, Some(&model.cls_norm.1), c.eps);
+    observe(&mut observer, &model.cls, nm, h);
+    model.cls.matmul(isa, &h[..nm * d], nm, &mut tmp[..nm * d]);
+    add_bias(&mut tmp[..nm * d], &model.cls_b);
+    out.clear();
+    for r in 0..nm {
+        let row = &tmp[r * d..(r + 1) * d];
+        let mut s = 0f32;
+        for j in 0..d {
+            s += gelu_erf(row[j]) * model.cls_out[j];
+        }
+        out.push(s + model.cls_out_b);
+    }
+    Ok(&out[..])
+}

@@ -1,0 +1,512 @@
+//! Compute kernels: the f32 matrix product and the element-wise functions of the forward pass.
+//!
+//! Every kernel has a portable scalar body that is always built (it is what wasm32 runs and
+//! what the tests compare against). On x86-64 the matrix product has explicit AVX-512F and
+//! AVX2+FMA micro-kernels from `std::arch`, chosen once at run time ([`Isa::detect`]).
+//!
+//! The product is `C = A · B` with `B` row-major `[k][n]`: weights are stored transposed
+//! (`Wᵀ`, one row per input channel) so the micro-kernel broadcasts one activation and
+//! multiplies a whole row segment of the weight. The same kernel does both attention
+//! products (`Q · Kᵀ` with `Kᵀ` materialised per head, and `P · V`).
+
+/// Which instruction set the matrix product uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Isa {
+    /// Portable Rust (also wasm32).
+    Scalar,
+    /// x86-64 AVX2 + FMA, 8 lanes.
+    Avx2,
+    /// x86-64 AVX-512F, 16 lanes.
+    Avx512,
+}
+
+impl Isa {
+    /// The best instruction set this CPU supports.
+    pub fn detect() -> Isa {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::arch::is_x86_feature_detected!("avx512f") {
+                return Isa::Avx512;
+            }
+            if std::arch::is_x86_feature_detected!("avx2")
+                && std::arch::is_x86_feature_detected!("fma")
+            {
+                return Isa::Avx2;
+            }
+        }
+        Isa::Scalar
+    }
+
+    /// Whether this CPU can run `self` (a test asks before forcing a path).
+    pub fn available(self) -> bool {
+        match self {
+            Isa::Scalar => true,
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => {
+                std::arch::is_x86_feature_detected!("avx2")
+                    && std::arch::is_x86_feature_detected!("fma")
+            }
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => std::arch::is_x86_feature_detected!("avx512f"),
+            #[cfg(not(target_arch = "x86_64"))]
+            _ => false,
+        }
+    }
+}
+
+/// Shapes and strides of one `C (+)= A · B` call.
+#[derive(Debug, Clone, Copy)]
+pub struct Gemm {
+    /// Rows of A and C.
+    pub m: usize,
+    /// Columns of B and C.
+    pub n: usize,
+    /// Columns of A, rows of B.
+    pub k: usize,
+    /// Row stride of A.
+    pub lda: usize,
+    /// Row stride of B.
+    pub ldb: usize,
+    /// Row stride of C.
+    pub ldc: usize,
+    /// Add to C instead of overwriting it.
+    pub accumulate: bool,
+}
+
+impl Gemm {
+    fn check(&self, a: &[f32], b: &[f32], c: &[f32]) {
+        // Internal invariant (callers are this crate's forward pass): out-of-bounds strides
+        // would be a bug here, not bad user input.
+        if self.m == 0 || self.n == 0 {
+            return;
+        }
+        assert!(self.k == 0 || a.len() >= (self.m - 1) * self.lda + self.k, "gemm: A too short");
+        assert!(self.k == 0 || b.len() >= (self.k - 1) * self.ldb + self.n, "gemm: B too short");
+        assert!(c.len() >= (self.m - 1) * self.ldc + self.n, "gemm: C too short");
+        assert!(self.lda >= self.k && self.ldb >= self.n && self.ldc >= self.n);
+    }
+}
+
+/// `C (+)= A · B` on the given instruction set (falls back to scalar when unavailable).
+pub fn gemm(isa: Isa, g: Gemm, a: &[f32], b: &[f32], c: &mut [f32]) {
+    g.check(a, b, c);
+    if g.m == 0 || g.n == 0 {
+        return;
+    }
+    match isa {
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 if Isa::Avx512.available() => {
+            // SAFETY: avx512f was detected on this CPU; bounds were checked by `g.check`.
+            unsafe { x86::gemm_avx512(g, a, b, c) }
+        }
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 if Isa::Avx2.available() => {
+            // SAFETY: avx2+fma were detected on this CPU; bounds were checked by `g.check`.
+            unsafe { x86::gemm_avx2(g, a, b, c) }
+        }
+        _ => gemm_scalar(g, a, b, c),
+    }
+}
+
+/// Portable matrix product: 4 rows x 16 columns per tile, the same loop order as the SIMD
+/// kernels (a `k`-panel of B stays in cache across all row tiles).
+pub fn gemm_scalar(g: Gemm, a: &[f32], b: &[f32], c: &mut [f32]) {
+    const MR: usize = 4;
+    const NR: usize = 16;
+    let mut j0 = 0;
+    while j0 < g.n {
+        let cols = NR.min(g.n - j0);
+        let mut i0 = 0;
+        while i0 < g.m {
+            let rows = MR.min(g.m - i0);
+            let mut acc = [[0f32; NR]; MR];
+            if g.accumulate {
+                for (r, acc_r) in acc.iter_mut().enumerate().take(rows) {
+                    let base = (i0 + r) * g.ldc + j0;
+                    acc_r[..cols].copy_from_slice(&c[base..base + cols]);
+                }
+            }
+            for p in 0..g.k {
+                let brow = &b[p * g.ldb + j0..p * g.ldb + j0 + cols];
+                for (r, acc_r) in acc.iter_mut().enumerate().take(rows) {
+                    let av = a[(i0 + r) * g.lda + p];
+                    for (acc_v, &bv) in acc_r.iter_mut().zip(brow) {
+                        *acc_v += av * bv;
+                    }
+                }
+            }
+            for (r, acc_r) in acc.iter().enumerate().take(rows) {
+                let base = (i0 + r) * g.ldc + j0;
+                c[base..base + cols].copy_from_slice(&acc_r[..cols]);
+            }
+            i0 += rows;
+        }
+        j0 += cols;
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use super::Gemm;
+    use std::arch::x86_64::*;
+
+    /// AVX-512 driver: tiles of up to 8 rows x 32 columns (16 zmm accumulators).
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn gemm_avx512(g: Gemm, a: &[f32], b: &[f32], c: &mut [f32]) {
+        let mut j0 = 0;
+        while j0 < g.n {
+            let cols = 32.min(g.n - j0);
+            let mut i0 = 0;
+            while i0 < g.m {
+                let rows = 8.min(g.m - i0);
+                // SAFETY (all arms): tile indices stay inside the bounds `Gemm::check` verified.
+                match rows {
+                    8 => tile512::<8>(g, a, b, c, i0, j0, cols),
+                    7 => tile512::<7>(g, a, b, c, i0, j0, cols),
+                    6 => tile512::<6>(g, a, b, c, i0, j0, cols),
+                    5 => tile512::<5>(g, a, b, c, i0, j0, cols),
+                    4 => tile512::<4>(g, a, b, c, i0, j0, cols),
+                    3 => tile512::<3>(g, a, b, c, i0, j0, cols),
+                    2 => tile512::<2>(g, a, b, c, i0, j0, cols),
+                    _ => tile512::<1>(g, a, b, c, i0, j0, cols),
+                }
+                i0 += rows;
+            }
+            j0 += cols;
+        }
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn tile512<const R: usize>(
+        g: Gemm,
+        a: &[f32],
+        b: &[f32],
+        c: &mut [f32],
+        i0: usize,
+        j0: usize,
+        cols: usize,
+    ) {
+        // Lane masks for the two 16-wide halves of the 32-column tile: the tail of a row is
+        // loaded and stored with masks, so no element outside [j0, j0 + cols) is touched.
+        let m0: __mmask16 = if cols >= 16 { 0xffff } else { ((1u32 << cols) - 1) as u16 };
+        let m1: __mmask16 = if cols >= 32 {
+            0xffff
+        } else if cols > 16 {
+            ((1u32 << (cols - 16)) - 1) as u16
+        } else {
+            0
+        };
+        let cp = c.as_mut_ptr();
+        let ap = a.as_ptr();
+        let bp = b.as_ptr();
+        let mut acc0 = [_mm512_setzero_ps(); R];
+        let mut acc1 = [_mm512_setzero_ps(); R];
+        if g.accumulate {
+            for r in 0..R {
+                let base = cp.add((i0 + r) * g.ldc + j0);
+                acc0[r] = _mm512_maskz_loadu_ps(m0, base);
+                acc1[r] = _mm512_maskz_loadu_ps(m1, base.add(16));
+            }
+        }
+        for p in 0..g.k {
+            let brow = bp.add(p * g.ldb + j0);
+            let b0 = _mm512_maskz_loadu_ps(m0, brow);
+            let b1 = _mm512_maskz_loadu_ps(m1, brow.add(16));
+            for r in 0..R {
+                let av = _mm512_set1_ps(*ap.add((i0 + r) * g.lda + p));
+                acc0[r] = _mm512_fmadd_ps(av, b0, acc0[r]);
+                acc1[r] = _mm512_fmadd_ps(av, b1, acc1[r]);
+            }
+        }
+        for r in 0..R {
+            let base = cp.add((i0 + r) * g.ldc + j0);
+            _mm512_mask_storeu_ps(base, m0, acc0[r]);
+            _mm512_mask_storeu_ps(base.add(16), m1, acc1[r]);
+        }
+    }
+
+    /// AVX2 driver: tiles of up to 4 rows x 16 columns (8 ymm accumulators); column tails
+    /// narrower than 16 go through a small stack buffer.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn gemm_avx2(g: Gemm, a: &[f32], b: &[f32], c: &mut [f32]) {
+        let full = g.n / 16 * 16;
+        let mut j0 = 0;
+        while j0 < full {
+            let mut i0 = 0;
+            while i0 < g.m {
+                let rows = 4.min(g.m - i0);
+                match rows {
+                    4 => tile256::<4>(g, a, b, c, i0, j0),
+                    3 => tile256::<3>(g, a, b, c, i0, j0),
+                    2 => tile256::<2>(g, a, b, c, i0, j0),
+                    _ => tile256::<1>(g, a, b, c, i0, j0),
+                }
+                i0 += rows;
+            }
+            j0 += 16;
+        }
+        if full < g.n {
+            // Column tail: the portable kernel on the remaining columns.
+            let rest = Gemm { n: g.n - full, ..g };
+            super::gemm_scalar(rest, a, &b[full..], &mut c[full..]);
+        }
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn tile256<const R: usize>(
+        g: Gemm,
+        a: &[f32],
+        b: &[f32],
+        c: &mut [f32],
+        i0: usize,
+        j0: usize,
+    ) {
+        let cp = c.as_mut_ptr();
+        let ap = a.as_ptr();
+        let bp = b.as_ptr();
+        let mut acc0 = [_mm256_setzero_ps(); R];
+        let mut acc1 = [_mm256_setzero_ps(); R];
+        if g.accumulate {
+            for r in 0..R {
+                let base = cp.add((i0 + r) * g.ldc + j0);
+                acc0[r] = _mm256_loadu_ps(base);
+                acc1[r] = _mm256_loadu_ps(base.add(8));
+            }
+        }
+        for p in 0..g.k {
+            let brow = bp.add(p * g.ldb + j0);
+            let b0 = _mm256_loadu_ps(brow);
+            let b1 = _mm256_loadu_ps(brow.add(8));
+            for r in 0..R {
+                let av = _mm256_set1_ps(*ap.add((i0 + r) * g.lda + p));
+                acc0[r] = _mm256_fmadd_ps(av, b0, acc0[r]);
+                acc1[r] = _mm256_fmadd_ps(av, b1, acc1[r]);
+            }
+        }
+        for r in 0..R {
+            let base = cp.add((i0 + r) * g.ldc + j0);
+            _mm256_storeu_ps(base, acc0[r]);
+            _mm256_storeu_ps(base.add(8), acc1[r]);
+        }
+    }
+}
+
+/// LayerNorm of each `d`-wide row of `x` into `out`: population variance, optional bias.
+/// Mean and variance are accumulated in f64 (cheap next to the matmuls, and keeps the massive
+/// ~20x channels of these models from costing precision).
+pub fn layer_norm(x: &[f32], out: &mut [f32], d: usize, w: &[f32], b: Option<&[f32]>, eps: f32) {
+    for (row, orow) in x.chunks_exact(d).zip(out.chunks_exact_mut(d)) {
+        let mut sum = 0f64;
+        for &v in row {
+            sum += v as f64;
+        }
+        let mean = sum / d as f64;
+        let mut var = 0f64;
+        for &v in row {
+            let t = v as f64 - mean;
+            var += t * t;
+        }
+        var /= d as f64;
+        let rstd = 1.0 / (var + eps as f64).sqrt();
+        let (mean, rstd) = (mean as f32, rstd as f32);
+        match b {
+            Some(b) => {
+                for i in 0..d {
+                    orow[i] = (row[i] - mean) * rstd * w[i] + b[i];
+                }
+            }
+            None => {
+                for i in 0..d {
+                    orow[i] = (row[i] - mean) * rstd * w[i];
+                }
+            }
+        }
+    }
+}
+
+/// erf(x) in f64, accurate to ~1e-15 absolute: Maclaurin series for |x| < 3, a continued
+/// fraction for erfc beyond. Rust's std has no stable erf.
+pub fn erf64(x: f64) -> f64 {
+    let ax = x.abs();
+    let r = if ax < 3.0 {
+        // erf(x) = 2/sqrt(pi) * sum_n (-1)^n x^(2n+1) / (n! (2n+1))
+        let x2 = ax * ax;
+        let mut term = ax; // (-1)^n x^(2n+1) / n!
+        let mut sum = ax;
+        let mut n = 0.0f64;
+        loop {
+            n += 1.0;
+            term *= -x2 / n;
+            let add = term / (2.0 * n + 1.0);
+            sum += add;
+            if add.abs() < 1e-17 * sum.abs() {
+                break;
+            }
+        }
+        sum * std::f64::consts::FRAC_2_SQRT_PI
+    } else {
+        // erfc(x) = exp(-x^2)/sqrt(pi) / (x + (1/2)/(x + 1/(x + (3/2)/(x + 2/(x + ...)))))
+        let mut f = ax;
+        let mut k = 60.0f64;
+        while k >= 1.0 {
+            f = ax + (k / 2.0) / f;
+            k -= 1.0;
+        }
+        1.0 - (-ax * ax).exp() / std::f64::consts::PI.sqrt() / f
+    };
+    if x < 0.0 {
+        -r
+    } else {
+        r
+    }
+}
+
+/// Exact (erf) GELU in f32, computed through f64.
+#[inline]
+pub fn gelu_erf(x: f32) -> f32 {
+    let xd = x as f64;
+    (0.5 * xd * (1.0 + erf64(xd * std::f64::consts::FRAC_1_SQRT_2))) as f32
+}
+
+/// Fast f32 exp (Cephes-style range reduction + degree-6 polynomial, ~2 ulp), written so that
+/// the compiler vectorises loops over it. Inputs below -87 flush to 0.
+#[inline(always)]
+pub fn exp_fast(x: f32) -> f32 {
+    let x = x.clamp(-87.3, 88.3);
+    let n = (x * std::f32::consts::LOG2_E).round();
+    // Two-step Cody-Waite reduction: r = x - n ln2.
+    let r = x - n * 0.693_145_75 - n * 1.428_606_8e-6;
+    let p = 1.987_569_1e-4f32;
+    let p = p * r + 1.398_199_9e-3;
+    let p = p * r + 8.333_452e-3;
+    let p = p * r + 4.166_579_6e-2;
+    let p = p * r + 1.666_666_5e-1;
+    let p = p * r + 5.000_000_1e-1;
+    let y = p * r * r + r + 1.0;
+    let bits = ((n as i32 + 127) << 23) as u32;
+    y * f32::from_bits(bits)
+}
+
+/// In-place softmax of one row (f32, max-subtracted).
+pub fn softmax_row(row: &mut [f32]) {
+    let mut max = f32::NEG_INFINITY;
+    for &v in row.iter() {
+        max = max.max(v);
+    }
+    let mut sum = 0f32;
+    for v in row.iter_mut() {
+        let e = exp_fast(*v - max);
+        *v = e;
+        sum += e;
+    }
+    let inv = 1.0 / sum;
+    for v in row.iter_mut() {
+        *v *= inv;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rand_vec(n: usize, seed: &mut u64) -> Vec<f32> {
+        (0..n)
+            .map(|_| {
+                *seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                ((*seed >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+            })
+            .collect()
+    }
+
+    fn reference(g: Gemm, a: &[f32], b: &[f32], c0: &[f32]) -> Vec<f64> {
+        let mut out = vec![0f64; g.m * g.ldc];
+        for i in 0..g.m {
+            for j in 0..g.n {
+                let mut s = if g.accumulate { c0[i * g.ldc + j] as f64 } else { 0.0 };
+                for p in 0..g.k {
+                    s += a[i * g.lda + p] as f64 * b[p * g.ldb + j] as f64;
+                }
+                out[i * g.ldc + j] = s;
+            }
+        }
+        out
+    }
+
+    /// Every instruction set the CPU has (and the scalar one) against an f64 reference, on
+    /// shapes with row and column tails, strides and accumulation. Tolerance: 1e-5 relative to
+    /// the row's sum of |a*b| (f32 accumulation of k <= 300 products).
+    #[test]
+    fn simd_and_scalar_gemm_match_reference() {
+        let mut seed = 7u64;
+        for &(m, n, k) in &[(1, 1, 1), (5, 17, 3), (9, 33, 64), (13, 47, 130), (8, 96, 300), (3, 16, 8)] {
+            for &acc in &[false, true] {
+                let (lda, ldb, ldc) = (k + 3, n + 5, n + 2);
+                let g = Gemm { m, n, k, lda, ldb, ldc, accumulate: acc };
+                let a = rand_vec(m * lda, &mut seed);
+                let b = rand_vec(k * ldb, &mut seed);
+                let c0 = rand_vec(m * ldc, &mut seed);
+                let want = reference(g, &a, &b, &c0);
+                for isa in [Isa::Scalar, Isa::Avx2, Isa::Avx512] {
+                    if !isa.available() {
+                        continue;
+                    }
+                    let mut c = c0.clone();
+                    gemm(isa, g, &a, &b, &mut c);
+                    for i in 0..m {
+                        for j in 0..ldc {
+                            let idx = i * ldc + j;
+                            if j >= n {
+                                assert_eq!(c[idx], c0[idx], "{isa:?} wrote outside C at ({i},{j})");
+                                continue;
+                            }
+                            let err = (c[idx] as f64 - want[idx]).abs();
+                            assert!(err <= 1e-5 * (k as f64 + 1.0), "{isa:?} {m}x{n}x{k} ({i},{j}): {err}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn erf_matches_known_values() {
+        // Values from Abramowitz & Stegun table 7.1 / high-precision references.
+        let cases = [
+            (0.0, 0.0),
+            (0.5, 0.520_499_877_813_046_5),
+            (1.0, 0.842_700_792_949_714_9),
+            (2.0, 0.995_322_265_018_952_7),
+            (2.9, 0.999_958_902_121_900_2),
+            (3.0, 0.999_977_909_503_001_4),
+            (4.5, 0.999_999_999_803_383),
+            (-1.0, -0.842_700_792_949_714_9),
+        ];
+        for (x, want) in cases {
+            assert!((erf64(x) - want).abs() < 1e-14, "erf({x}) = {} != {want}", erf64(x));
+        }
+    }
+
+    #[test]
+    fn exp_fast_is_close_to_std() {
+        let mut x = -87.0f32;
+        while x < 88.0 {
+            let (a, b) = (exp_fast(x), x.exp());
+            assert!(((a - b) / b).abs() < 4e-7, "exp({x}): {a} vs {b}");
+            x += 0.0137;
+        }
+        assert_eq!(exp_fast(-1000.0) < 1e-37, true);
+    }
+
+    #[test]
+    fn layer_norm_normalises() {
+        let x = [1.0f32, 2.0, 3.0, 4.0];
+        let mut out = [0f32; 4];
+        layer_norm(&x, &mut out, 4, &[1.0; 4], Some(&[0.5; 4]), 0.0);
+        let want = [-1.341_640_8f32, -0.447_213_6, 0.447_213_6, 1.341_640_8];
+        for i in 0..4 {
+            assert!((out[i] - 0.5 - want[i]).abs() < 1e-6);
+        }
+    }
+}

@@ -1,0 +1,274 @@
+//! The Laya decision model: weights in forward-pass layout, built from any tensor source keyed
+//! by GGUF tensor name.
+
+use crate::config::ModelConfig;
+use crate::error::{InferError, Result};
+use crate::weights::Weight;
+
+/// Where [`Model::build`] gets its tensors: GGUF tensor name -> (PyTorch-order shape, f32
+/// values). `Ok(None)` means absent.
+pub trait TensorSource {
+    /// Look up one tensor.
+    fn tensor(&self, name: &str) -> Result<Option<(Vec<usize>, Vec<f32>)>>;
+}
+
+impl<F> TensorSource for F
+where
+    F: Fn(&str) -> Result<Option<(Vec<usize>, Vec<f32>)>>,
+{
+    fn tensor(&self, name: &str) -> Result<Option<(Vec<usize>, Vec<f32>)>> {
+        self(name)
+    }
+}
+
+/// One ModernBERT encoder layer (pre-norm, no biases).
+#[derive(Debug)]
+pub struct EncoderLayer {
+    /// `attn_norm` (absent on layer 0, where HF uses Identity).
+    pub attn_norm: Option<Vec<f32>>,
+    /// Fused Wqkv, [3d, d].
+    pub qkv: Weight,
+    /// Attention output, [d, d].
+    pub attn_out: Weight,
+    /// `mlp_norm`.
+    pub ffn_norm: Vec<f32>,
+    /// Wi, [2f, d]: first half GELU input, second half gate.
+    pub ffn_up: Weight,
+    /// Wo of the MLP, [d, f].
+    pub ffn_down: Weight,
+    /// Full attention (true) or sliding window.
+    pub global: bool,
+}
+
+/// One decision-head block (torch `TransformerEncoderLayer`, norm_first, ReLU, biases).
+#[derive(Debug)]
+pub struct HeadLayer {
+    /// norm1 weight, bias.
+    pub norm1: (Vec<f32>, Vec<f32>),
+    /// in_proj, [3d, d].
+    pub qkv: Weight,
+    /// in_proj bias, [3d].
+    pub qkv_b: Vec<f32>,
+    /// out_proj, [d, d].
+    pub attn_out: Weight,
+    /// out_proj bias.
+    pub attn_out_b: Vec<f32>,
+    /// norm2 weight, bias.
+    pub norm2: (Vec<f32>, Vec<f32>),
+    /// linear1, [4d, d].
+    pub ffn_up: Weight,
+    /// linear1 bias.
+    pub ffn_up_b: Vec<f32>,
+    /// linear2, [d, 4d].
+    pub ffn_down: Weight,
+    /// linear2 bias.
+    pub ffn_down_b: Vec<f32>,
+}
+
+/// A loaded decision model.
+#[derive(Debug)]
+pub struct Model {
+    /// Hyperparameters.
+    pub config: ModelConfig,
+    /// Token embeddings, `[vocab][d]`.
+    pub tok_embd: Vec<f32>,
+    /// Embedding LayerNorm weight (no bias).
+    pub embd_norm: Vec<f32>,
+    /// Encoder layers.
+    pub layers: Vec<EncoderLayer>,
+    /// Final encoder norm.
+    pub output_norm: Vec<f32>,
+    /// Decision-head blocks.
+    pub head: Vec<HeadLayer>,
+    /// Type embeddings, `[3][d]` (choice, score, noul).
+    pub token_types: Vec<f32>,
+    /// Scorer LayerNorm weight, bias.
+    pub cls_norm: (Vec<f32>, Vec<f32>),
+    /// Scorer Linear(d, d).
+    pub cls: Weight,
+    /// Its bias.
+    pub cls_b: Vec<f32>,
+    /// Scorer Linear(d, 1) weight, `[d]`.
+    pub cls_out: Vec<f32>,
+    /// Its bias.
+    pub cls_out_b: f32,
+}
+
+struct Loader<'a> {
+    src: &'a dyn TensorSource,
+}
+
+impl Loader<'_> {
+    fn get(&self, name: &str, shape: &[usize]) -> Result<Vec<f32>> {
+        let (found, data) = self.src.tensor(name)?.ok_or_else(|| InferError::MissingTensor { name: name.into() })?;
+        // A [d] vector may come as [1, d] or [d, 1]; compare element-wise shapes without unit dims.
+        let squeeze = |s: &[usize]| s.iter().copied().filter(|&x| x != 1).collect::<Vec<_>>();
+        if squeeze(&found) != squeeze(shape) {
+            return Err(InferError::BadShape {
+                name: name.into(),
+                expected: shape.to_vec(),
+                found,
+            });
+        }
+        if data.len() != shape.iter().product::<usize>() {
+            return Err(InferError::BadTensor {
+                name: name.into(),
+                message: format!("{} values for shape {shape:?}", data.len()),
+            });
+        }
+        Ok(data)
+    }
+
+    fn opt(&self, name: &str, shape: &[usize]) -> Result<Option<Vec<f32>>> {
+        match self.src.tensor(name)? {
+            None => Ok(None),
+            Some(_) => self.get(name, shape).map(Some),
+        }
+    }
+
+    fn weight(&self, site: &str, n: usize, k: usize) -> Result<Weight> {
+        let rows = self.get(&format!("{site}.weight"), &[n, k])?;
+        Ok(Weight::from_rows(site, n, k, &rows))
+    }
+}
+
+impl Model {
+    /// Build from tensors named as in the GGUF (`token_embd.weight`, `blk.N.attn_qkv.weight`,
+    /// `token_types.weight`, `cls.*`), see spec section 2.4.
+    pub fn build(config: ModelConfig, src: &dyn TensorSource) -> Result<Model> {
+        config.validate()?;
+        let l = Loader { src };
+        let (d, f, v) = (config.hidden, config.intermediate, config.vocab);
+        let mut layers = Vec::with_capacity(config.n_enc);
+        for i in 0..config.n_enc {
+            layers.push(EncoderLayer {
+                attn_norm: if i == 0 {
+                    l.opt(&format!("blk.{i}.attn_norm.weight"), &[d])?
+                } else {
+                    Some(l.get(&format!("blk.{i}.attn_norm.weight"), &[d])?)
+                },
+                qkv: l.weight(&format!("blk.{i}.attn_qkv"), 3 * d, d)?,
+                attn_out: l.weight(&format!("blk.{i}.attn_output"), d, d)?,
+                ffn_norm: l.get(&format!("blk.{i}.ffn_norm.weight"), &[d])?,
+                ffn_up: l.weight(&format!("blk.{i}.ffn_up"), 2 * f, d)?,
+                ffn_down: l.weight(&format!("blk.{i}.ffn_down"), d, f)?,
+                global: config.global_layers[i],
+            });
+        }
+        let mut head = Vec::with_capacity(config.n_head_layers);
+        for k in 0..config.n_head_layers {
+            let b = config.n_enc + k;
+            let vec = |suffix: &str, len: usize| l.get(&format!("blk.{b}.{suffix}"), &[len]);
+            head.push(HeadLayer {
+                norm1: (vec("attn_norm.weight", d)?, vec("attn_norm.bias", d)?),
+                qkv: l.weight(&format!("blk.{b}.attn_qkv"), 3 * d, d)?,
+                qkv_b: vec("attn_qkv.bias", 3 * d)?,
+                attn_out: l.weight(&format!("blk.{b}.attn_output"), d, d)?,
+                attn_out_b: vec("attn_output.bias", d)?,
+                norm2: (vec("ffn_norm.weight", d)?, vec("ffn_norm.bias", d)?),
+                ffn_up: l.weight(&format!("blk.{b}.ffn_up"), 4 * d, d)?,
+                ffn_up_b: vec("ffn_up.bias", 4 * d)?,
+                ffn_down: l.weight(&format!("blk.{b}.ffn_down"), d, 4 * d)?,
+                ffn_down_b: vec("ffn_down.bias", d)?,
+            });
+        }
+        let cls_out_b = l.get("cls.output.bias", &[1])?;
+        Ok(Model {
+            tok_embd: l.get("token_embd.weight", &[v, d])?,
+            embd_norm: l.get("token_embd_norm.weight", &[d])?,
+            layers,
+            output_norm: l.get("output_norm.weight", &[d])?,
+            head,
+            token_types: l.get("token_types.weight", &[3, d])?,
+            cls_norm: (l.get("cls.norm.weight", &[d])?, l.get("cls.norm.bias", &[d])?),
+            cls: l.weight("cls", d, d)?,
+            cls_b: l.get("cls.bias", &[d])?,
+            cls_out: l.get("cls.output.weight", &[1, d])?,
+            cls_out_b: cls_out_b[0],
+            config,
+        })
+    }
+
+    /// Every matrix of the model with its site name, in forward order (what a quantizer or
+    /// calibration walks).
+    pub fn weights_mut(&mut self) -> Vec<&mut Weight> {
+        let mut out: Vec<&mut Weight> = Vec::new();
+        for l in &mut self.layers {
+            out.extend([&mut l.qkv, &mut l.attn_out, &mut l.ffn_up, &mut l.ffn_down]);
+        }
+        for h in &mut self.head {
+            out.extend([&mut h.qkv, &mut h.attn_out, &mut h.ffn_up, &mut h.ffn_down]);
+        }
+        out.push(&mut self.cls);
+        out
+    }
+}
+
+/// PyTorch Laya checkpoint name -> GGUF tensor name (spec 2.4), `None` for tensors the
+/// runtime drops (`act_head.*`, `temperature`).
+pub fn gguf_name(pytorch: &str, n_enc: usize) -> Option<String> {
+    let simple = [
+        ("encoder.embeddings.tok_embeddings.weight", "token_embd.weight"),
+        ("encoder.embeddings.norm.weight", "token_embd_norm.weight"),
+        ("encoder.final_norm.weight", "output_norm.weight"),
+        ("type_emb.weight", "token_types.weight"),
+        ("scorer.0.weight", "cls.norm.weight"),
+        ("scorer.0.bias", "cls.norm.bias"),
+        ("scorer.1.weight", "cls.weight"),
+        ("scorer.1.bias", "cls.bias"),
+        ("scorer.3.weight", "cls.output.weight"),
+        ("scorer.3.bias", "cls.output.bias"),
+    ];
+    if let Some((_, g)) = simple.iter().find(|(p, _)| *p == pytorch) {
+        return Some(g.to_string());
+    }
+    if let Some(rest) = pytorch.strip_prefix("encoder.layers.") {
+        let (i, tail) = rest.split_once('.')?;
+        let i: usize = i.parse().ok()?;
+        let g = match tail {
+            "attn_norm.weight" => "attn_norm.weight",
+            "attn.Wqkv.weight" => "attn_qkv.weight",
+            "attn.Wo.weight" => "attn_output.weight",
+            "mlp_norm.weight" => "ffn_norm.weight",
+            "mlp.Wi.weight" => "ffn_up.weight",
+            "mlp.Wo.weight" => "ffn_down.weight",
+            _ => return None,
+        };
+        return Some(format!("blk.{i}.{g}"));
+    }
+    if let Some(rest) = pytorch.strip_prefix("head.layers.") {
+        let (k, tail) = rest.split_once('.')?;
+        let k: usize = k.parse().ok()?;
+        let g = match tail {
+            "norm1.weight" => "attn_norm.weight",
+            "norm1.bias" => "attn_norm.bias",
+            "self_attn.in_proj_weight" => "attn_qkv.weight",
+            "self_attn.in_proj_bias" => "attn_qkv.bias",
+            "self_attn.out_proj.weight" => "attn_output.weight",
+            "self_attn.out_proj.bias" => "attn_output.bias",
+            "norm2.weight" => "ffn_norm.weight",
+            "norm2.bias" => "ffn_norm.bias",
+            "linear1.weight" => "ffn_up.weight",
+            "linear1.bias" => "ffn_up.bias",
+            "linear2.weight" => "ffn_down.weight",
+            "linear2.bias" => "ffn_down.bias",
+            _ => return None,
+        };
+        return Some(format!("blk.{}.{g}", n_enc + k));
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gguf_names_follow_the_spec_table() {
+        assert_eq!(gguf_name("encoder.layers.1.attn.Wqkv.weight", 2).as_deref(), Some("blk.1.attn_qkv.weight"));
+        assert_eq!(gguf_name("head.layers.1.linear2.bias", 6).as_deref(), Some("blk.7.ffn_down.bias"));
+        assert_eq!(gguf_name("scorer.3.weight", 2).as_deref(), Some("cls.output.weight"));
+        assert_eq!(gguf_name("act_head.0.weight", 2), None);
+        assert_eq!(gguf_name("temperature", 2), None);
+    }
+}

@@ -1,0 +1,369 @@
+//! The two JSON configs of a Laya directory: `encoder/config.json` (Hugging Face
+//! `ModernBertConfig`) and `rl_agent_config.json` (the decision head).
+
+use std::path::Path;
+
+use serde_json::{Map, Value};
+
+use crate::error::{LayaError, Result};
+
+/// Read and parse a JSON file whose top level must be an object.
+pub(crate) fn read_json_object(path: &Path, what: &'static str) -> Result<Map<String, Value>> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(LayaError::MissingFile {
+                path: path.to_path_buf(),
+                what,
+            })
+        }
+        Err(e) => return Err(LayaError::io(path, e)),
+    };
+    match serde_json::from_str::<Value>(&text) {
+        Ok(Value::Object(m)) => Ok(m),
+        Ok(_) => Err(LayaError::key(path, "<top level>", "expected a JSON object")),
+        Err(e) => Err(LayaError::Json {
+            path: path.to_path_buf(),
+            source: e,
+        }),
+    }
+}
+
+/// Typed access to the keys of one JSON object, with errors naming file and key.
+pub(crate) struct Keys<'a> {
+    pub path: &'a Path,
+    pub map: &'a Map<String, Value>,
+}
+
+impl Keys<'_> {
+    pub fn opt_usize(&self, key: &str) -> Result<Option<usize>> {
+        match self.map.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(v) => v
+                .as_u64()
+                .and_then(|n| usize::try_from(n).ok())
+                .map(Some)
+                .ok_or_else(|| LayaError::key(self.path, key, format!("expected a non-negative integer, found {v}"))),
+        }
+    }
+
+    pub fn usize(&self, key: &str) -> Result<usize> {
+        self.opt_usize(key)?
+            .ok_or_else(|| LayaError::key(self.path, key, "missing (required)"))
+    }
+
+    pub fn opt_f64(&self, key: &str) -> Result<Option<f64>> {
+        match self.map.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(v) => v
+                .as_f64()
+                .map(Some)
+                .ok_or_else(|| LayaError::key(self.path, key, format!("expected a number, found {v}"))),
+        }
+    }
+
+    pub fn opt_str(&self, key: &str) -> Result<Option<String>> {
+        match self.map.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s.clone())),
+            Some(v) => Err(LayaError::key(self.path, key, format!("expected a string, found {v}"))),
+        }
+    }
+}
+
+/// ModernBERT hyperparameters from `encoder/config.json`.
+///
+/// Optional keys take the defaults of transformers' `ModernBertConfig`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EncoderConfig {
+    /// `hidden_size` (d).
+    pub hidden_size: usize,
+    /// `intermediate_size` (f, the GLU half width: `mlp.Wi` has 2f rows).
+    pub intermediate_size: usize,
+    /// `num_hidden_layers` (encoder depth n_enc).
+    pub num_hidden_layers: usize,
+    /// `num_attention_heads`.
+    pub num_attention_heads: usize,
+    /// `vocab_size`.
+    pub vocab_size: usize,
+    /// `max_position_embeddings` (default 8192).
+    pub max_position_embeddings: usize,
+    /// `local_attention`: the full sliding window width (default 128).
+    pub local_attention: usize,
+    /// `global_attn_every_n_layers` (default 3).
+    pub global_attn_every_n_layers: usize,
+    /// RoPE theta of the full-attention layers (`rope_parameters.full_attention.rope_theta`
+    /// or `global_rope_theta`, default 160000).
+    pub global_rope_theta: f64,
+    /// RoPE theta of the sliding layers (`rope_parameters.sliding_attention.rope_theta` or
+    /// `local_rope_theta`, default 10000).
+    pub local_rope_theta: f64,
+    /// `rms_norm_eps` or `norm_eps` when the config spells it so (transformers' ModernBERT
+    /// spelling; the value is the LayerNorm eps).
+    pub norm_eps: Option<f64>,
+    /// `layer_norm_eps` / `layer_norm_epsilon` / `norm_epsilon` when the config spells it so.
+    pub layer_norm_eps: Option<f64>,
+    /// `hidden_activation` ("gelu" in ModernBERT), when present.
+    pub hidden_activation: Option<String>,
+}
+
+impl EncoderConfig {
+    /// The LayerNorm epsilon: the LayerNorm spelling if present, else `norm_eps`, else the
+    /// transformers default 1e-5.
+    pub fn eps(&self) -> f64 {
+        self.layer_norm_eps.or(self.norm_eps).unwrap_or(1e-5)
+    }
+
+    /// Head dimension (hidden / heads).
+    pub fn head_dim(&self) -> usize {
+        self.hidden_size / self.num_attention_heads.max(1)
+    }
+
+    /// Parse `encoder/config.json`.
+    pub fn load(path: &Path) -> Result<EncoderConfig> {
+        let map = read_json_object(path, "encoder/config.json, the ModernBERT config")?;
+        EncoderConfig::from_map(path, &map)
+    }
+
+    pub(crate) fn from_map(path: &Path, map: &Map<String, Value>) -> Result<EncoderConfig> {
+        let k = Keys { path, map };
+        let (mut global, mut local) = (k.opt_f64("global_rope_theta")?, k.opt_f64("local_rope_theta")?);
+        if let Some(rp) = map.get("rope_parameters") {
+            let theta = |kind: &str| -> Result<Option<f64>> {
+                match rp.get(kind).and_then(|o| o.get("rope_theta")) {
+                    None => Ok(None),
+                    Some(v) => v.as_f64().map(Some).ok_or_else(|| {
+                        LayaError::key(path, format!("rope_parameters.{kind}.rope_theta"), format!("expected a number, found {v}"))
+                    }),
+                }
+            };
+            if let Some(t) = theta("full_attention")? {
+                global = Some(t);
+            }
+            if let Some(t) = theta("sliding_attention")? {
+                local = Some(t);
+            }
+        }
+        let mut norm_eps = None;
+        for key in ["rms_norm_eps", "norm_eps"] {
+            if let Some(v) = k.opt_f64(key)? {
+                norm_eps = Some(v);
+                break;
+            }
+        }
+        let mut layer_norm_eps = None;
+        for key in ["layer_norm_eps", "layer_norm_epsilon", "norm_epsilon"] {
+            if let Some(v) = k.opt_f64(key)? {
+                layer_norm_eps = Some(v);
+                break;
+            }
+        }
+        let cfg = EncoderConfig {
+            hidden_size: k.usize("hidden_size")?,
+            intermediate_size: k.usize("intermediate_size")?,
+            num_hidden_layers: k.usize("num_hidden_layers")?,
+            num_attention_heads: k.usize("num_attention_heads")?,
+            vocab_size: k.usize("vocab_size")?,
+            max_position_embeddings: k.opt_usize("max_position_embeddings")?.unwrap_or(8192),
+            local_attention: k.opt_usize("local_attention")?.unwrap_or(128),
+            global_attn_every_n_layers: k.opt_usize("global_attn_every_n_layers")?.unwrap_or(3),
+            global_rope_theta: global.unwrap_or(160_000.0),
+            local_rope_theta: local.unwrap_or(10_000.0),
+            norm_eps,
+            layer_norm_eps,
+            hidden_activation: k.opt_str("hidden_activation")?,
+        };
+        for (key, v) in [
+            ("hidden_size", cfg.hidden_size),
+            ("num_hidden_layers", cfg.num_hidden_layers),
+            ("num_attention_heads", cfg.num_attention_heads),
+            ("vocab_size", cfg.vocab_size),
+            ("intermediate_size", cfg.intermediate_size),
+        ] {
+            if v == 0 {
+                return Err(LayaError::key(path, key, "must be positive"));
+            }
+        }
+        if cfg.hidden_size % cfg.num_attention_heads != 0 {
+            return Err(LayaError::key(
+                path,
+                "num_attention_heads",
+                format!("{} does not divide hidden_size {}", cfg.num_attention_heads, cfg.hidden_size),
+            ));
+        }
+        Ok(cfg)
+    }
+}
+
+/// Decision-head settings from `rl_agent_config.json`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentConfig {
+    /// `head_layers`: number of decision-head transformer blocks (required).
+    pub head_layers: usize,
+    /// `head_max_len` (llama.cpp's converter default 256 when absent).
+    pub head_max_len: usize,
+    /// `max_len`: Laya's whole-sequence limit, when present.
+    pub max_len: Option<usize>,
+    /// `temperature`: [choice, score, noul] (may be shorter).
+    pub temperature: Vec<f32>,
+    /// `temperature_by_options` in file order, with Laya bucket names (`choice:3-5`).
+    pub temperature_by_options: Vec<(String, f32)>,
+    /// `architecture` (Julia checkpoints say `JuliaDecisionModel`).
+    pub architecture: Option<String>,
+}
+
+/// Question types in the order of `temperature` and `type_emb` rows.
+pub const QUESTION_TYPES: [&str; 3] = ["choice", "score", "noul"];
+
+impl AgentConfig {
+    /// Parse `rl_agent_config.json`.
+    pub fn load(path: &Path) -> Result<AgentConfig> {
+        let map = read_json_object(path, "rl_agent_config.json, the decision-head config")?;
+        AgentConfig::from_map(path, &map)
+    }
+
+    pub(crate) fn from_map(path: &Path, map: &Map<String, Value>) -> Result<AgentConfig> {
+        let k = Keys { path, map };
+        let num = |key: String, v: &Value| -> Result<f32> {
+            match v.as_f64() {
+                Some(x) if x.is_finite() => Ok(x as f32),
+                _ => Err(LayaError::key(path, key, format!("expected a finite number, found {v}"))),
+            }
+        };
+        let mut temperature = Vec::new();
+        match map.get("temperature") {
+            None | Some(Value::Null) => {}
+            Some(Value::Array(items)) => {
+                for (i, v) in items.iter().enumerate() {
+                    temperature.push(num(format!("temperature[{i}]"), v)?);
+                }
+            }
+            Some(v) => return Err(LayaError::key(path, "temperature", format!("expected a list of numbers, found {v}"))),
+        }
+        let mut by_options = Vec::new();
+        match map.get("temperature_by_options") {
+            None | Some(Value::Null) => {}
+            Some(Value::Object(m)) => {
+                for (name, v) in m {
+                    by_options.push((name.clone(), num(format!("temperature_by_options.{name}"), v)?));
+                }
+            }
+            Some(v) => {
+                return Err(LayaError::key(path, "temperature_by_options", format!("expected an object, found {v}")))
+            }
+        }
+        let head_layers = k.usize("head_layers")?;
+        if head_layers == 0 {
+            return Err(LayaError::key(path, "head_layers", "must be positive"));
+        }
+        Ok(AgentConfig {
+            head_layers,
+            head_max_len: k.opt_usize("head_max_len")?.unwrap_or(256),
+            max_len: k.opt_usize("max_len")?,
+            temperature,
+            temperature_by_options: by_options,
+            architecture: k.opt_str("architecture")?,
+        })
+    }
+
+    /// Every temperature as (GGUF key suffix, value), in the order llama.cpp's converter
+    /// writes them: `choice`, `score`, `noul` from `temperature`, then each
+    /// `temperature_by_options` entry with its bucket name rewritten (`choice.3_5`).
+    pub fn temperatures(&self) -> Vec<(String, f32)> {
+        let mut out: Vec<(String, f32)> = QUESTION_TYPES
+            .iter()
+            .zip(&self.temperature)
+            .map(|(n, t)| (n.to_string(), *t))
+            .collect();
+        out.extend(
+            self.temperature_by_options
+                .iter()
+                .map(|(n, t)| (temperature_bucket_key(n), *t)),
+        );
+        out
+    }
+
+    /// True for Julia-1 checkpoints (other option template).
+    pub fn is_julia(&self) -> bool {
+        self.architecture.as_deref() == Some("JuliaDecisionModel")
+    }
+}
+
+/// Rewrite a Laya temperature bucket name to its GGUF key suffix, as llama.cpp's converter
+/// does: `:` becomes `.`, `-` becomes `_`, and a trailing `+` is dropped
+/// (`choice:3-5` -> `choice.3_5`, `choice:11+` -> `choice.11`).
+pub fn temperature_bucket_key(bucket: &str) -> String {
+    bucket
+        .trim_end_matches('+')
+        .replace(':', ".")
+        .replace('-', "_")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bucket_keys_as_llama_cpp() {
+        assert_eq!(temperature_bucket_key("choice:3-5"), "choice.3_5");
+        assert_eq!(temperature_bucket_key("choice:11+"), "choice.11");
+        assert_eq!(temperature_bucket_key("score:6-10"), "score.6_10");
+        assert_eq!(temperature_bucket_key("noul:2"), "noul.2");
+    }
+
+    fn obj(s: &str) -> Map<String, Value> {
+        match serde_json::from_str(s) {
+            Ok(Value::Object(m)) => m,
+            _ => panic!("test json"),
+        }
+    }
+
+    #[test]
+    fn both_rope_spellings_and_eps() {
+        let p = Path::new("encoder/config.json");
+        let old = obj(r#"{"hidden_size":64,"intermediate_size":128,"num_hidden_layers":2,"num_attention_heads":1,
+            "vocab_size":10,"global_rope_theta":1000.0,"local_rope_theta":10.0,"layer_norm_eps":1e-6}"#);
+        let c = EncoderConfig::from_map(p, &old).unwrap();
+        assert_eq!((c.global_rope_theta, c.local_rope_theta), (1000.0, 10.0));
+        assert_eq!((c.norm_eps, c.layer_norm_eps, c.eps()), (None, Some(1e-6), 1e-6));
+        let v5 = obj(r#"{"hidden_size":64,"intermediate_size":128,"num_hidden_layers":2,"num_attention_heads":1,
+            "vocab_size":10,"norm_eps":2e-5,"rope_parameters":{"full_attention":{"rope_theta":5.0,"rope_type":"default"},
+            "sliding_attention":{"rope_theta":7.0}}}"#);
+        let c = EncoderConfig::from_map(p, &v5).unwrap();
+        assert_eq!((c.global_rope_theta, c.local_rope_theta), (5.0, 7.0));
+        assert_eq!((c.norm_eps, c.layer_norm_eps, c.eps()), (Some(2e-5), None, 2e-5));
+    }
+
+    #[test]
+    fn missing_and_bad_keys_are_named() {
+        let p = Path::new("encoder/config.json");
+        let e = EncoderConfig::from_map(p, &obj(r#"{"hidden_size":64}"#)).unwrap_err().to_string();
+        assert!(e.contains("intermediate_size") && e.contains("missing"), "{e}");
+        let e = EncoderConfig::from_map(
+            p,
+            &obj(r#"{"hidden_size":"x","intermediate_size":1,"num_hidden_layers":1,"num_attention_heads":1,"vocab_size":1}"#),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("\"hidden_size\"") && e.contains("integer"), "{e}");
+        let a = Path::new("rl_agent_config.json");
+        let e = AgentConfig::from_map(a, &obj(r#"{"max_len":5}"#)).unwrap_err().to_string();
+        assert!(e.contains("head_layers"), "{e}");
+        let e = AgentConfig::from_map(a, &obj(r#"{"head_layers":1,"temperature":[1,"x"]}"#)).unwrap_err().to_string();
+        assert!(e.contains("temperature[1]"), "{e}");
+    }
+
+    #[test]
+    fn temperatures_in_converter_order() {
+        let a = AgentConfig::from_map(
+            Path::new("x"),
+            &obj(r#"{"head_layers":1,"temperature":[1.5,2.0],"temperature_by_options":{"choice:11+":0.1,"score:3-5":1.55}}"#),
+        )
+        .unwrap();
+        assert_eq!(a.head_max_len, 256);
+        let t = a.temperatures();
+        let names: Vec<&str> = t.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["choice", "score", "choice.11", "score.3_5"]);
+        assert_eq!(t[3].1, 1.55f32);
+    }
+}

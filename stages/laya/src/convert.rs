@@ -1,0 +1,227 @@
+//! Laya checkpoint -> one GGUF file, as llama.cpp's converter names and orders things
+//! (spec sections 2.2-2.4), with the seed's type policy and extra keys.
+//!
+//! Memory: the source stays memory-mapped; each tensor is decoded to f32, checked and
+//! encoded to its output type, and only the encoded bytes are kept until the file is
+//! written, so the peak is about one copy of the output plus one f32 tensor per thread.
+
+use std::path::{Path, PathBuf};
+
+use rayon::prelude::*;
+use sky_gguf::{GgmlType, GgufWriter, Value};
+
+use crate::checkpoint::{first_nonfinite, LayaCheckpoint, TensorEntry};
+use crate::error::{LayaError, Result};
+use crate::policy::{file_type, TypePolicy};
+use crate::tokenizer::write_tokenizer_keys;
+
+/// GGUF architecture name of Laya files.
+pub const ARCH: &str = "modern-bert";
+/// Default `tokenizer.ggml.pre` (the English ModernBERT pre-tokenizer).
+pub const DEFAULT_PRE: &str = "modern-bert";
+/// Tensor data alignment (written as `general.alignment`).
+pub const ALIGNMENT: u32 = 32;
+
+/// What a conversion should do besides reading the checkpoint.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ConvertOptions {
+    /// Per-tensor type policy.
+    pub policy: TypePolicy,
+    /// `general.name`; the checkpoint directory's name when `None`.
+    pub name: Option<String>,
+    /// `tokenizer.ggml.pre`; [`DEFAULT_PRE`] when `None`.
+    pub pre: Option<String>,
+    /// Convert NaN/Inf weights instead of refusing them.
+    pub allow_nonfinite: bool,
+}
+
+/// One written tensor.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConvertedTensor {
+    /// GGUF name.
+    pub name: String,
+    /// PyTorch name in the checkpoint.
+    pub source: String,
+    /// ggml dims (innermost first).
+    pub dims: Vec<u64>,
+    /// Written type.
+    pub ty: GgmlType,
+    /// Bytes of data (padding excluded).
+    pub bytes: u64,
+}
+
+/// What [`convert`] wrote.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConvertSummary {
+    /// The output file.
+    pub path: PathBuf,
+    /// Every tensor in file order.
+    pub tensors: Vec<ConvertedTensor>,
+    /// Total parameters (elements of all tensors).
+    pub n_params: u64,
+    /// Bytes of tensor data, padding excluded.
+    pub tensor_bytes: u64,
+    /// Size of the file.
+    pub file_bytes: u64,
+    /// Number of metadata keys.
+    pub n_kv: usize,
+}
+
+/// gguf-py's `model_weight_count_rounded_notation` (the `general.size_label` value).
+pub fn size_label(n_params: u64) -> String {
+    let n = n_params as f64;
+    let (scaled, suffix) = if n > 1e12 {
+        (n * 1e-12, "T")
+    } else if n > 1e9 {
+        (n * 1e-9, "B")
+    } else if n > 1e6 {
+        (n * 1e-6, "M")
+    } else {
+        (n * 1e-3, "K")
+    };
+    let digits = format!("{}", scaled.round_ties_even() as u64).len();
+    let fix = 2usize.saturating_sub(digits);
+    format!("{scaled:.fix$}{suffix}")
+}
+
+/// Decode, check and encode one tensor.
+fn encode_tensor(ckpt: &LayaCheckpoint, t: &TensorEntry, ty: GgmlType, allow_nonfinite: bool) -> Result<Vec<u8>> {
+    let values = ckpt.read_f32(t);
+    if !allow_nonfinite {
+        if let Some((index, value)) = first_nonfinite(&values) {
+            return Err(LayaError::NonFinite {
+                name: t.pytorch_name.clone(),
+                index,
+                value,
+            });
+        }
+    }
+    let row = t.shape.last().copied().unwrap_or(1);
+    sky_gguf::encode(ty, &values, row).map_err(|e| LayaError::gguf(format!("tensor {:?} as {ty}", t.gguf_name), e))
+}
+
+/// Build the complete GGUF (metadata and encoded tensors) in a writer.
+pub fn build_writer(ckpt: &LayaCheckpoint, opts: &ConvertOptions) -> Result<(GgufWriter, Vec<ConvertedTensor>)> {
+    opts.policy.validate()?;
+    let n_enc = ckpt.encoder.num_hidden_layers;
+    let plan: Vec<(&TensorEntry, GgmlType)> = ckpt
+        .tensors()
+        .iter()
+        .map(|t| (t, opts.policy.type_for(&t.gguf_name, &t.shape, n_enc)))
+        .collect();
+    let encoded: Vec<Vec<u8>> = plan
+        .par_iter()
+        .map(|(t, ty)| encode_tensor(ckpt, t, *ty, opts.allow_nonfinite))
+        .collect::<Result<_>>()?;
+    let n_params: u64 = ckpt.tensors().iter().map(|t| t.n_elements() as u64).sum();
+
+    let mut w = GgufWriter::new();
+    write_metadata(&mut w, ckpt, opts, n_params)?;
+    let mut written = Vec::with_capacity(plan.len());
+    for ((t, ty), data) in plan.into_iter().zip(encoded) {
+        written.push(ConvertedTensor {
+            name: t.gguf_name.clone(),
+            source: t.pytorch_name.clone(),
+            dims: t.ggml_dims(),
+            ty,
+            bytes: data.len() as u64,
+        });
+        // ggml dims are the PyTorch shape reversed: the same bytes, innermost first.
+        w.add_tensor(t.gguf_name.clone(), t.ggml_dims(), ty, data)
+            .map_err(|e| LayaError::gguf(format!("tensor {:?}", t.gguf_name), e))?;
+    }
+    Ok((w, written))
+}
+
+/// Convert a checkpoint to a GGUF file at `out`, atomically (a temporary file in the same
+/// folder, renamed at the end: on error nothing is left at `out`).
+pub fn convert(ckpt: &LayaCheckpoint, opts: &ConvertOptions, out: &Path) -> Result<ConvertSummary> {
+    let (w, tensors) = build_writer(ckpt, opts)?;
+    let file_bytes = w.file_size().map_err(|e| LayaError::gguf(out.display().to_string(), e))?;
+    let n_kv = w.metadata().len();
+    w.write_file(out)
+        .map_err(|e| LayaError::gguf(format!("writing {}", out.display()), e))?;
+    Ok(ConvertSummary {
+        path: out.to_path_buf(),
+        n_params: ckpt.n_params() as u64,
+        tensor_bytes: tensors.iter().map(|t| t.bytes).sum(),
+        file_bytes,
+        n_kv,
+        tensors,
+    })
+}
+
+/// Every metadata key, in llama.cpp's converter order (spec 2.2), plus the seed's
+/// additions (`general.alignment`, `decision.max_tokens`, `skycmd.tokenizer.*`).
+fn write_metadata(w: &mut GgufWriter, ckpt: &LayaCheckpoint, opts: &ConvertOptions, n_params: u64) -> Result<()> {
+    let enc = &ckpt.encoder;
+    let agent = &ckpt.agent;
+    let k = |s: &str| format!("{ARCH}.{s}");
+    let u = |n: usize| -> Result<u32> {
+        u32::try_from(n).map_err(|_| LayaError::Invalid(format!("value {n} does not fit a GGUF u32")))
+    };
+    w.add_kv("general.architecture", ARCH);
+    w.add_kv("general.alignment", ALIGNMENT);
+    w.add_kv("general.type", "model");
+    let name = opts.name.clone().unwrap_or_else(|| ckpt.dir_name());
+    w.add_kv("general.name", name);
+    w.add_kv("general.size_label", size_label(n_params));
+
+    let n_blocks = enc.num_hidden_layers + agent.head_layers;
+    w.add_kv(k("block_count"), u(n_blocks)?);
+    w.add_kv(k("context_length"), u(enc.max_position_embeddings)?);
+    w.add_kv(k("embedding_length"), u(enc.hidden_size)?);
+    let mut ffn = vec![enc.intermediate_size; enc.num_hidden_layers];
+    ffn.extend(std::iter::repeat_n(4 * enc.hidden_size, agent.head_layers));
+    let ffn: Vec<i32> = ffn
+        .into_iter()
+        .map(|f| i32::try_from(f).map_err(|_| LayaError::Invalid(format!("feed_forward_length {f} does not fit i32"))))
+        .collect::<Result<_>>()?;
+    w.add_kv(k("feed_forward_length"), Value::i32_array(ffn));
+    w.add_kv(k("attention.head_count"), u(enc.num_attention_heads)?);
+    w.add_kv(k("rope.freq_base"), enc.global_rope_theta as f32);
+    w.add_kv(k("rope.freq_base_swa"), enc.local_rope_theta as f32);
+    if let Some(eps) = enc.norm_eps {
+        // llama.cpp's converter maps the `norm_eps` spelling to the RMS key
+        w.add_kv(k("attention.layer_norm_rms_epsilon"), eps as f32);
+    }
+    // required by llama.cpp's loader; from `norm_eps` when that is the only spelling
+    w.add_kv(k("attention.layer_norm_epsilon"), enc.eps() as f32);
+    w.add_kv("general.file_type", file_type(opts.policy.ftype));
+    w.add_kv(k("attention.causal"), false);
+    w.add_kv(k("attention.sliding_window"), u(enc.local_attention)?);
+    w.add_kv(k("attention.sliding_window_pattern"), u(enc.global_attn_every_n_layers)?);
+    w.add_kv(k("rope.scaling.type"), "none");
+    w.add_kv(k("vocab_size"), u(enc.vocab_size)?);
+    if let Some(act) = &enc.hidden_activation {
+        w.add_kv(k("hidden_activation"), act.as_str());
+    }
+    w.add_kv(k("decision.type"), "laya");
+    w.add_kv(k("decision.block_count"), u(agent.head_layers)?);
+    w.add_kv(k("decision.max_head_tokens"), u(agent.head_max_len)?);
+    if let Some(max_len) = agent.max_len {
+        // not read by llama.cpp: Laya's whole-sequence limit
+        w.add_kv(k("decision.max_tokens"), u(max_len)?);
+    }
+    for (name, t) in agent.temperatures() {
+        w.add_kv(k(&format!("decision.temperature.{name}")), t);
+    }
+    w.add_kv("general.quantization_version", 2u32);
+    let pre = opts.pre.as_deref().unwrap_or(DEFAULT_PRE);
+    write_tokenizer_keys(w, &ckpt.tokenizer, enc.vocab_size, pre, agent.is_julia())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn size_labels_as_gguf_py() {
+        // values printed by gguf.utility.model_weight_count_rounded_notation (gguf 0.19)
+        assert_eq!(size_label(202_305), "202K");
+        assert_eq!(size_label(1_134_209), "1.1M");
+        assert_eq!(size_label(6_630_913), "6.6M");
+        assert_eq!(size_label(421_000_000), "421M");
+        assert_eq!(size_label(17_000), "17K");
+    }
+}

@@ -1,0 +1,577 @@
+//! int8 x int8 -> int32 dot-product kernels over Q8_0 blocks: a portable scalar path that is
+//! always built, and x86_64 paths (AVX2 `maddubs`, AVX-VNNI and AVX-512 VNNI `dpbusd`) chosen
+//! at run time with `is_x86_feature_detected!`.
+//!
+//! All paths compute the same int32 block dot products bit for bit (integer arithmetic, no
+//! saturation possible: see [`KernelPath`]); they differ only in the order in which the f32
+//! products `scale * dot` are summed, hence the 1e-6 relative agreement of their f32 results.
+//!
+//! # The sign trick
+//!
+//! `maddubs` and `dpbusd` multiply an *unsigned* byte by a signed byte. With weights `w` and
+//! activations `x` both signed, we feed `|w|` as the unsigned operand and `x * sign(w)` as the
+//! signed one: `|w| * (x * sign(w)) = x * w`. `|w|` is exact as an unsigned byte even for
+//! `w = -128` (128), and `x * sign(w)` cannot overflow because our quantized activations stay in
+//! `-127..=127`. `maddubs` adds two products into an i16: `2 * 128 * 127 = 32512 < 32767`, so
+//! it never saturates.
+
+/// Which dot-product implementation runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum KernelPath {
+    /// Portable Rust, always available (and the only path on wasm32 and non-x86 targets).
+    Scalar,
+    /// AVX2 + FMA: `_mm256_maddubs_epi16` then `_mm256_madd_epi16`.
+    Avx2,
+    /// AVX-VNNI (256-bit VEX encoding): `_mm256_dpbusd_avx_epi32`.
+    AvxVnni,
+    /// AVX-512 F/BW + VNNI: `_mm512_dpbusd_epi32`, two blocks per register.
+    Avx512Vnni,
+}
+
+impl KernelPath {
+    /// Every path, fastest first.
+    pub const ALL: [KernelPath; 4] = [
+        KernelPath::Avx512Vnni,
+        KernelPath::AvxVnni,
+        KernelPath::Avx2,
+        KernelPath::Scalar,
+    ];
+
+    /// Short lowercase name (`scalar`, `avx2`, `avx-vnni`, `avx512-vnni`).
+    pub fn name(self) -> &'static str {
+        match self {
+            KernelPath::Scalar => "scalar",
+            KernelPath::Avx2 => "avx2",
+            KernelPath::AvxVnni => "avx-vnni",
+            KernelPath::Avx512Vnni => "avx512-vnni",
+        }
+    }
+
+    /// Whether this CPU (and build target) can run the path.
+    pub fn is_available(self) -> bool {
+        match self {
+            KernelPath::Scalar => true,
+            #[cfg(target_arch = "x86_64")]
+            KernelPath::Avx2 => {
+                is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")
+            }
+            #[cfg(target_arch = "x86_64")]
+            KernelPath::AvxVnni => {
+                is_x86_feature_detected!("avx2")
+                    && is_x86_feature_detected!("fma")
+                    && is_x86_feature_detected!("avxvnni")
+            }
+            #[cfg(target_arch = "x86_64")]
+            KernelPath::Avx512Vnni => {
+                is_x86_feature_detected!("avx512f")
+                    && is_x86_feature_detected!("avx512bw")
+                    && is_x86_feature_detected!("avx512vnni")
+            }
+            #[cfg(not(target_arch = "x86_64"))]
+            _ => false,
+        }
+    }
+
+    /// The fastest available path.
+    pub fn detect() -> KernelPath {
+        Self::ALL
+            .into_iter()
+            .find(|p| p.is_available())
+            .unwrap_or(KernelPath::Scalar)
+    }
+
+    /// All paths this CPU can run, fastest first (always ends with `Scalar`).
+    pub fn available() -> Vec<KernelPath> {
+        Self::ALL.into_iter().filter(|p| p.is_available()).collect()
+    }
+}
+
+impl std::fmt::Display for KernelPath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One quantized activation row: `q` (and for Q8x2 the residual `r`), `k` bytes each, and one
+/// scale per 32-value block. For Q8x2 the scale is already divided by 128, so every path
+/// computes `sum_b (w_scale[b] * x_scale[b]) * idot[b]` with
+/// `idot = dot(q, w)` (Q8) or `128 * dot(q, w) + dot(r, w)` (Q8x2).
+#[derive(Clone, Copy)]
+pub(crate) struct ActRow<'a> {
+    pub q: &'a [i8],
+    pub r: Option<&'a [i8]>,
+    pub scales: &'a [f32],
+}
+
+fn dot_i8_scalar(x: &[i8], w: &[i8]) -> i32 {
+    x.iter()
+        .zip(w)
+        .map(|(&a, &b)| i32::from(a) * i32::from(b))
+        .sum()
+}
+
+/// The int32 dot product of every block of `act` with the weight row `w` (test and debug
+/// aid: the fused kernels use the same integer code).
+#[cfg(test)]
+pub(crate) fn block_dots(path: KernelPath, act: ActRow<'_>, w: &[i8], out: &mut [i32]) {
+    let nb = act.scales.len();
+    assert!(act.q.len() == nb * 32 && w.len() == nb * 32 && out.len() == nb);
+    assert!(act.r.is_none_or(|r| r.len() == nb * 32));
+    assert!(path.is_available(), "kernel path {path} not available");
+    match path {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: the features the path needs were checked just above, and the slices have
+        // the lengths the kernel reads (checked by the asserts).
+        KernelPath::Avx2 => unsafe { x86::block_dots_avx2(act, w, out) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: as above.
+        KernelPath::AvxVnni => unsafe { x86::block_dots_avxvnni(act, w, out) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: as above.
+        KernelPath::Avx512Vnni => unsafe { x86::block_dots_avx512(act, w, out) },
+        _ => {
+            for (b, o) in out.iter_mut().enumerate() {
+                let s = b * 32..(b + 1) * 32;
+                let dq = dot_i8_scalar(&act.q[s.clone()], &w[s.clone()]);
+                *o = match act.r {
+                    None => dq,
+                    Some(r) => 128 * dq + dot_i8_scalar(&r[s.clone()], &w[s]),
+                };
+            }
+        }
+    }
+}
+
+/// `out[j] = sum_b (scales[j * nb + b] * act.scales[b]) * idot(act, row j, block b)` for every
+/// weight row `j` of `qs` (`out.len()` rows of `k = 32 * nb` bytes).
+///
+/// Panics if the slice lengths disagree or the path is unavailable: both are internal
+/// invariants that [`crate::Q8Matrix::matmul`] establishes before calling.
+pub(crate) fn dot_rows(
+    path: KernelPath,
+    act: ActRow<'_>,
+    qs: &[i8],
+    scales: &[f32],
+    out: &mut [f32],
+) {
+    let nb = act.scales.len();
+    let k = nb * 32;
+    assert!(act.q.len() == k && act.r.is_none_or(|r| r.len() == k));
+    assert!(qs.len() == out.len() * k && scales.len() == out.len() * nb);
+    assert!(path.is_available(), "kernel path {path} not available");
+    match path {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: the CPU features of the path were checked just above; every pointer the
+        // kernel forms stays inside the slices whose lengths the asserts pin down.
+        KernelPath::Avx2 => unsafe { x86::dot_rows_avx2(act, qs, scales, out) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: as above.
+        KernelPath::AvxVnni => unsafe { x86::dot_rows_avxvnni(act, qs, scales, out) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: as above.
+        KernelPath::Avx512Vnni => unsafe { x86::dot_rows_avx512(act, qs, scales, out) },
+        _ => dot_rows_scalar(act, qs, scales, out),
+    }
+}
+
+fn dot_rows_scalar(act: ActRow<'_>, qs: &[i8], scales: &[f32], out: &mut [f32]) {
+    let nb = act.scales.len();
+    let k = nb * 32;
+    for (j, o) in out.iter_mut().enumerate() {
+        let w = &qs[j * k..(j + 1) * k];
+        let ws = &scales[j * nb..(j + 1) * nb];
+        let mut acc = 0.0f32;
+        for b in 0..nb {
+            let s = b * 32..(b + 1) * 32;
+            let dq = dot_i8_scalar(&act.q[s.clone()], &w[s.clone()]);
+            let idot = match act.r {
+                None => dq,
+                Some(r) => 128 * dq + dot_i8_scalar(&r[s.clone()], &w[s]),
+            };
+            acc += (ws[b] * act.scales[b]) * idot as f32;
+        }
+        *o = acc;
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    //! x86_64 kernels. Every function here is `unsafe` only because it is compiled with
+    //! `#[target_feature]`: the callers in the parent module check the features at run time
+    //! and the slice lengths with asserts before calling.
+
+    use super::ActRow;
+    use std::arch::x86_64::*;
+
+    #[cfg(test)]
+    #[target_feature(enable = "avx2")]
+    fn hsum_i32_256(v: __m256i) -> i32 {
+        let lo = _mm256_castsi256_si128(v);
+        let hi = _mm256_extracti128_si256::<1>(v);
+        let s = _mm_add_epi32(lo, hi);
+        let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b01_00_11_10>(s));
+        let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b10_11_00_01>(s));
+        _mm_cvtsi128_si32(s)
+    }
+
+    #[target_feature(enable = "avx2")]
+    fn hsum_f32_256(v: __m256) -> f32 {
+        let lo = _mm256_castps256_ps128(v);
+        let hi = _mm256_extractf128_ps::<1>(v);
+        let s = _mm_add_ps(lo, hi);
+        let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+        let s = _mm_add_ss(s, _mm_movehdup_ps(s));
+        _mm_cvtss_f32(s)
+    }
+
+    /// # Safety
+    /// `p` must be valid for reading 32 bytes.
+    #[target_feature(enable = "avx2")]
+    unsafe fn load32(p: *const i8) -> __m256i {
+        // SAFETY: the caller guarantees 32 readable bytes; loadu has no alignment need.
+        unsafe { _mm256_loadu_si256(p.cast()) }
+    }
+
+    // ---- AVX2 -------------------------------------------------------------------------
+
+    /// 8 lanes of partial int32 sums of `x * w` (sign trick, see the parent module).
+    #[target_feature(enable = "avx2")]
+    fn mul_sum_avx2(aw: __m256i, x: __m256i, w: __m256i) -> __m256i {
+        let sx = _mm256_sign_epi8(x, w);
+        _mm256_madd_epi16(_mm256_maddubs_epi16(aw, sx), _mm256_set1_epi16(1))
+    }
+
+    /// # Safety
+    /// `q`, `r` (if any) and `w` must be valid for 32 bytes.
+    #[target_feature(enable = "avx2")]
+    unsafe fn block_avx2(q: *const i8, r: Option<*const i8>, w: *const i8) -> __m256i {
+        // SAFETY: forwarded caller guarantee.
+        let (wv, qv) = unsafe { (load32(w), load32(q)) };
+        let aw = _mm256_sign_epi8(wv, wv);
+        let dq = mul_sum_avx2(aw, qv, wv);
+        match r {
+            None => dq,
+            Some(r) => {
+                // SAFETY: forwarded caller guarantee.
+                let rv = unsafe { load32(r) };
+                _mm256_add_epi32(_mm256_slli_epi32::<7>(dq), mul_sum_avx2(aw, rv, wv))
+            }
+        }
+    }
+
+    #[cfg(test)]
+    /// # Safety
+    /// The CPU must support AVX2; lengths as asserted by `super::block_dots`.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn block_dots_avx2(act: ActRow<'_>, w: &[i8], out: &mut [i32]) {
+        for (b, o) in out.iter_mut().enumerate() {
+            // SAFETY: block b lies inside q, r and w (each 32 * out.len() bytes).
+            let v = unsafe {
+                block_avx2(
+                    act.q.as_ptr().add(b * 32),
+                    act.r.map(|r| r.as_ptr().add(b * 32)),
+                    w.as_ptr().add(b * 32),
+                )
+            };
+            *o = hsum_i32_256(v);
+        }
+    }
+
+    /// # Safety
+    /// The CPU must support AVX2 and FMA; lengths as asserted by `super::dot_rows`.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn dot_rows_avx2(act: ActRow<'_>, qs: &[i8], scales: &[f32], out: &mut [f32]) {
+        let nb = act.scales.len();
+        let k = nb * 32;
+        for (j, o) in out.iter_mut().enumerate() {
+            let mut acc = _mm256_setzero_ps();
+            for b in 0..nb {
+                // SAFETY: row j block b lies inside qs (out.len() * k bytes); block b inside
+                // the activation rows (k bytes each).
+                let v = unsafe {
+                    block_avx2(
+                        act.q.as_ptr().add(b * 32),
+                        act.r.map(|r| r.as_ptr().add(b * 32)),
+                        qs.as_ptr().add(j * k + b * 32),
+                    )
+                };
+                let s = _mm256_set1_ps(scales[j * nb + b] * act.scales[b]);
+                acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(v), s, acc);
+            }
+            *o = hsum_f32_256(acc);
+        }
+    }
+
+    // ---- AVX-VNNI ---------------------------------------------------------------------
+
+    /// # Safety
+    /// `q`, `r` (if any) and `w` must be valid for 32 bytes.
+    #[target_feature(enable = "avx2,avxvnni")]
+    unsafe fn block_avxvnni(q: *const i8, r: Option<*const i8>, w: *const i8) -> __m256i {
+        // SAFETY: forwarded caller guarantee.
+        let (wv, qv) = unsafe { (load32(w), load32(q)) };
+        let aw = _mm256_sign_epi8(wv, wv);
+        let dq = _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), aw, _mm256_sign_epi8(qv, wv));
+        match r {
+            None => dq,
+            Some(r) => {
+                // SAFETY: forwarded caller guarantee.
+                let rv = unsafe { load32(r) };
+                _mm256_dpbusd_avx_epi32(_mm256_slli_epi32::<7>(dq), aw, _mm256_sign_epi8(rv, wv))
+            }
+        }
+    }
+
+    #[cfg(test)]
+    /// # Safety
+    /// The CPU must support AVX2 and AVX-VNNI; lengths as asserted by `super::block_dots`.
+    #[target_feature(enable = "avx2,avxvnni")]
+    pub(super) unsafe fn block_dots_avxvnni(act: ActRow<'_>, w: &[i8], out: &mut [i32]) {
+        for (b, o) in out.iter_mut().enumerate() {
+            // SAFETY: block b lies inside q, r and w.
+            let v = unsafe {
+                block_avxvnni(
+                    act.q.as_ptr().add(b * 32),
+                    act.r.map(|r| r.as_ptr().add(b * 32)),
+                    w.as_ptr().add(b * 32),
+                )
+            };
+            *o = hsum_i32_256(v);
+        }
+    }
+
+    /// # Safety
+    /// The CPU must support AVX2, FMA and AVX-VNNI; lengths as asserted by `super::dot_rows`.
+    #[target_feature(enable = "avx2,fma,avxvnni")]
+    pub(super) unsafe fn dot_rows_avxvnni(
+        act: ActRow<'_>,
+        qs: &[i8],
+        scales: &[f32],
+        out: &mut [f32],
+    ) {
+        let nb = act.scales.len();
+        let k = nb * 32;
+        for (j, o) in out.iter_mut().enumerate() {
+            let mut acc = _mm256_setzero_ps();
+            for b in 0..nb {
+                // SAFETY: row j block b lies inside qs; block b inside the activation rows.
+                let v = unsafe {
+                    block_avxvnni(
+                        act.q.as_ptr().add(b * 32),
+                        act.r.map(|r| r.as_ptr().add(b * 32)),
+                        qs.as_ptr().add(j * k + b * 32),
+                    )
+                };
+                let s = _mm256_set1_ps(scales[j * nb + b] * act.scales[b]);
+                acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(v), s, acc);
+            }
+            *o = hsum_f32_256(acc);
+        }
+    }
+
+    // ---- AVX-512 VNNI -------------------------------------------------------------------
+
+    /// Loads two blocks (64 bytes), or one block and 32 zero bytes when `two` is false.
+    ///
+    /// # Safety
+    /// `p` must be valid for 64 bytes when `two`, else 32.
+    #[target_feature(enable = "avx512f,avx512bw")]
+    unsafe fn load_pair(p: *const i8, two: bool) -> __m512i {
+        let mask: __mmask64 = if two { u64::MAX } else { 0xFFFF_FFFF };
+        // SAFETY: masked-off bytes are not read (no fault), the rest are in bounds by the
+        // caller guarantee.
+        unsafe { _mm512_maskz_loadu_epi8(mask, p) }
+    }
+
+    /// x * sign(w), bytewise: AVX-512 has no `sign_epi8`, so negate x where w < 0 and zero
+    /// it where w == 0 (the product is 0 there anyway since |w| = 0).
+    #[target_feature(enable = "avx512f,avx512bw")]
+    fn apply_sign_512(x: __m512i, w: __m512i) -> __m512i {
+        let neg = _mm512_movepi8_mask(w);
+        _mm512_mask_sub_epi8(x, neg, _mm512_setzero_si512(), x)
+    }
+
+    /// 16 lanes: lanes 0..8 hold partial sums of the first block, 8..16 of the second.
+    ///
+    /// # Safety
+    /// Pointers valid for 64 bytes when `two`, else 32.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    unsafe fn pair_avx512(q: *const i8, r: Option<*const i8>, w: *const i8, two: bool) -> __m512i {
+        // SAFETY: forwarded caller guarantee.
+        let (wv, qv) = unsafe { (load_pair(w, two), load_pair(q, two)) };
+        let aw = _mm512_abs_epi8(wv);
+        let dq = _mm512_dpbusd_epi32(_mm512_setzero_si512(), aw, apply_sign_512(qv, wv));
+        match r {
+            None => dq,
+            Some(r) => {
+                // SAFETY: forwarded caller guarantee.
+                let rv = unsafe { load_pair(r, two) };
+                _mm512_dpbusd_epi32(_mm512_slli_epi32::<7>(dq), aw, apply_sign_512(rv, wv))
+            }
+        }
+    }
+
+    #[cfg(test)]
+    /// # Safety
+    /// The CPU must support AVX-512 F/BW/VNNI; lengths as asserted by `super::block_dots`.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni,avx2")]
+    pub(super) unsafe fn block_dots_avx512(act: ActRow<'_>, w: &[i8], out: &mut [i32]) {
+        let nb = out.len();
+        let mut b = 0;
+        while b < nb {
+            let two = b + 1 < nb;
+            // SAFETY: blocks b (and b + 1 when `two`) lie inside q, r and w.
+            let v = unsafe {
+                pair_avx512(
+                    act.q.as_ptr().add(b * 32),
+                    act.r.map(|r| r.as_ptr().add(b * 32)),
+                    w.as_ptr().add(b * 32),
+                    two,
+                )
+            };
+            out[b] = hsum_i32_256(_mm512_castsi512_si256(v));
+            if two {
+                out[b + 1] = hsum_i32_256(_mm512_extracti64x4_epi64::<1>(v));
+            }
+            b += 2;
+        }
+    }
+
+    /// # Safety
+    /// The CPU must support AVX-512 F/BW/VNNI; lengths as asserted by `super::dot_rows`.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni,avx2")]
+    pub(super) unsafe fn dot_rows_avx512(
+        act: ActRow<'_>,
+        qs: &[i8],
+        scales: &[f32],
+        out: &mut [f32],
+    ) {
+        let nb = act.scales.len();
+        let k = nb * 32;
+        for (j, o) in out.iter_mut().enumerate() {
+            let ws = &scales[j * nb..(j + 1) * nb];
+            let mut acc = _mm512_setzero_ps();
+            let mut b = 0;
+            while b < nb {
+                let two = b + 1 < nb;
+                // SAFETY: row j blocks b (and b + 1 when `two`) lie inside qs; the same blocks
+                // inside the activation rows.
+                let v = unsafe {
+                    pair_avx512(
+                        act.q.as_ptr().add(b * 32),
+                        act.r.map(|r| r.as_ptr().add(b * 32)),
+                        qs.as_ptr().add(j * k + b * 32),
+                        two,
+                    )
+                };
+                let s0 = _mm512_set1_ps(ws[b] * act.scales[b]);
+                let s1 = if two {
+                    _mm512_set1_ps(ws[b + 1] * act.scales[b + 1])
+                } else {
+                    _mm512_setzero_ps()
+                };
+                let s = _mm512_mask_blend_ps(0xFF00, s0, s1);
+                acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(v), s, acc);
+                b += 2;
+            }
+            *o = _mm512_reduce_add_ps(acc);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rand_i8(n: usize, seed: u64, lo: i32, hi: i32) -> Vec<i8> {
+        let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        (0..n)
+            .map(|_| {
+                s ^= s << 13;
+                s ^= s >> 7;
+                s ^= s << 17;
+                (lo + (s % (hi - lo + 1) as u64) as i32) as i8
+            })
+            .collect()
+    }
+
+    #[test]
+    fn scalar_is_always_available_and_detect_returns_an_available_path() {
+        assert!(KernelPath::Scalar.is_available());
+        assert!(KernelPath::detect().is_available());
+        assert_eq!(KernelPath::available().last(), Some(&KernelPath::Scalar));
+    }
+
+    #[test]
+    fn simd_block_dots_equal_scalar_bit_for_bit() {
+        // Odd block counts exercise the AVX-512 single-block tail; the extremes exercise the
+        // sign trick (w = -128 from foreign files, x = +-127, r = +-64).
+        for nb in [1usize, 2, 3, 7, 8, 16] {
+            let k = nb * 32;
+            let mut w = rand_i8(k, nb as u64, -128, 127);
+            w[0] = -128;
+            w[k - 1] = 127;
+            let mut q = rand_i8(k, 100 + nb as u64, -127, 127);
+            q[0] = -127;
+            q[1] = 127;
+            let r = rand_i8(k, 200 + nb as u64, -64, 64);
+            let scales = vec![1.0f32; nb];
+            for resid in [None, Some(r.as_slice())] {
+                let act = ActRow { q: &q, r: resid, scales: &scales };
+                let mut want = vec![0i32; nb];
+                block_dots(KernelPath::Scalar, act, &w, &mut want);
+                // The all-extreme block must reach the hand-computed value.
+                assert_eq!(
+                    want[0],
+                    (0..32)
+                        .map(|i| {
+                            let d = i32::from(q[i]) * i32::from(w[i]);
+                            match resid {
+                                None => d,
+                                Some(r) => 128 * d + i32::from(r[i]) * i32::from(w[i]),
+                            }
+                        })
+                        .sum::<i32>()
+                );
+                for path in KernelPath::available() {
+                    let mut got = vec![0i32; nb];
+                    block_dots(path, act, &w, &mut got);
+                    assert_eq!(got, want, "{path} nb={nb} resid={}", resid.is_some());
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn simd_row_dots_match_scalar_within_1e_6() {
+        let (rows, nb) = (13usize, 9usize);
+        let k = nb * 32;
+        let w = rand_i8(rows * k, 7, -127, 127);
+        let q = rand_i8(k, 8, -127, 127);
+        let r = rand_i8(k, 9, -64, 64);
+        let ws: Vec<f32> = (0..rows * nb).map(|i| 1e-3 * (1.0 + (i % 17) as f32 * 0.37)).collect();
+        let xs: Vec<f32> = (0..nb).map(|i| 0.02 / 128.0 * (1.0 + i as f32 * 0.11)).collect();
+        for resid in [None, Some(r.as_slice())] {
+            let act = ActRow { q: &q, r: resid, scales: &xs };
+            let mut want = vec![0f32; rows];
+            dot_rows(KernelPath::Scalar, act, &w, &ws, &mut want);
+            // Magnitude of the summed terms: the yardstick for "relative".
+            let mut mag = vec![0f64; rows];
+            let mut dots = vec![0i32; nb];
+            for j in 0..rows {
+                block_dots(KernelPath::Scalar, act, &w[j * k..(j + 1) * k], &mut dots);
+                mag[j] = (0..nb)
+                    .map(|b| f64::from(ws[j * nb + b] * xs[b]) * f64::from(dots[b]).abs())
+                    .sum();
+            }
+            for path in KernelPath::available() {
+                let mut got = vec![0f32; rows];
+                dot_rows(path, act, &w, &ws, &mut got);
+                for j in 0..rows {
+                    let err = f64::from((got[j] - want[j]).abs());
+                    assert!(err <= 1e-6 * mag[j], "{path} row {j}: {} vs {}", got[j], want[j]);
+                }
+            }
+        }
+    }
+}

@@ -25,7 +25,10 @@ fn write_sample(dir: &Path) {
     w.add_kv("modern-bert.block_count", 3u32);
     w.add_kv("modern-bert.decision.temperature.choice.2", 1.064_769_9f32);
     w.add_kv("modern-bert.decision.flag", false);
-    w.add_kv("modern-bert.feed_forward_length", Value::i32_array([96, 96, 256]));
+    w.add_kv(
+        "modern-bert.feed_forward_length",
+        Value::i32_array([96, 96, 256]),
+    );
     w.add_kv(
         "tokenizer.ggml.tokens",
         Value::string_array(["<pad>", "<s>", "</s>", "a\"b", "\u{0120}the", "x"]),
@@ -38,8 +41,13 @@ fn write_sample(dir: &Path) {
         .unwrap();
     w.add_tensor_f32("output_norm.weight", vec![64], GgmlType::F32, &x[..64])
         .unwrap();
-    w.add_tensor("blk.1.ffn_up.weight", vec![256, 2], GgmlType::from_id(14), vec![0; 420])
-        .unwrap();
+    w.add_tensor(
+        "blk.1.ffn_up.weight",
+        vec![256, 2],
+        GgmlType::from_id(14),
+        vec![0; 420],
+    )
+    .unwrap();
     w.write_file(&dir.join("m.gguf")).unwrap();
 }
 
@@ -67,12 +75,12 @@ fn text_output_is_pinned() {
   blk.0.attn_qkv.weight                    [64, 6]                Q8_0          408 bytes
   output_norm.weight                       [64]                   F32           256 bytes
   blk.1.ffn_up.weight                      [256, 2]               Q6_K          420 bytes
-total: 1280 parameters, 1852 bytes of tensor data
+total: 1344 parameters, 1852 bytes of tensor data
 "#
     );
     assert_eq!(stdout(&o), want);
-    // 800 bytes of header and descriptors + padded data.
-    assert_eq!(size, 800 + 768 + 416 + 256 + 448);
+    // 704 bytes of header, keys and descriptors (padded to 32) + each tensor padded to 32.
+    assert_eq!(size, 704 + 768 + 416 + 256 + 448);
 }
 
 #[test]
@@ -81,8 +89,14 @@ fn max_array_cuts_arrays() {
     write_sample(dir.path());
     let o = skyctl(dir.path(), &["inspect", "m.gguf", "--max-array", "1"]);
     let out = stdout(&o);
-    assert!(out.contains("(array<string>) = [\"<pad>\", ...] (6 items)\n"), "{out}");
-    assert!(out.contains("(array<i32>) = [96, ...] (3 items)\n"), "{out}");
+    assert!(
+        out.contains("(array<string>) = [\"<pad>\", ...] (6 items)\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("(array<i32>) = [96, ...] (3 items)\n"),
+        "{out}"
+    );
     let o = skyctl(dir.path(), &["inspect", "m.gguf", "--max-array", "0"]);
     assert!(stdout(&o).contains("(array<i32>) = [...] (3 items)\n"));
 }
@@ -91,7 +105,10 @@ fn max_array_cuts_arrays() {
 fn json_output_has_everything() {
     let dir = tempfile::tempdir().unwrap();
     write_sample(dir.path());
-    let o = skyctl(dir.path(), &["inspect", "m.gguf", "--json", "--max-array", "1"]);
+    let o = skyctl(
+        dir.path(),
+        &["inspect", "m.gguf", "--json", "--max-array", "1"],
+    );
     assert!(o.status.success());
     let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let size = std::fs::metadata(dir.path().join("m.gguf")).unwrap().len();
@@ -125,20 +142,29 @@ fn bad_files_exit_2_naming_file_and_offset() {
     let dir = tempfile::tempdir().unwrap();
     write_sample(dir.path());
     let mut bytes = std::fs::read(dir.path().join("m.gguf")).unwrap();
-    bytes.truncate(100);
+    bytes.truncate(300);
     std::fs::write(dir.path().join("cut.gguf"), &bytes).unwrap();
     let o = skyctl(dir.path(), &["inspect", "cut.gguf"]);
     assert_eq!(o.status.code(), Some(2));
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.starts_with("skyctl: cut.gguf: truncated file: "), "{err}");
-    assert!(err.contains("at byte 9"), "{err}");
+    assert!(
+        err.starts_with("skyctl: cut.gguf: truncated file: "),
+        "{err}"
+    );
+    assert!(
+        err.contains("metadata key #5 at byte 284 needs 21 bytes, only 16 left"),
+        "{err}"
+    );
     assert!(o.stdout.is_empty());
 
     std::fs::write(dir.path().join("txt.gguf"), b"hello world, not gguf").unwrap();
     let o = skyctl(dir.path(), &["inspect", "txt.gguf"]);
     assert_eq!(o.status.code(), Some(2));
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("txt.gguf: not a GGUF file: magic at byte 0"), "{err}");
+    assert!(
+        err.contains("txt.gguf: not a GGUF file: magic at byte 0"),
+        "{err}"
+    );
 
     let o = skyctl(dir.path(), &["inspect", "missing.gguf"]);
     assert_eq!(o.status.code(), Some(2));

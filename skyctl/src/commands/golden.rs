@@ -50,16 +50,32 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 let doc = json!({ "out_dir": out_dir, "set_digest": digest, "bytes": total, "files": files });
                 format!("{}\n", serde_json::to_string_pretty(&doc)?)
             } else {
-                format!("wrote {} golden files ({total} bytes) to {}\nset digest {digest}\n", files.len(), out_dir.display())
+                format!(
+                    "wrote {} golden files ({total} bytes) to {}\nset digest {digest}\n",
+                    files.len(),
+                    out_dir.display()
+                )
             };
             emit(&out)?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Check { golden_dir, candidate_dir, json } => {
+        Command::Check {
+            golden_dir,
+            candidate_dir,
+            json,
+        } => {
             let report = sky_kernels::check(&golden_dir, &candidate_dir)?;
-            let out = if json { format!("{}\n", serde_json::to_string_pretty(&report)?) } else { render_check(&report) };
+            let out = if json {
+                format!("{}\n", serde_json::to_string_pretty(&report)?)
+            } else {
+                render_check(&report)
+            };
             emit(&out)?;
-            Ok(if report.passed { ExitCode::SUCCESS } else { ExitCode::from(crate::cli::EXIT_FAILED) })
+            Ok(if report.passed {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(crate::cli::EXIT_FAILED)
+            })
         }
     }
 }
@@ -67,7 +83,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 /// Write to stdout; a closed pipe (`... | head`) is not an error of ours.
 fn emit(out: &str) -> anyhow::Result<()> {
     let mut stdout = std::io::stdout().lock();
-    match stdout.write_all(out.as_bytes()).and_then(|()| stdout.flush()) {
+    match stdout
+        .write_all(out.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
         Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
         _ => Ok(()),
     }
@@ -88,7 +107,10 @@ pub fn render_check(report: &CheckReport) -> String {
             Tolerance::Exact => "exact".to_string(),
             Tolerance::Relative { rtol } => format!("{rtol:.0e}"),
         };
-        let worst = f.worst.as_ref().map_or("-".to_string(), |w| w.coords.to_string());
+        let worst = f
+            .worst
+            .as_ref()
+            .map_or("-".to_string(), |w| w.coords.to_string());
         let status = match f.status {
             Status::Pass => "pass".to_string(),
             Status::Fail if f.non_finite > 0 => format!("FAIL ({} NaN/Inf)", f.non_finite),
@@ -108,20 +130,37 @@ pub fn render_check(report: &CheckReport) -> String {
         );
     }
     for f in report.files.iter().filter(|f| f.problem.is_some()) {
-        let _ = writeln!(s, "{}: {}", f.name, f.problem.as_deref().unwrap_or_default());
+        let _ = writeln!(
+            s,
+            "{}: {}",
+            f.name,
+            f.problem.as_deref().unwrap_or_default()
+        );
     }
     for f in report.files.iter().filter(|f| f.status == Status::Fail) {
         if let Some(w) = &f.worst {
-            let _ = writeln!(s, "{}: worst at index {} ({}): golden {} candidate {}", f.name, w.index, w.coords, w.golden, w.candidate);
+            let _ = writeln!(
+                s,
+                "{}: worst at index {} ({}): golden {} candidate {}",
+                f.name, w.index, w.coords, w.golden, w.candidate
+            );
         }
     }
     for note in &report.notes {
         let _ = writeln!(s, "note: {note}");
     }
     let _ = if report.passed {
-        writeln!(s, "PASS: all {} output files within tolerance", report.files_checked)
+        writeln!(
+            s,
+            "PASS: all {} output files within tolerance",
+            report.files_checked
+        )
     } else {
-        writeln!(s, "FAIL: {} of {} output files failed", report.files_failed, report.files_checked)
+        writeln!(
+            s,
+            "FAIL: {} of {} output files failed",
+            report.files_failed, report.files_checked
+        )
     };
     s
 }

@@ -37,7 +37,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         render_text(&path, &file, args.max_array)
     };
     let mut stdout = std::io::stdout().lock();
-    match stdout.write_all(out.as_bytes()).and_then(|()| stdout.flush()) {
+    match stdout
+        .write_all(out.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
         // A closed pipe (`skyctl inspect f | head`) is not an error of ours.
         Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
         _ => Ok(ExitCode::SUCCESS),

@@ -46,26 +46,44 @@ pub enum Impl {
 /// Run `skyctl kernels`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let out = match args.command {
-        Command::Run { implementation: Impl::Cpu, in_dir, out_dir } => {
+        Command::Run {
+            implementation: Impl::Cpu,
+            in_dir,
+            out_dir,
+        } => {
             let files = sky_kernels::run_cpu(&in_dir, &out_dir)?;
-            format!("cpu: wrote {} output files to {}\n", files.len(), out_dir.display())
+            format!(
+                "cpu: wrote {} output files to {}\n",
+                files.len(),
+                out_dir.display()
+            )
         }
         Command::Files { json } => {
             let bin = |f: &sky_kernels::FileSpec| format!("{}.bin", f.name);
             let inputs: Vec<String> = sky_kernels::input_files().map(bin).collect();
             let outputs: Vec<String> = sky_kernels::output_files().map(bin).collect();
             if json {
-                format!("{}\n", serde_json::to_string_pretty(&json!({ "inputs": inputs, "outputs": outputs }))?)
+                format!(
+                    "{}\n",
+                    serde_json::to_string_pretty(&json!({ "inputs": inputs, "outputs": outputs }))?
+                )
             } else {
                 let mut s = String::new();
-                inputs.iter().for_each(|n| s.push_str(&format!("input  {n}\n")));
-                outputs.iter().for_each(|n| s.push_str(&format!("output {n}\n")));
+                inputs
+                    .iter()
+                    .for_each(|n| s.push_str(&format!("input  {n}\n")));
+                outputs
+                    .iter()
+                    .for_each(|n| s.push_str(&format!("output {n}\n")));
                 s
             }
         }
     };
     let mut stdout = std::io::stdout().lock();
-    match stdout.write_all(out.as_bytes()).and_then(|()| stdout.flush()) {
+    match stdout
+        .write_all(out.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
         Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
         _ => Ok(ExitCode::SUCCESS),
     }

@@ -1,12 +1,52 @@
-//! `skyctl random`.
+//! `skyctl random`: a preset-size Laya checkpoint with random weights.
 
+use std::io::Write as _;
+use std::path::PathBuf;
 use std::process::ExitCode;
+
+use sky_laya::random::{preset, write_random, WeightDtype};
+
+/// Element type of the written weights.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+pub enum Dtype {
+    /// f32 (as the seed's exporter writes).
+    F32,
+    /// f16 (as Laya's save_checkpoint writes).
+    F16,
+    /// bf16.
+    Bf16,
+}
 
 /// Arguments of `skyctl random`.
 #[derive(clap::Args, Debug)]
-pub struct Args {}
+pub struct Args {
+    /// The preset: s1-pico, s1-nano or s1-micro.
+    pub preset: String,
+    /// The directory to write (created if needed; its files are replaced).
+    pub dir: PathBuf,
+    /// Random seed (default: the preset's reference seed, 1001 / 1002 / 1003).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Element type of model.safetensors.
+    #[arg(long, value_enum, default_value = "f32")]
+    pub dtype: Dtype,
+}
 
 /// Run `skyctl random`.
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("`skyctl random` is not available in this build yet")
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let p = preset(&args.preset)?;
+    let seed = args.seed.unwrap_or(p.seed);
+    let dtype = match args.dtype {
+        Dtype::F32 => WeightDtype::F32,
+        Dtype::F16 => WeightDtype::F16,
+        Dtype::Bf16 => WeightDtype::BF16,
+    };
+    let params = write_random(&p, &args.dir, seed, dtype)?;
+    writeln!(
+        std::io::stdout().lock(),
+        "{}: {} with random weights (seed {seed}), {params} parameters",
+        args.dir.display(),
+        p.name
+    )?;
+    Ok(ExitCode::SUCCESS)
 }

@@ -90,7 +90,7 @@ impl StatCache {
 
     fn decode(bytes: &[u8]) -> Option<StatCache> {
         let mut r = bytes.strip_prefix(MAGIC.as_slice())?;
-        let mut u64_ = |r: &mut &[u8]| -> Option<u64> {
+        let u64_ = |r: &mut &[u8]| -> Option<u64> {
             let (h, t) = r.split_first_chunk::<8>()?;
             *r = t;
             Some(u64::from_le_bytes(*h))
@@ -203,7 +203,7 @@ pub fn hash_file(path: &Path) -> std::io::Result<Digest> {
         // truncates the file meanwhile we may read zeros or fault, which is why the caller
         // re-stats afterwards and never records a file whose stat changed while hashing.
         let map = unsafe { memmap2::Mmap::map(&f)? };
-        h.update_rayon(&map);
+        h.update(&map);
     } else {
         let mut buf = Vec::with_capacity(len as usize);
         f.read_to_end(&mut buf)?;

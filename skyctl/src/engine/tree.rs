@@ -52,7 +52,7 @@ impl Tree {
     /// Parse bytes written by [`Tree::encode`]; `None` when malformed.
     pub fn decode(bytes: &[u8]) -> Option<Tree> {
         let mut r = bytes.strip_prefix(MAGIC.as_slice())?;
-        let mut u64_ = |r: &mut &[u8]| -> Option<u64> {
+        let u64_ = |r: &mut &[u8]| -> Option<u64> {
             let (h, t) = r.split_first_chunk::<8>()?;
             *r = t;
             Some(u64::from_le_bytes(*h))

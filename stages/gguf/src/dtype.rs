@@ -369,6 +369,14 @@ mod tests {
     }
 
     #[test]
+    fn q8_0_tiny_scale_gives_zeros_like_ggml() {
+        // d is so small that 1/d overflows to inf: ggml (and numpy) end with q = 0.
+        let x: Vec<f32> = (0..32).map(|i| f32::MIN_POSITIVE * i as f32).collect();
+        let q = quantize_q8_0(&x).unwrap();
+        assert_eq!(&q[2..], &[0u8; 32]);
+    }
+
+    #[test]
     fn q8_0_refuses_partial_blocks() {
         let err = quantize_q8_0(&[1.0; 33]).unwrap_err();
         assert!(

@@ -8,17 +8,18 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// An I/O failure on a named file.
-    #[error("{path}: {source}")]
+    // The I/O error is part of the message, not a `source`, so that `{:#}` chains do not
+    // print it twice.
+    #[error("{path}: {err}")]
     Io {
         /// The file being read or written.
         path: PathBuf,
         /// The underlying error.
-        #[source]
-        source: std::io::Error,
+        err: std::io::Error,
     },
     /// An I/O failure on a writer without a path.
     #[error("write failed: {0}")]
-    Write(#[source] std::io::Error),
+    Write(std::io::Error),
     /// The file ended before an item was complete.
     #[error("truncated file: {what} at byte {offset} needs {needed} bytes, only {available} left")]
     Truncated {

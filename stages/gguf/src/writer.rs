@@ -270,9 +270,9 @@ impl GgufWriter {
     /// Write the file atomically: into a temporary file in the same folder, synced, then
     /// renamed over `path`. On error nothing is left at `path` (an old file stays intact).
     pub fn write_file(&self, path: &Path) -> Result<()> {
-        let io = |source| Error::Io {
+        let io = |err| Error::Io {
             path: path.to_path_buf(),
-            source,
+            err,
         };
         let dir = match path.parent() {
             Some(p) if !p.as_os_str().is_empty() => p,
@@ -286,7 +286,7 @@ impl GgufWriter {
         {
             let mut bw = std::io::BufWriter::with_capacity(1 << 20, tmp.as_file());
             self.write_to(&mut bw).map_err(|e| match e {
-                Error::Write(source) => io(source),
+                Error::Write(err) => io(err),
                 other => other,
             })?;
             bw.flush().map_err(io)?;

@@ -11,8 +11,7 @@ use std::process::Command;
 
 use serde_json::{json, Value as Json};
 use sky_gguf::{
-    f32_to_bf16, f32_to_f16, quantize_q8_0, Array, GgmlType, GgufFile, GgufWriter, Value,
-    ValueType,
+    f32_to_bf16, f32_to_f16, quantize_q8_0, Array, GgmlType, GgufFile, GgufWriter, Value, ValueType,
 };
 
 fn python() -> PathBuf {
@@ -181,7 +180,10 @@ fn all_value_types(w: &mut GgufWriter) {
     w.add_kv("t.u64", u64::MAX);
     w.add_kv("t.i64", i64::MIN);
     w.add_kv("t.f64", -1.5e300f64);
-    w.add_kv("t.strings", Value::string_array(["<pad>", "", "\u{0120}the"]));
+    w.add_kv(
+        "t.strings",
+        Value::string_array(["<pad>", "", "\u{0120}the"]),
+    );
     w.add_kv("t.i32s", Value::i32_array([1, -2, 3]));
     w.add_kv("t.u32s", Value::u32_array([7, 8]));
     w.add_kv("t.f32s", Value::f32_array([0.1, -0.0, 3e38]));
@@ -221,11 +223,16 @@ fn gguf_py_reads_what_we_write() {
         let mut w = GgufWriter::with_alignment(alignment);
         all_value_types(&mut w);
         let x = randoms(64 * 3, 1, 2.0);
-        w.add_tensor_f32("w.f32", vec![64, 3], GgmlType::F32, &x).unwrap();
-        w.add_tensor_f32("w.f16", vec![64, 3], GgmlType::F16, &x).unwrap();
-        w.add_tensor_f32("w.bf16", vec![8, 8, 3], GgmlType::BF16, &x).unwrap();
-        w.add_tensor_f32("w.q8_0", vec![64, 3], GgmlType::Q8_0, &x).unwrap();
-        w.add_tensor_f32("w.odd", vec![5], GgmlType::F32, &x[..5]).unwrap();
+        w.add_tensor_f32("w.f32", vec![64, 3], GgmlType::F32, &x)
+            .unwrap();
+        w.add_tensor_f32("w.f16", vec![64, 3], GgmlType::F16, &x)
+            .unwrap();
+        w.add_tensor_f32("w.bf16", vec![8, 8, 3], GgmlType::BF16, &x)
+            .unwrap();
+        w.add_tensor_f32("w.q8_0", vec![64, 3], GgmlType::Q8_0, &x)
+            .unwrap();
+        w.add_tensor_f32("w.odd", vec![5], GgmlType::F32, &x[..5])
+            .unwrap();
         let q6k: Vec<u8> = (0..420u32).map(|i| (i * 7 % 251) as u8).collect();
         w.add_tensor("w.q6_k", vec![256, 2], GgmlType::from_id(14), q6k)
             .unwrap();
@@ -389,7 +396,13 @@ fn q8_cases() -> Vec<f32> {
     b[5] = -127.0;
     x.extend(b);
     x.extend((0..32).map(|i| (i as f32 - 16.0) + 0.5));
-    x.extend((0..32).map(|i| if i % 2 == 0 { -f32::MAX } else { f32::MAX / 3.0 }));
+    x.extend((0..32).map(|i| {
+        if i % 2 == 0 {
+            -f32::MAX
+        } else {
+            f32::MAX / 3.0
+        }
+    }));
     x.extend((0..32).map(|i| f32::MIN_POSITIVE * i as f32));
     x.extend((0..32).map(|i| 65504.0 * 127.0 * if i == 3 { -1.0 } else { 0.5 }));
     x
@@ -398,11 +411,38 @@ fn q8_cases() -> Vec<f32> {
 /// Edge cases for f16 and bf16 rounding: subnormals, overflow, ties, NaN.
 fn half_cases() -> Vec<f32> {
     let mut y = vec![
-        0.0, -0.0, 1.0, -1.0, 65504.0, 65519.0, 65520.0, -65520.0, 1e9, f32::MAX, f32::MIN,
-        f32::INFINITY, f32::NEG_INFINITY, f32::NAN, -f32::NAN, f32::from_bits(0x7F80_0001),
-        f32::from_bits(0x7FBF_FFFF), f32::MIN_POSITIVE, 1e-45, 5.960_464_5e-8,
-        2.980_232_2e-8, 2.980_233e-8, 8.940_697e-8, 6.097_555e-5, 6.103_515_6e-5, 1.000_488_3,
-        1.001_464_8, 2049.0, 2051.0, 0.1, 1.0 / 3.0, 3.389_531_4e38,
+        0.0,
+        -0.0,
+        1.0,
+        -1.0,
+        65504.0,
+        65519.0,
+        65520.0,
+        -65520.0,
+        1e9,
+        f32::MAX,
+        f32::MIN,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+        -f32::NAN,
+        f32::from_bits(0x7F80_0001),
+        f32::from_bits(0x7FBF_FFFF),
+        f32::MIN_POSITIVE,
+        1e-45,
+        5.960_464_5e-8,
+        2.980_232_2e-8,
+        2.980_233e-8,
+        8.940_697e-8,
+        6.097_555e-5,
+        6.103_515_6e-5,
+        1.000_488_3,
+        1.001_464_8,
+        2049.0,
+        2051.0,
+        0.1,
+        1.0 / 3.0,
+        3.389_531_4e38,
     ];
     // Every f16 tie point between consecutive halves near 1, and many random bit patterns.
     for m in 0u32..64 {
@@ -429,7 +469,13 @@ fn q8_0_f16_bf16_bytes_equal_gguf_py_and_numpy() {
     std::fs::write(p("y.f32"), f32_bytes(&y)).unwrap();
     run_py(
         &format!("{PY_COMMON}{PY_QUANT}"),
-        &[&p("x.f32"), &p("x.q8"), &p("y.f32"), &p("y.f16"), &p("y.bf16")],
+        &[
+            &p("x.f32"),
+            &p("x.q8"),
+            &p("y.f32"),
+            &p("y.f16"),
+            &p("y.bf16"),
+        ],
     );
 
     let theirs = std::fs::read(p("x.q8")).unwrap();
@@ -450,11 +496,20 @@ fn q8_0_f16_bf16_bytes_equal_gguf_py_and_numpy() {
         let (ours, theirs) = (f32_to_f16(v), np_f16[i]);
         if v.is_nan() {
             // NaN stays NaN (payloads may differ: we set the quiet bit), sign kept.
-            assert!(ours & 0x7C00 == 0x7C00 && ours & 0x3FF != 0, "{:#x}", v.to_bits());
+            assert!(
+                ours & 0x7C00 == 0x7C00 && ours & 0x3FF != 0,
+                "{:#x}",
+                v.to_bits()
+            );
             assert_eq!(ours & 0x8000, theirs & 0x8000);
         } else {
             assert_eq!(ours, theirs, "f16 of {v:e} ({:#010x})", v.to_bits());
         }
-        assert_eq!(f32_to_bf16(v), py_bf16[i], "bf16 of {v:e} ({:#010x})", v.to_bits());
+        assert_eq!(
+            f32_to_bf16(v),
+            py_bf16[i],
+            "bf16 of {v:e} ({:#010x})",
+            v.to_bits()
+        );
     }
 }

@@ -336,12 +336,12 @@ pub fn erf64(x: f64) -> f64 {
         let mut term = ax; // (-1)^n x^(2n+1) / n!
         let mut sum = ax;
         let mut n = 0.0f64;
-        loop {
+        while n < 80.0 {
             n += 1.0;
             term *= -x2 / n;
             let add = term / (2.0 * n + 1.0);
             sum += add;
-            if add.abs() < 1e-17 * sum.abs() {
+            if add.abs() <= 1e-17 * sum.abs() {
                 break;
             }
         }

@@ -4,7 +4,12 @@
 //! [`forward::Workspace`] + [`forward::forward`] (the allocation-free pass),
 //! [`kernels`] (matmul with AVX-512 / AVX2 / scalar paths).
 
+pub mod answer;
 pub mod config;
+pub mod engine;
+pub mod load;
+pub mod pyjson;
+pub mod sequence;
 pub mod error;
 pub mod forward;
 pub mod kernels;

@@ -43,7 +43,11 @@ fn broken_dequant(b: &BlockQ3K, bug: Q3kBug) -> [f32; QK_K] {
     let mut y = [0.0f32; QK_K];
     for is in 0..16 {
         let (n, j, h) = (is / 8, (is % 8) / 2, is % 2);
-        let lo4 = if is < 8 { b.scales[is] & 0xF } else { b.scales[is - 8] >> 4 };
+        let lo4 = if is < 8 {
+            b.scales[is] & 0xF
+        } else {
+            b.scales[is - 8] >> 4
+        };
         let shift = match bug {
             Q3kBug::ScaleWrongShift => is / 4, // should be 2·⌊is/4⌋
             Q3kBug::HmaskInverted => 2 * (is / 4),
@@ -73,24 +77,43 @@ fn break_q3k(inp: &Inputs, out: &mut Outputs, bug: Q3kBug) {
     out.q3k_dequant0 = w[..QK_K].to_vec();
     out.q3k_out = w
         .chunks_exact(inp.q3k_x.len())
-        .map(|row| row.iter().zip(&inp.q3k_x).map(|(&a, &b)| f64::from(a) * f64::from(b)).sum::<f64>() as f32)
+        .map(|row| {
+            row.iter()
+                .zip(&inp.q3k_x)
+                .map(|(&a, &b)| f64::from(a) * f64::from(b))
+                .sum::<f64>() as f32
+        })
         .collect();
 }
 
 #[test]
 fn q3k_high_mask_bit_inverted_is_caught_and_localised_to_dequant() {
-    let report = run_case(&seed_inputs(), |i, o| break_q3k(i, o, Q3kBug::HmaskInverted));
+    let report = run_case(&seed_inputs(), |i, o| {
+        break_q3k(i, o, Q3kBug::HmaskInverted)
+    });
     assert_fails_exactly(&report, &["q3k_matvec_output", "q3k_dequant_block0"]);
-    let note = report.file("q3k_matvec_output").unwrap().note.clone().unwrap();
+    let note = report
+        .file("q3k_matvec_output")
+        .unwrap()
+        .note
+        .clone()
+        .unwrap();
     assert!(note.contains("q3k_dequant_block0 already fails"), "{note}");
 }
 
 #[test]
 fn q3k_scales_unpacked_with_wrong_shift_is_caught() {
-    let report = run_case(&seed_inputs(), |i, o| break_q3k(i, o, Q3kBug::ScaleWrongShift));
+    let report = run_case(&seed_inputs(), |i, o| {
+        break_q3k(i, o, Q3kBug::ScaleWrongShift)
+    });
     assert_fails_exactly(&report, &["q3k_matvec_output", "q3k_dequant_block0"]);
     // Sub-blocks 0..3 use shift 0 either way: the worst element is in a later one.
-    let worst = report.file("q3k_dequant_block0").unwrap().worst.clone().unwrap();
+    let worst = report
+        .file("q3k_dequant_block0")
+        .unwrap()
+        .worst
+        .clone()
+        .unwrap();
     assert!(worst.index >= 64, "{worst:?}");
 }
 
@@ -99,7 +122,11 @@ fn q3k_dot_product_bug_is_localised_past_dequant() {
     let report = run_case(&seed_inputs(), |_, o| o.q3k_out[5] *= 1.01);
     assert_fails_exactly(&report, &["q3k_matvec_output"]);
     let f = report.file("q3k_matvec_output").unwrap();
-    assert!(f.note.as_deref().unwrap().contains("q3k_dequant_block0 passes"));
+    assert!(f
+        .note
+        .as_deref()
+        .unwrap()
+        .contains("q3k_dequant_block0 passes"));
     assert_eq!(f.worst.as_ref().unwrap().coords.0, vec![("row", 5)]);
 }
 
@@ -111,7 +138,11 @@ fn broken_rope(x: &[f32], pos: u32, n_rot: usize, interleaved: bool) -> Vec<f32>
         for i in 0..n_rot / 2 {
             let freq = detmath::exp(-(2.0 * i as f64 / n_rot as f64) * ln_base);
             let (s, c) = detmath::sin_cos(f64::from(pos) * freq);
-            let (a, b) = if interleaved { (2 * i, 2 * i + 1) } else { (i, i + n_rot / 2) };
+            let (a, b) = if interleaved {
+                (2 * i, 2 * i + 1)
+            } else {
+                (i, i + n_rot / 2)
+            };
             let (x0, x1) = (f64::from(head[a]), f64::from(head[b]));
             head[a] = (x0 * c - x1 * s) as f32;
             head[b] = (x0 * s + x1 * c) as f32;
@@ -127,19 +158,29 @@ fn break_rope(inp: &Inputs, out: &mut Outputs, n_rot: usize, interleaved: bool) 
     }
 }
 
-const ROPE_MOVING: &[&str] =
-    &["rope_q_pos1", "rope_k_pos1", "rope_q_pos7", "rope_k_pos7", "rope_q_pos100", "rope_k_pos100"];
+const ROPE_MOVING: &[&str] = &[
+    "rope_q_pos1",
+    "rope_k_pos1",
+    "rope_q_pos7",
+    "rope_k_pos7",
+    "rope_q_pos100",
+    "rope_k_pos100",
+];
 
 #[test]
 fn rope_interleaved_pairing_is_caught() {
-    let report = run_case(&seed_inputs(), |i, o| break_rope(i, o, rope::ROPE_DIM, true));
+    let report = run_case(&seed_inputs(), |i, o| {
+        break_rope(i, o, rope::ROPE_DIM, true)
+    });
     // Position 0 is the identity under any pairing, so only the moving positions fail.
     assert_fails_exactly(&report, ROPE_MOVING);
 }
 
 #[test]
 fn rope_applied_to_all_256_dims_is_caught() {
-    let report = run_case(&seed_inputs(), |i, o| break_rope(i, o, rope::HEAD_DIM, false));
+    let report = run_case(&seed_inputs(), |i, o| {
+        break_rope(i, o, rope::HEAD_DIM, false)
+    });
     assert_fails_exactly(&report, ROPE_MOVING);
 }
 
@@ -147,7 +188,10 @@ fn rope_applied_to_all_256_dims_is_caught() {
 fn rope_reference_equals_the_parameterised_variant() {
     // Guards the two tests above: with the right parameters the variant is the reference.
     let inp = seed_inputs();
-    assert_eq!(broken_rope(&inp.rope_q, 100, 64, false), rope::rope_neox_partial(&inp.rope_q, 100));
+    assert_eq!(
+        broken_rope(&inp.rope_q, 100, 64, false),
+        rope::rope_neox_partial(&inp.rope_q, 100)
+    );
 }
 
 /// QK inputs where one head is tiny, so eps (1e-6) is comparable to mean(x²).
@@ -198,7 +242,10 @@ fn route_last_seen(logits: &[f32], k: usize) -> (Vec<i32>, Vec<f32>) {
         sel.push(b);
     }
     let sum: f64 = sel.iter().map(|&i| p[i]).sum();
-    (sel.iter().map(|&i| i as i32).collect(), sel.iter().map(|&i| (p[i] / sum) as f32).collect())
+    (
+        sel.iter().map(|&i| i as i32).collect(),
+        sel.iter().map(|&i| (p[i] / sum) as f32).collect(),
+    )
 }
 
 #[test]
@@ -215,7 +262,10 @@ fn top_k_last_seen_tie_break_is_caught_on_an_input_with_ties() {
     assert_fails_exactly(&report, &["moe_topk_indices"]);
     let f = report.file("moe_topk_indices").unwrap();
     let w = f.worst.as_ref().unwrap();
-    assert_eq!((w.coords.0.clone(), w.golden, w.candidate), (vec![("rank", 1)], 50.0, 93.0));
+    assert_eq!(
+        (w.coords.0.clone(), w.golden, w.candidate),
+        (vec![("rank", 1)], 50.0, 93.0)
+    );
 }
 
 #[test]
@@ -223,7 +273,10 @@ fn top_k_tie_break_is_invisible_without_ties() {
     let report = run_case(&seed_inputs(), |i, o| {
         (o.topk_indices, o.topk_weights) = route_last_seen(&i.moe_logits, moe::TOP_K);
     });
-    assert!(report.passed, "the seed's logits have no ties among the top 8");
+    assert!(
+        report.passed,
+        "the seed's logits have no ties among the top 8"
+    );
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -246,7 +299,9 @@ fn broken_recur(inp: &Inputs, bug: RecurBug) -> (Vec<f32>, Vec<f32>) {
                 RecurBug::StateUntransposed => h * s * s + i * s + j,
                 RecurBug::ReadBeforeUpdate => h * s * s + j * s + i,
             };
-            let mut row: Vec<f64> = (0..s).map(|i| f64::from(inp.ssm_state[at(i)]) * decay).collect();
+            let mut row: Vec<f64> = (0..s)
+                .map(|i| f64::from(inp.ssm_state[at(i)]) * decay)
+                .collect();
             let pred: f64 = row.iter().zip(k).map(|(r, &ki)| r * f64::from(ki)).sum();
             let early: f64 = row.iter().zip(q).map(|(r, &qi)| r * f64::from(qi)).sum();
             let delta = (f64::from(inp.ssm_v[h * s + j]) - pred) * f64::from(inp.ssm_beta[h]);
@@ -254,7 +309,11 @@ fn broken_recur(inp: &Inputs, bug: RecurBug) -> (Vec<f32>, Vec<f32>) {
                 *r += f64::from(ki) * delta;
             }
             let late: f64 = row.iter().zip(q).map(|(r, &qi)| r * f64::from(qi)).sum();
-            let read = if bug == RecurBug::ReadBeforeUpdate { early } else { late };
+            let read = if bug == RecurBug::ReadBeforeUpdate {
+                early
+            } else {
+                late
+            };
             y[h * s + j] = (scale * read) as f32;
             for (i, &r) in row.iter().enumerate() {
                 state_out[at(i)] = r as f32;
@@ -318,4 +377,3 @@ fn infinity_in_the_gate_is_caught() {
     let report = run_case(&seed_inputs(), |_, o| o.gate[0] = f32::INFINITY);
     assert_fails_exactly(&report, &["moe_shared_gate_scalar"]);
 }
-

@@ -137,7 +137,11 @@ impl CheckReport {
 
     /// Names of the failing files, in table order.
     pub fn failing(&self) -> Vec<&str> {
-        self.files.iter().filter(|f| f.status == Status::Fail).map(|f| f.name.as_str()).collect()
+        self.files
+            .iter()
+            .filter(|f| f.status == Status::Fail)
+            .map(|f| f.name.as_str())
+            .collect()
     }
 }
 
@@ -169,13 +173,21 @@ fn read_golden(dir: &Path, spec: &FileSpec) -> Result<GoldenFile> {
     suite::check_shape(spec, &file, &label)?;
     if let Payload::F32(v) = &file.payload {
         if let Some((index, &value)) = v.iter().enumerate().find(|(_, x)| !x.is_finite()) {
-            return Err(Error::NonFiniteGolden { file: label, index, value });
+            return Err(Error::NonFiniteGolden {
+                file: label,
+                index,
+                value,
+            });
         }
     }
     Ok(file)
 }
 
-fn read_candidate(dir: &Path, spec: &FileSpec, golden: &GoldenFile) -> std::result::Result<GoldenFile, String> {
+fn read_candidate(
+    dir: &Path,
+    spec: &FileSpec,
+    golden: &GoldenFile,
+) -> std::result::Result<GoldenFile, String> {
     let path = format::file_path(dir, spec.name);
     if !path.exists() {
         return Err(format!("missing: {} does not exist", path.display()));
@@ -219,14 +231,21 @@ fn check_file(spec: &FileSpec, golden: &GoldenFile, candidate_dir: &Path) -> Fil
         }
     };
     match (&golden.payload, &candidate.payload, tolerance) {
-        (Payload::F32(g), Payload::F32(c), Tolerance::Relative { rtol }) => compare_f32(spec, g, c, rtol, &mut report),
+        (Payload::F32(g), Payload::F32(c), Tolerance::Relative { rtol }) => {
+            compare_f32(spec, g, c, rtol, &mut report)
+        }
         (Payload::I32(g), Payload::I32(c), _) => compare_exact(spec, g, c, &mut report),
         (Payload::U8(g), Payload::U8(c), _) => {
             let g: Vec<i32> = g.iter().map(|&b| i32::from(b)).collect();
             let c: Vec<i32> = c.iter().map(|&b| i32::from(b)).collect();
             compare_exact(spec, &g, &c, &mut report)
         }
-        _ => report.problem = Some(format!("{}: dtype and tolerance of the table disagree", spec.name)),
+        _ => {
+            report.problem = Some(format!(
+                "{}: dtype and tolerance of the table disagree",
+                spec.name
+            ))
+        }
     }
     report
 }
@@ -262,12 +281,21 @@ fn compare_f32(spec: &FileSpec, g: &[f32], c: &[f32], rtol: f64, r: &mut FileRep
         golden: f64::from(g[worst]),
         candidate: f64::from(c[worst]),
     });
-    r.status = if r.non_finite == 0 && r.over_tolerance == 0 { Status::Pass } else { Status::Fail };
+    r.status = if r.non_finite == 0 && r.over_tolerance == 0 {
+        Status::Pass
+    } else {
+        Status::Fail
+    };
 }
 
 fn compare_exact(spec: &FileSpec, g: &[i32], c: &[i32], r: &mut FileReport) {
     let mismatches: Vec<usize> = (0..g.len()).filter(|&i| g[i] != c[i]).collect();
-    let max_abs = g.iter().zip(c).map(|(&a, &b)| (i64::from(a) - i64::from(b)).unsigned_abs()).max().unwrap_or(0);
+    let max_abs = g
+        .iter()
+        .zip(c)
+        .map(|(&a, &b)| (i64::from(a) - i64::from(b)).unsigned_abs())
+        .max()
+        .unwrap_or(0);
     r.max_abs_err = Some(max_abs as f64);
     r.over_tolerance = mismatches.len();
     r.worst = mismatches.first().map(|&i| Worst {
@@ -276,15 +304,22 @@ fn compare_exact(spec: &FileSpec, g: &[i32], c: &[i32], r: &mut FileReport) {
         golden: f64::from(g[i]),
         candidate: f64::from(c[i]),
     });
-    r.status = if mismatches.is_empty() { Status::Pass } else { Status::Fail };
+    r.status = if mismatches.is_empty() {
+        Status::Pass
+    } else {
+        Status::Fail
+    };
 }
 
 /// The seed: "use the dequant-only file first to localize a mismatch to the dequant vs. the
 /// dot-product".
 fn localise_q3k(files: &mut [FileReport], notes: &mut Vec<String>) {
-    let status = |files: &[FileReport], name: &str| files.iter().find(|f| f.name == name).map(|f| f.status);
+    let status =
+        |files: &[FileReport], name: &str| files.iter().find(|f| f.name == name).map(|f| f.status);
     let dequant = status(files, "q3k_dequant_block0");
-    let Some(matvec) = files.iter_mut().find(|f| f.name == "q3k_matvec_output") else { return };
+    let Some(matvec) = files.iter_mut().find(|f| f.name == "q3k_matvec_output") else {
+        return;
+    };
     let note = match (matvec.status, dequant) {
         (Status::Fail, Some(Status::Fail)) => "q3k_dequant_block0 already fails: the mismatch is in the Q3_K \
              dequantisation (hmask / qs / scales / d decoding), before any dot product"
@@ -339,13 +374,20 @@ mod tests {
         let g = golden_dir();
         let c = harness_dir(g.path());
         let mut y = GoldenFile::read(c.path(), "ssm_recur_y").unwrap();
-        let Payload::F32(v) = &mut y.payload else { panic!() };
+        let Payload::F32(v) = &mut y.payload else {
+            panic!()
+        };
         let max = v.iter().fold(0.0f32, |m, x| m.max(x.abs()));
         for x in v.iter_mut() {
             *x *= 1.0 + 5e-4; // relative 5e-4 < 1e-3
         }
         // A near-zero golden off by less than rtol·floor passes.
-        let i = v.iter().enumerate().min_by(|a, b| a.1.abs().total_cmp(&b.1.abs())).unwrap().0;
+        let i = v
+            .iter()
+            .enumerate()
+            .min_by(|a, b| a.1.abs().total_cmp(&b.1.abs()))
+            .unwrap()
+            .0;
         v[i] += 0.5e-3 * 0.01 * max;
         write_files(c.path(), &[y]).unwrap();
         let report = check(g.path(), c.path()).unwrap();
@@ -359,9 +401,27 @@ mod tests {
         let g = golden_dir();
         let c = harness_dir(g.path());
         std::fs::remove_file(format::file_path(c.path(), "qknorm_output")).unwrap();
-        std::fs::write(format::file_path(c.path(), "ssm_conv_out"), b"PNGOLDEN1 ssm_conv_out f32 2\n\0\0\0\0\0\0\0\0").unwrap();
-        write_files(c.path(), &[GoldenFile::new("ssm_gated_out", Payload::F32(vec![0.0; 4097]))]).unwrap();
-        write_files(c.path(), &[GoldenFile::new("moe_topk_indices", Payload::F32(vec![0.0; 8]))]).unwrap();
+        std::fs::write(
+            format::file_path(c.path(), "ssm_conv_out"),
+            b"PNGOLDEN1 ssm_conv_out f32 2\n\0\0\0\0\0\0\0\0",
+        )
+        .unwrap();
+        write_files(
+            c.path(),
+            &[GoldenFile::new(
+                "ssm_gated_out",
+                Payload::F32(vec![0.0; 4097]),
+            )],
+        )
+        .unwrap();
+        write_files(
+            c.path(),
+            &[GoldenFile::new(
+                "moe_topk_indices",
+                Payload::F32(vec![0.0; 8]),
+            )],
+        )
+        .unwrap();
         let mut path = format::file_path(c.path(), "rope_q_pos1");
         let mut bytes = std::fs::read(&path).unwrap();
         bytes.extend_from_slice(&[0, 0, 0, 0]);
@@ -374,15 +434,34 @@ mod tests {
         let report = check(g.path(), c.path()).unwrap();
         assert!(!report.passed);
         let problem = |n: &str| report.file(n).unwrap().problem.clone().unwrap_or_default();
-        assert!(problem("qknorm_output").starts_with("missing: "), "{}", problem("qknorm_output"));
-        assert!(problem("ssm_conv_out").contains("4 fields, expected 5"), "{}", problem("ssm_conv_out"));
-        assert!(problem("ssm_gated_out").contains("count is 4097, expected 4096"), "{}", problem("ssm_gated_out"));
+        assert!(
+            problem("qknorm_output").starts_with("missing: "),
+            "{}",
+            problem("qknorm_output")
+        );
+        assert!(
+            problem("ssm_conv_out").contains("4 fields, expected 5"),
+            "{}",
+            problem("ssm_conv_out")
+        );
+        assert!(
+            problem("ssm_gated_out").contains("count is 4097, expected 4096"),
+            "{}",
+            problem("ssm_gated_out")
+        );
         assert!(problem("moe_topk_indices").contains("dtype is f32, expected i32"));
         assert!(problem("rope_q_pos1").contains("(trailing bytes)"));
         assert!(problem("rope_k_pos1").contains("seed is 0x00000001"));
         assert_eq!(
             report.failing(),
-            vec!["rope_q_pos1", "rope_k_pos1", "qknorm_output", "moe_topk_indices", "ssm_conv_out", "ssm_gated_out"]
+            vec![
+                "rope_q_pos1",
+                "rope_k_pos1",
+                "qknorm_output",
+                "moe_topk_indices",
+                "ssm_conv_out",
+                "ssm_gated_out"
+            ]
         );
     }
 
@@ -396,7 +475,10 @@ mod tests {
         }
         write_files(g.path(), &[y]).unwrap();
         let msg = check(g.path(), c.path()).unwrap_err().to_string();
-        assert!(msg.contains("ssm_recur_y.bin: golden value at element 3 is not finite"), "{msg}");
+        assert!(
+            msg.contains("ssm_recur_y.bin: golden value at element 3 is not finite"),
+            "{msg}"
+        );
         let empty = tempfile::tempdir().unwrap();
         let msg = check(empty.path(), c.path()).unwrap_err().to_string();
         assert!(msg.contains("q3k_matvec_output.bin"), "{msg}");

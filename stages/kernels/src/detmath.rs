@@ -3,15 +3,15 @@
 //! the last ulp of `exp`, `sin` and `cos`). Accuracy is within a few f64 ulp over the ranges
 //! the kernels use, far below the f32 rounding applied to every output.
 
-/// ln 2 split for Cody–Waite reduction (fdlibm): `LN2_HI` has trailing zero bits so
+/// ln 2 split for Cody–Waite reduction (fdlibm's bit patterns): `LN2_HI` has trailing zero bits so
 /// `k · LN2_HI` is exact for |k| < 2¹¹.
-const LN2_HI: f64 = 6.931_471_803_691_238_164_90e-1;
-const LN2_LO: f64 = 1.908_214_929_270_587_700_02e-10;
+const LN2_HI: f64 = f64::from_bits(0x3FE6_2E42_FEE0_0000);
+const LN2_LO: f64 = f64::from_bits(0x3DEA_39EF_3579_3C76);
 /// π/2 in three parts of 33 bits each (fdlibm `pio2_1`, `pio2_2`, `pio2_3`), so `k · part`
 /// is exact for |k| < 2²⁰.
-const PIO2_1: f64 = 1.570_796_326_734_125_614_17;
-const PIO2_2: f64 = 6.077_100_506_303_965_976_60e-11;
-const PIO2_3: f64 = 2.022_266_248_711_166_455_80e-21;
+const PIO2_1: f64 = f64::from_bits(0x3FF9_21FB_5440_0000);
+const PIO2_2: f64 = f64::from_bits(0x3DD0_B461_1A60_0000);
+const PIO2_3: f64 = f64::from_bits(0x3BA3_198A_2E00_0000);
 
 /// `2^k` for |k| ≤ 1022.
 fn pow2(k: i64) -> f64 {
@@ -31,7 +31,7 @@ pub fn exp(x: f64) -> f64 {
     }
     let k = (x * std::f64::consts::LOG2_E).round();
     let r = (x - k * LN2_HI) - k * LN2_LO; // |r| ≤ 0.35
-    // Taylor series to r¹⁶ in Horner form: 0.35¹⁷/17! ≈ 1e-22, below f64 precision.
+                                           // Taylor series to r¹⁶ in Horner form: 0.35¹⁷/17! ≈ 1e-22, below f64 precision.
     let mut p = 1.0;
     for i in (1..=16).rev() {
         p = 1.0 + p * r / f64::from(i);
@@ -103,7 +103,11 @@ mod tests {
             assert!((s - x.sin()).abs() <= 4.0 * f64::EPSILON, "sin({x})");
             assert!((c - x.cos()).abs() <= 4.0 * f64::EPSILON, "cos({x})");
         }
-        assert_eq!(sin_cos(0.0), (0.0, 1.0), "position 0 must be an exact identity");
+        assert_eq!(
+            sin_cos(0.0),
+            (0.0, 1.0),
+            "position 0 must be an exact identity"
+        );
     }
 
     #[test]

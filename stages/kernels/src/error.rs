@@ -61,7 +61,9 @@ pub enum Error {
         found: String,
     },
     /// A golden (trusted) file holds NaN or Inf, so nothing can be judged against it.
-    #[error("{file}: golden value at element {index} is not finite ({value}); regenerate the goldens")]
+    #[error(
+        "{file}: golden value at element {index} is not finite ({value}); regenerate the goldens"
+    )]
     NonFiniteGolden {
         /// The golden file.
         file: String,
@@ -83,6 +85,9 @@ pub type Result<T> = std::result::Result<T, Error>;
 
 impl Error {
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        Error::Io { path: path.into(), source }
+        Error::Io {
+            path: path.into(),
+            source,
+        }
     }
 }

@@ -126,7 +126,11 @@ pub struct GoldenFile {
 impl GoldenFile {
     /// A file carrying [`SEED`].
     pub fn new(name: impl Into<String>, payload: Payload) -> Self {
-        GoldenFile { name: name.into(), seed: SEED, payload }
+        GoldenFile {
+            name: name.into(),
+            seed: SEED,
+            payload,
+        }
     }
 
     /// The header line, newline included.
@@ -146,8 +150,12 @@ impl GoldenFile {
         let mut out = Vec::with_capacity(header.len() + self.payload.len() * 4);
         out.extend_from_slice(header.as_bytes());
         match &self.payload {
-            Payload::F32(v) => v.iter().for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
-            Payload::I32(v) => v.iter().for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
+            Payload::F32(v) => v
+                .iter()
+                .for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
+            Payload::I32(v) => v
+                .iter()
+                .for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
             Payload::U8(v) => out.extend_from_slice(v),
         }
         out
@@ -155,11 +163,18 @@ impl GoldenFile {
 
     /// Parse a whole file. `label` names the file in error messages.
     pub fn parse(bytes: &[u8], label: &str) -> Result<Self> {
-        let bad = |offset: usize, reason: String| Error::BadHeader { file: label.to_string(), offset, reason };
+        let bad = |offset: usize, reason: String| Error::BadHeader {
+            file: label.to_string(),
+            offset,
+            reason,
+        };
         let window = &bytes[..bytes.len().min(MAX_HEADER_LEN)];
         let Some(newline) = window.iter().position(|&b| b == b'\n') else {
             let reason = if bytes.len() < MAX_HEADER_LEN {
-                format!("no newline in the {} bytes of the file (the header line must end with \\n)", bytes.len())
+                format!(
+                    "no newline in the {} bytes of the file (the header line must end with \\n)",
+                    bytes.len()
+                )
             } else {
                 format!("no newline in the first {MAX_HEADER_LEN} bytes (the header line must end with \\n)")
             };
@@ -167,10 +182,14 @@ impl GoldenFile {
         };
         let line = &bytes[..newline];
         if let Some(pos) = line.iter().position(|&b| !(0x20..0x7f).contains(&b)) {
-            return Err(bad(pos, format!("byte 0x{:02x} is not printable ASCII", line[pos])));
+            return Err(bad(
+                pos,
+                format!("byte 0x{:02x} is not printable ASCII", line[pos]),
+            ));
         }
         // Checked above: every byte is printable ASCII, so this cannot fail.
-        let line = std::str::from_utf8(line).map_err(|e| bad(e.valid_up_to(), "not ASCII".into()))?;
+        let line =
+            std::str::from_utf8(line).map_err(|e| bad(e.valid_up_to(), "not ASCII".into()))?;
 
         let mut fields = Vec::with_capacity(5);
         let mut start = 0;
@@ -182,7 +201,10 @@ impl GoldenFile {
         }
         fields.push((start, &line[start..]));
         if let Some(&(offset, _)) = fields.iter().find(|(_, f)| f.is_empty()) {
-            return Err(bad(offset, "empty field (fields are separated by exactly one space)".into()));
+            return Err(bad(
+                offset,
+                "empty field (fields are separated by exactly one space)".into(),
+            ));
         }
         if fields.len() != 5 {
             return Err(bad(
@@ -195,17 +217,31 @@ impl GoldenFile {
         }
         let (o_magic, magic) = fields[0];
         if magic != MAGIC {
-            return Err(bad(o_magic, format!("magic is {magic:?}, expected {MAGIC:?}")));
+            return Err(bad(
+                o_magic,
+                format!("magic is {magic:?}, expected {MAGIC:?}"),
+            ));
         }
         let (o_name, name) = fields[1];
-        if let Some(c) = name.chars().find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))) {
-            return Err(bad(o_name, format!("name {name:?} contains {c:?} (allowed: A-Z a-z 0-9 _ - .)")));
+        if let Some(c) = name
+            .chars()
+            .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')))
+        {
+            return Err(bad(
+                o_name,
+                format!("name {name:?} contains {c:?} (allowed: A-Z a-z 0-9 _ - .)"),
+            ));
         }
         let (o_dtype, dtype_s) = fields[2];
-        let dtype = Dtype::parse(dtype_s)
-            .ok_or_else(|| bad(o_dtype, format!("dtype {dtype_s:?} is not one of f32, i32, u8")))?;
+        let dtype = Dtype::parse(dtype_s).ok_or_else(|| {
+            bad(
+                o_dtype,
+                format!("dtype {dtype_s:?} is not one of f32, i32, u8"),
+            )
+        })?;
         let (o_count, count_s) = fields[3];
-        let count_ok = count_s.bytes().all(|b| b.is_ascii_digit()) && (count_s == "0" || !count_s.starts_with('0'));
+        let count_ok = count_s.bytes().all(|b| b.is_ascii_digit())
+            && (count_s == "0" || !count_s.starts_with('0'));
         let count: u64 = match count_ok.then(|| count_s.parse::<u64>().ok()).flatten() {
             Some(c) => c,
             None => {
@@ -220,7 +256,12 @@ impl GoldenFile {
             .strip_prefix("seed=0x")
             .filter(|h| h.len() == 8 && h.bytes().all(|b| b.is_ascii_hexdigit()))
             .and_then(|h| u32::from_str_radix(h, 16).ok())
-            .ok_or_else(|| bad(o_seed, format!("seed field {seed_s:?} is not \"seed=0x\" followed by 8 hex digits")))?;
+            .ok_or_else(|| {
+                bad(
+                    o_seed,
+                    format!("seed field {seed_s:?} is not \"seed=0x\" followed by 8 hex digits"),
+                )
+            })?;
 
         let offset = newline + 1;
         let payload = &bytes[offset..];
@@ -242,14 +283,24 @@ impl GoldenFile {
         }
         let payload = match dtype {
             Dtype::F32 => Payload::F32(
-                payload.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect(),
+                payload
+                    .chunks_exact(4)
+                    .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                    .collect(),
             ),
             Dtype::I32 => Payload::I32(
-                payload.chunks_exact(4).map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect(),
+                payload
+                    .chunks_exact(4)
+                    .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                    .collect(),
             ),
             Dtype::U8 => Payload::U8(payload.to_vec()),
         };
-        Ok(GoldenFile { name: name.to_string(), seed, payload })
+        Ok(GoldenFile {
+            name: name.to_string(),
+            seed,
+            payload,
+        })
     }
 
     /// Read and parse `<dir>/<name>.bin`, requiring the header name to equal `name`.
@@ -286,7 +337,10 @@ pub fn file_path(dir: &Path, name: &str) -> PathBuf {
 /// Write `bytes` to `path` through a temp file in the same directory and a rename, so a
 /// reader never sees a half-written file.
 pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
     let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| Error::io(dir, e))?;
     tmp.write_all(bytes).map_err(|e| Error::io(tmp.path(), e))?;
     tmp.persist(path).map_err(|e| Error::io(path, e.error))?;
@@ -298,7 +352,10 @@ mod tests {
     use super::*;
 
     fn sample() -> GoldenFile {
-        GoldenFile::new("q3k_matvec_output", Payload::F32(vec![1.0, -2.5, f32::MIN_POSITIVE]))
+        GoldenFile::new(
+            "q3k_matvec_output",
+            Payload::F32(vec![1.0, -2.5, f32::MIN_POSITIVE]),
+        )
     }
 
     fn parse_err(bytes: &[u8]) -> String {
@@ -310,7 +367,10 @@ mod tests {
 
     #[test]
     fn header_is_the_seed_grammar() {
-        assert_eq!(sample().header(), "PNGOLDEN1 q3k_matvec_output f32 3 seed=0x9E3779B9\n");
+        assert_eq!(
+            sample().header(),
+            "PNGOLDEN1 q3k_matvec_output f32 3 seed=0x9E3779B9\n"
+        );
         let i = GoldenFile::new("moe_topk_indices", Payload::I32(vec![1, -93]));
         let b = i.to_bytes();
         assert_eq!(&b[b.len() - 8..], &[1, 0, 0, 0, 0xa3, 0xff, 0xff, 0xff]);
@@ -337,18 +397,45 @@ mod tests {
     #[test]
     fn rejects_bad_headers_with_offsets() {
         let cases: &[(&[u8], &str)] = &[
-            (b"PNGOLDEN1 x f32 1 seed=0x9E3779B9", "no newline in the 33 bytes"),
-            (b"PNGOLDEN2 x f32 0 seed=0x9E3779B9\n", "byte 0: magic is \"PNGOLDEN2\""),
-            (b"PNGOLDEN1 x  f32 0 seed=0x9E3779B9\n", "byte 12: empty field"),
+            (
+                b"PNGOLDEN1 x f32 1 seed=0x9E3779B9",
+                "no newline in the 33 bytes",
+            ),
+            (
+                b"PNGOLDEN2 x f32 0 seed=0x9E3779B9\n",
+                "byte 0: magic is \"PNGOLDEN2\"",
+            ),
+            (
+                b"PNGOLDEN1 x  f32 0 seed=0x9E3779B9\n",
+                "byte 12: empty field",
+            ),
             (b"PNGOLDEN1 x f32 0\n", "4 fields, expected 5"),
-            (b"PNGOLDEN1 x f64 0 seed=0x9E3779B9\n", "byte 12: dtype \"f64\""),
-            (b"PNGOLDEN1 x f32 01 seed=0x9E3779B9\n", "byte 16: count \"01\""),
-            (b"PNGOLDEN1 x f32 -1 seed=0x9E3779B9\n", "byte 16: count \"-1\""),
-            (b"PNGOLDEN1 x f32 99999999999999999999 seed=0x9E3779B9\n", "byte 16: count"),
+            (
+                b"PNGOLDEN1 x f64 0 seed=0x9E3779B9\n",
+                "byte 12: dtype \"f64\"",
+            ),
+            (
+                b"PNGOLDEN1 x f32 01 seed=0x9E3779B9\n",
+                "byte 16: count \"01\"",
+            ),
+            (
+                b"PNGOLDEN1 x f32 -1 seed=0x9E3779B9\n",
+                "byte 16: count \"-1\"",
+            ),
+            (
+                b"PNGOLDEN1 x f32 99999999999999999999 seed=0x9E3779B9\n",
+                "byte 16: count",
+            ),
             (b"PNGOLDEN1 x f32 0 seed=9E3779B9\n", "byte 18: seed field"),
             (b"PNGOLDEN1 x f32 0 seed=0x9E3779B\n", "byte 18: seed field"),
-            (b"PNGOLDEN1 a/b f32 0 seed=0x9E3779B9\n", "byte 10: name \"a/b\" contains '/'"),
-            (b"PNGOLDEN1 x\tf32 0 seed=0x9E3779B9\n", "byte 11: byte 0x09"),
+            (
+                b"PNGOLDEN1 a/b f32 0 seed=0x9E3779B9\n",
+                "byte 10: name \"a/b\" contains '/'",
+            ),
+            (
+                b"PNGOLDEN1 x\tf32 0 seed=0x9E3779B9\n",
+                "byte 11: byte 0x09",
+            ),
         ];
         for (bytes, want) in cases {
             let msg = parse_err(bytes);
@@ -362,7 +449,12 @@ mod tests {
         let mut b = sample().to_bytes();
         b.push(0);
         let msg = parse_err(&b);
-        assert!(msg.contains("is 13 bytes, but the header declares 3 × f32 = 12 bytes (trailing bytes)"), "{msg}");
+        assert!(
+            msg.contains(
+                "is 13 bytes, but the header declares 3 × f32 = 12 bytes (trailing bytes)"
+            ),
+            "{msg}"
+        );
         b.truncate(b.len() - 2);
         assert!(parse_err(&b).contains("is 11 bytes") && parse_err(&b).contains("(truncated)"));
         let huge = b"PNGOLDEN1 x f32 18446744073709551615 seed=0x9E3779B9\n";
@@ -381,10 +473,18 @@ mod tests {
         let f = sample();
         let (path, bytes) = f.write(dir.path()).unwrap();
         assert_eq!(std::fs::read(&path).unwrap(), bytes);
-        assert_eq!(GoldenFile::read(dir.path(), "q3k_matvec_output").unwrap(), f);
+        assert_eq!(
+            GoldenFile::read(dir.path(), "q3k_matvec_output").unwrap(),
+            f
+        );
         std::fs::copy(&path, dir.path().join("other.bin")).unwrap();
-        let msg = GoldenFile::read(dir.path(), "other").unwrap_err().to_string();
-        assert!(msg.contains("header name is q3k_matvec_output, expected other"), "{msg}");
+        let msg = GoldenFile::read(dir.path(), "other")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.contains("header name is q3k_matvec_output, expected other"),
+            "{msg}"
+        );
         let entries = std::fs::read_dir(dir.path()).unwrap().count();
         assert_eq!(entries, 2, "no temp file left behind");
     }

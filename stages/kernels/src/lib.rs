@@ -48,6 +48,6 @@ pub use check::{check, CheckReport, FileReport, Status, FLOOR_FRACTION};
 pub use error::{Error, Result};
 pub use format::{Dtype, GoldenFile, Payload, SEED};
 pub use suite::{
-    file_spec, generate, golden_set, input_files, output_files, run_cpu, set_digest, FileSpec, GeneratedFile,
-    Inputs, Kernel, Outputs, Role, Tolerance, FILES,
+    file_spec, generate, golden_set, input_files, output_files, run_cpu, set_digest, FileSpec,
+    GeneratedFile, Inputs, Kernel, Outputs, Role, Tolerance, FILES,
 };

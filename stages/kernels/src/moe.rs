@@ -17,8 +17,13 @@ pub const MIN_WEIGHT_SUM: f64 = 6.1035e-5;
 
 /// Softmax probabilities of `logits`, in f64.
 pub fn softmax(logits: &[f32]) -> Vec<f64> {
-    let max = logits.iter().fold(f64::NEG_INFINITY, |m, &l| m.max(f64::from(l)));
-    let exps: Vec<f64> = logits.iter().map(|&l| detmath::exp(f64::from(l) - max)).collect();
+    let max = logits
+        .iter()
+        .fold(f64::NEG_INFINITY, |m, &l| m.max(f64::from(l)));
+    let exps: Vec<f64> = logits
+        .iter()
+        .map(|&l| detmath::exp(f64::from(l) - max))
+        .collect();
     let sum: f64 = exps.iter().sum();
     exps.iter().map(|e| e / sum).collect()
 }
@@ -49,13 +54,20 @@ pub fn route(logits: &[f32], k: usize) -> (Vec<i32>, Vec<f32>) {
     let sel = select_top_k(&p, k);
     let sum: f64 = sel.iter().map(|&i| p[i]).sum();
     let sum = sum.max(MIN_WEIGHT_SUM);
-    let weights = sel.iter().map(|&i| (p[i] / sum * EXPERT_WEIGHTS_SCALE) as f32).collect();
+    let weights = sel
+        .iter()
+        .map(|&i| (p[i] / sum * EXPERT_WEIGHTS_SCALE) as f32)
+        .collect();
     (sel.iter().map(|&i| i as i32).collect(), weights)
 }
 
 /// The shared-expert gate `σ(w · x)`.
 pub fn shared_gate(w: &[f32], x: &[f32]) -> f32 {
-    let dot: f64 = w.iter().zip(x).map(|(&a, &b)| f64::from(a) * f64::from(b)).sum();
+    let dot: f64 = w
+        .iter()
+        .zip(x)
+        .map(|(&a, &b)| f64::from(a) * f64::from(b))
+        .sum();
     detmath::sigmoid(dot) as f32
 }
 

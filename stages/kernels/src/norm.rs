@@ -22,7 +22,11 @@ pub fn rms_norm_heads(x: &[f32], w: &[f32], eps: f64) -> Vec<f32> {
     let mut out = Vec::with_capacity(x.len());
     for head in x.chunks_exact(dim) {
         let scale = inv_rms(head, eps);
-        out.extend(head.iter().zip(w).map(|(&v, &wd)| (f64::from(v) * scale * f64::from(wd)) as f32));
+        out.extend(
+            head.iter()
+                .zip(w)
+                .map(|(&v, &wd)| (f64::from(v) * scale * f64::from(wd)) as f32),
+        );
     }
     out
 }
@@ -56,7 +60,10 @@ mod tests {
         let tiny = vec![1e-4f32; 4];
         let with = rms_norm_heads(&tiny, &w, RMS_NORM_EPS)[0];
         let without = rms_norm_heads(&tiny, &w, 0.0)[0];
-        assert!((with - 1e-4 / (1e-8f32 + 1e-6).sqrt()).abs() < 1e-6, "{with}");
+        assert!(
+            (with - 1e-4 / (1e-8f32 + 1e-6).sqrt()).abs() < 1e-6,
+            "{with}"
+        );
         assert!((without - 1.0).abs() < 1e-6);
     }
 

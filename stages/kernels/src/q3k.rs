@@ -35,7 +35,12 @@ const _: () = assert!(std::mem::size_of::<BlockQ3K>() == BLOCK_BYTES);
 impl BlockQ3K {
     /// The block stored in `bytes` (exactly [`BLOCK_BYTES`] long).
     pub fn from_bytes(bytes: &[u8; BLOCK_BYTES]) -> Self {
-        let mut b = BlockQ3K { hmask: [0; 32], qs: [0; 64], scales: [0; 12], d: [0; 2] };
+        let mut b = BlockQ3K {
+            hmask: [0; 32],
+            qs: [0; 64],
+            scales: [0; 12],
+            d: [0; 2],
+        };
         b.hmask.copy_from_slice(&bytes[0..32]);
         b.qs.copy_from_slice(&bytes[32..96]);
         b.scales.copy_from_slice(&bytes[96..108]);
@@ -55,7 +60,11 @@ impl BlockQ3K {
 
     /// The signed 6-bit scale of sub-block `is` (0..16), in [−32, 31].
     pub fn scale(&self, is: usize) -> i32 {
-        let lo4 = if is < 8 { self.scales[is] & 0xF } else { self.scales[is - 8] >> 4 };
+        let lo4 = if is < 8 {
+            self.scales[is] & 0xF
+        } else {
+            self.scales[is - 8] >> 4
+        };
         let hi2 = (self.scales[8 + is % 4] >> (2 * (is / 4))) & 3;
         i32::from(lo4 | (hi2 << 4)) - 32
     }
@@ -102,7 +111,11 @@ pub fn matvec(weight: &[u8], x: &[f32]) -> Vec<f32> {
     let cols = x.len().max(1);
     w.chunks_exact(cols)
         .map(|row| {
-            let sum: f64 = row.iter().zip(x).map(|(&a, &b)| f64::from(a) * f64::from(b)).sum();
+            let sum: f64 = row
+                .iter()
+                .zip(x)
+                .map(|(&a, &b)| f64::from(a) * f64::from(b))
+                .sum();
             sum as f32
         })
         .collect()
@@ -135,12 +148,20 @@ pub fn f32_to_f16(x: f32) -> u16 {
     let e = exp - 127 + 15;
     let full = if exp == 0 { man } else { man | 0x80_0000 };
     // Right shift so the half mantissa (with implicit bit) sits in the low 11 bits.
-    let shift = if e >= 1 { 13 } else { 13 + 1 - e - i32::from(exp == 0) };
+    let shift = if e >= 1 {
+        13
+    } else {
+        13 + 1 - e - i32::from(exp == 0)
+    };
     let shift = shift.min(31) as u32;
     let kept = full >> shift;
     let rem = full & ((1u32 << shift) - 1);
     let halfway = 1u32 << (shift - 1);
-    let mut h = if e >= 1 { ((e as u32) << 10) + (kept & 0x3FF) } else { kept };
+    let mut h = if e >= 1 {
+        ((e as u32) << 10) + (kept & 0x3FF)
+    } else {
+        kept
+    };
     if rem > halfway || (rem == halfway && h & 1 == 1) {
         h += 1; // may carry into the exponent, which is the right result
     }
@@ -159,7 +180,14 @@ mod tests {
     fn ggml_scales(scales: &[u8; 12]) -> [i8; 16] {
         const KMASK1: u32 = 0x0303_0303;
         const KMASK2: u32 = 0x0f0f_0f0f;
-        let word = |i: usize| u32::from_le_bytes([scales[4 * i], scales[4 * i + 1], scales[4 * i + 2], scales[4 * i + 3]]);
+        let word = |i: usize| {
+            u32::from_le_bytes([
+                scales[4 * i],
+                scales[4 * i + 1],
+                scales[4 * i + 2],
+                scales[4 * i + 3],
+            ])
+        };
         let (a0, a1, tmp) = (word(0), word(1), word(2));
         let aux = [
             (a0 & KMASK2) | ((tmp & KMASK1) << 4),
@@ -224,7 +252,12 @@ mod tests {
 
     #[test]
     fn hand_built_block_decodes_as_specified() {
-        let mut b = BlockQ3K { hmask: [0; 32], qs: [0; 64], scales: [0; 12], d: f32_to_f16(0.5).to_le_bytes() };
+        let mut b = BlockQ3K {
+            hmask: [0; 32],
+            qs: [0; 64],
+            scales: [0; 12],
+            d: f32_to_f16(0.5).to_le_bytes(),
+        };
         // Element 128·1 + 32·2 + 16·1 + 3 = 211: n=1, j=2, h=1, l=3, sub-block is = 13.
         b.qs[32 + 16 + 3] = 0b11 << 4; // q2 = 3
         b.hmask[16 + 3] = 1 << 6; // high bit set: no −4
@@ -243,8 +276,16 @@ mod tests {
         assert_eq!(f32_to_f16(-2.0), 0xC000);
         assert_eq!(f32_to_f16(65504.0), 0x7BFF);
         assert_eq!(f32_to_f16(65520.0), 0x7C00);
-        assert_eq!(f32_to_f16(1.0 + 2f32.powi(-11)), 0x3C00, "tie to even (down)");
-        assert_eq!(f32_to_f16(1.0 + 3.0 * 2f32.powi(-11)), 0x3C02, "tie to even (up)");
+        assert_eq!(
+            f32_to_f16(1.0 + 2f32.powi(-11)),
+            0x3C00,
+            "tie to even (down)"
+        );
+        assert_eq!(
+            f32_to_f16(1.0 + 3.0 * 2f32.powi(-11)),
+            0x3C02,
+            "tie to even (up)"
+        );
         assert_eq!(f32_to_f16(2f32.powi(-24)), 0x0001, "smallest subnormal");
         assert_eq!(f32_to_f16(2f32.powi(-26)), 0x0000);
         for bits in 0u16..0x7C00 {
@@ -258,14 +299,19 @@ mod tests {
     #[test]
     fn matvec_is_the_dequantised_dot() {
         let mut r = XorShift32::new(7);
-        let blocks: Vec<u8> = (0..8).flat_map(|_| random_block(&mut r).to_bytes()).collect();
+        let blocks: Vec<u8> = (0..8)
+            .flat_map(|_| random_block(&mut r).to_bytes())
+            .collect();
         let x = r.range_vec(512, -1.0, 1.0);
         let w = dequantize(&blocks);
         let out = matvec(&blocks, &x);
         assert_eq!(out.len(), 4);
         for (row, &o) in out.iter().enumerate() {
             let naive: f32 = (0..512).map(|c| w[row * 512 + c] * x[c]).sum();
-            assert!((o - naive).abs() <= 1e-5 * (1.0 + o.abs()), "row {row}: {o} vs {naive}");
+            assert!(
+                (o - naive).abs() <= 1e-5 * (1.0 + o.abs()),
+                "row {row}: {o} vs {naive}"
+            );
         }
     }
 }

@@ -15,7 +15,10 @@ pub struct XorShift32 {
 impl XorShift32 {
     /// A generator seeded with `seed` (must be non-zero for a useful stream).
     pub fn new(seed: u32) -> Self {
-        XorShift32 { state: seed, draws: 0 }
+        XorShift32 {
+            state: seed,
+            draws: 0,
+        }
     }
 
     /// The next draw: the state after one xorshift step.
@@ -63,7 +66,10 @@ mod tests {
     fn reproduces_the_spec_draw_values() {
         let mut r = XorShift32::new(crate::SEED);
         let draws: Vec<u32> = (0..24800).map(|_| r.next_u32()).collect();
-        assert_eq!(&draws[..4], &[0x510C_4619, 0xE02E_553E, 0x7BB9_8F3A, 0x0183_A8B5]);
+        assert_eq!(
+            &draws[..4],
+            &[0x510C_4619, 0xE02E_553E, 0x7BB9_8F3A, 0x0183_A8B5]
+        );
         assert_eq!(draws[20448], 0x159E_270D);
         assert_eq!(draws[20449], 0xFE82_19F2);
         assert_eq!(draws[20704], 0x9A85_7B3B);

@@ -49,13 +49,18 @@ mod tests {
         assert_eq!(rope_neox_partial(&x, 0), x);
         let y = rope_neox_partial(&x, 7);
         for h in 0..2 {
-            assert_eq!(&y[h * 256 + 64..h * 256 + 256], &x[h * 256 + 64..h * 256 + 256]);
+            assert_eq!(
+                &y[h * 256 + 64..h * 256 + 256],
+                &x[h * 256 + 64..h * 256 + 256]
+            );
         }
     }
 
     #[test]
     fn matches_libm_formula_and_preserves_pair_norms() {
-        let x: Vec<f32> = (0..256).map(|i| ((i * 7919) % 101) as f32 / 50.0 - 1.0).collect();
+        let x: Vec<f32> = (0..256)
+            .map(|i| ((i * 7919) % 101) as f32 / 50.0 - 1.0)
+            .collect();
         for &p in &POSITIONS {
             let y = rope_neox_partial(&x, p);
             for i in 0..32 {

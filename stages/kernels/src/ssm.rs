@@ -77,7 +77,11 @@ pub fn conv1d_silu(x: &[f32], weight: &[f32], state: &[f32]) -> (Vec<f32>, Vec<f
     for (c, &xc) in x.iter().enumerate() {
         let st = &state[c * hist..(c + 1) * hist];
         let w = &weight[c * CONV_KERNEL..(c + 1) * CONV_KERNEL];
-        let past: f64 = st.iter().zip(w).map(|(&s, &wt)| f64::from(s) * f64::from(wt)).sum();
+        let past: f64 = st
+            .iter()
+            .zip(w)
+            .map(|(&s, &wt)| f64::from(s) * f64::from(wt))
+            .sum();
         let a = past + f64::from(xc) * f64::from(w[hist]);
         out.push(detmath::silu(a) as f32);
         state_out.extend_from_slice(&st[1..]);
@@ -90,7 +94,12 @@ pub fn conv1d_silu(x: &[f32], weight: &[f32], state: &[f32]) -> (Vec<f32>, Vec<f
 pub fn l2_normalize_heads(x: &[f32], dim: usize, eps: f64) -> Vec<f32> {
     let mut out = Vec::with_capacity(x.len());
     for head in x.chunks_exact(dim.max(1)) {
-        let norm = head.iter().map(|&v| f64::from(v) * f64::from(v)).sum::<f64>().sqrt().max(eps);
+        let norm = head
+            .iter()
+            .map(|&v| f64::from(v) * f64::from(v))
+            .sum::<f64>()
+            .sqrt()
+            .max(eps);
         out.extend(head.iter().map(|&v| (f64::from(v) / norm) as f32));
     }
     out
@@ -106,19 +115,36 @@ mod tests {
         let state = [1.0f32, 2.0, 3.0, 4.0]; // row j=0: (1, 2), row j=1: (3, 4)
         let (q, k, v) = ([1.0f32, 0.0], [0.0f32, 1.0], [10.0f32, 20.0]);
         let (g, beta) = ([0.0f32], [0.5f32]);
-        let inp = RecurInputs { state: &state, q: &q, k: &k, v: &v, g: &g, beta: &beta };
+        let inp = RecurInputs {
+            state: &state,
+            q: &q,
+            k: &k,
+            v: &v,
+            g: &g,
+            beta: &beta,
+        };
         let (y, s) = delta_rule_step(&inp, 2);
         // Row 0: pred = 2, δ = (10−2)·0.5 = 4, row = (1, 6), y = (1/√2)·1.
         // Row 1: pred = 4, δ = 8, row = (3, 12), y = (1/√2)·3.
         assert_eq!(s, vec![1.0, 6.0, 3.0, 12.0]);
         let r = std::f32::consts::FRAC_1_SQRT_2;
-        assert!((y[0] - r).abs() < 1e-7 && (y[1] - 3.0 * r).abs() < 1e-6, "{y:?}");
+        assert!(
+            (y[0] - r).abs() < 1e-7 && (y[1] - 3.0 * r).abs() < 1e-6,
+            "{y:?}"
+        );
     }
 
     #[test]
     fn decay_applies_before_predict() {
         let state = [2.0f32];
-        let inp = RecurInputs { state: &state, q: &[1.0], k: &[1.0], v: &[0.0], g: &[-(2.0f32.ln())], beta: &[1.0] };
+        let inp = RecurInputs {
+            state: &state,
+            q: &[1.0],
+            k: &[1.0],
+            v: &[0.0],
+            g: &[-(2.0f32.ln())],
+            beta: &[1.0],
+        };
         let (y, s) = delta_rule_step(&inp, 1);
         // row = 2·½ = 1, pred = 1, δ = −1, row = 0, y = 0.
         assert!(s[0].abs() < 1e-7 && y[0].abs() < 1e-7, "{s:?} {y:?}");

@@ -112,11 +112,29 @@ impl FileSpec {
     }
 }
 
-const fn input(name: &'static str, dtype: Dtype, kernel: Kernel, dims: &'static [(&'static str, usize)]) -> FileSpec {
-    FileSpec { name, dtype, kernel, role: Role::Input, dims, position: None, tolerance: None }
+const fn input(
+    name: &'static str,
+    dtype: Dtype,
+    kernel: Kernel,
+    dims: &'static [(&'static str, usize)],
+) -> FileSpec {
+    FileSpec {
+        name,
+        dtype,
+        kernel,
+        role: Role::Input,
+        dims,
+        position: None,
+        tolerance: None,
+    }
 }
 
-const fn output(name: &'static str, kernel: Kernel, dims: &'static [(&'static str, usize)], rtol: f64) -> FileSpec {
+const fn output(
+    name: &'static str,
+    kernel: Kernel,
+    dims: &'static [(&'static str, usize)],
+    rtol: f64,
+) -> FileSpec {
     FileSpec {
         name,
         dtype: Dtype::F32,
@@ -128,7 +146,11 @@ const fn output(name: &'static str, kernel: Kernel, dims: &'static [(&'static st
     }
 }
 
-const fn rope_out(name: &'static str, dims: &'static [(&'static str, usize)], pos: u32) -> FileSpec {
+const fn rope_out(
+    name: &'static str,
+    dims: &'static [(&'static str, usize)],
+    pos: u32,
+) -> FileSpec {
     let mut f = output(name, Kernel::Rope, dims, RTOL_KERNEL);
     f.position = Some(pos);
     f
@@ -149,12 +171,22 @@ pub const FILES: [FileSpec; 40] = {
     use Dtype::{F32, U8};
     use Kernel::*;
     [
-        input("q3k_matvec_weight", U8, Q3k, &[("row", 24), ("block", 4), ("byte", 110)]),
+        input(
+            "q3k_matvec_weight",
+            U8,
+            Q3k,
+            &[("row", 24), ("block", 4), ("byte", 110)],
+        ),
         input("q3k_matvec_input", F32, Q3k, &[("col", 1024)]),
         output("q3k_matvec_output", Q3k, &[("row", 24)], RTOL_KERNEL),
         // e = 128n + 32j + 16h + l: half n, 2-bit plane j, 16-group h, lane l (spec §3.2);
         // the sub-block is 8n + 2j + h.
-        output("q3k_dequant_block0", Q3k, &[("n", 2), ("j", 4), ("h", 2), ("l", 16)], RTOL_KERNEL),
+        output(
+            "q3k_dequant_block0",
+            Q3k,
+            &[("n", 2), ("j", 4), ("h", 2), ("l", 16)],
+            RTOL_KERNEL,
+        ),
         input("rope_q_input", F32, Rope, Q_HEADS),
         input("rope_k_input", F32, Rope, K_HEADS),
         rope_out("rope_q_pos0", Q_HEADS, 0),
@@ -191,7 +223,12 @@ pub const FILES: [FileSpec; 40] = {
         output("ssm_recur_y", SsmRecur, SSM_HJ, RTOL_KERNEL),
         output("ssm_recur_state_out", SsmRecur, SSM_STATE, RTOL_KERNEL),
         input("ssm_conv_qkv", F32, SsmConv, CHANNELS),
-        input("ssm_conv_weight", F32, SsmConv, &[("channel", 8192), ("tap", 4)]),
+        input(
+            "ssm_conv_weight",
+            F32,
+            SsmConv,
+            &[("channel", 8192), ("tap", 4)],
+        ),
         input("ssm_conv_state_in", F32, SsmConv, CONV_STATE),
         output("ssm_conv_out", SsmConv, CHANNELS, RTOL_KERNEL),
         output("ssm_conv_state_out", SsmConv, CONV_STATE, RTOL_KERNEL),
@@ -204,7 +241,12 @@ pub const FILES: [FileSpec; 40] = {
 
 /// The table entry of `name`.
 pub fn file_spec(name: &str) -> Result<&'static FileSpec> {
-    FILES.iter().find(|f| f.name == name).ok_or_else(|| Error::UnknownFile { name: name.to_string() })
+    FILES
+        .iter()
+        .find(|f| f.name == name)
+        .ok_or_else(|| Error::UnknownFile {
+            name: name.to_string(),
+        })
 }
 
 /// The files a harness reads (to copy to the kernel host), in table order.
@@ -357,12 +399,18 @@ impl Inputs {
         let f = |name: &str| -> Result<Vec<f32>> {
             match read_checked(dir, name)? {
                 Payload::F32(v) => Ok(v),
-                _ => Err(Error::UnknownFile { name: name.to_string() }), // dtype checked by read_checked
+                _ => Err(Error::UnknownFile {
+                    name: name.to_string(),
+                }), // dtype checked by read_checked
             }
         };
         let q3k_weight = match read_checked(dir, "q3k_matvec_weight")? {
             Payload::U8(v) => v,
-            _ => return Err(Error::UnknownFile { name: "q3k_matvec_weight".into() }),
+            _ => {
+                return Err(Error::UnknownFile {
+                    name: "q3k_matvec_weight".into(),
+                })
+            }
         };
         Ok(Inputs {
             q3k_weight,
@@ -392,24 +440,43 @@ impl Inputs {
 
 /// `1 + R(−0.1, 0.1)` evaluated in f64 and rounded once (the "≈ 1 ± 0.1" norm weights).
 fn one_plus(rng: &mut XorShift32, n: usize) -> Vec<f32> {
-    (0..n).map(|_| (1.0 + (-0.1 + 0.2 * rng.unit())) as f32).collect()
+    (0..n)
+        .map(|_| (1.0 + (-0.1 + 0.2 * rng.unit())) as f32)
+        .collect()
 }
 
 /// Read `<dir>/<name>.bin` and check its dtype and count against the table.
 pub fn read_checked(dir: &Path, name: &str) -> Result<Payload> {
     let spec = file_spec(name)?;
     let file = GoldenFile::read(dir, name)?;
-    check_shape(spec, &file, &format::file_path(dir, name).display().to_string())?;
+    check_shape(
+        spec,
+        &file,
+        &format::file_path(dir, name).display().to_string(),
+    )?;
     Ok(file.payload)
 }
 
 pub(crate) fn check_shape(spec: &FileSpec, file: &GoldenFile, label: &str) -> Result<()> {
-    let mismatch = |field, expected: String, found: String| Error::Mismatch { file: label.to_string(), field, expected, found };
+    let mismatch = |field, expected: String, found: String| Error::Mismatch {
+        file: label.to_string(),
+        field,
+        expected,
+        found,
+    };
     if file.payload.dtype() != spec.dtype {
-        return Err(mismatch("dtype", spec.dtype.to_string(), file.payload.dtype().to_string()));
+        return Err(mismatch(
+            "dtype",
+            spec.dtype.to_string(),
+            file.payload.dtype().to_string(),
+        ));
     }
     if file.payload.len() != spec.count() {
-        return Err(mismatch("count", spec.count().to_string(), file.payload.len().to_string()));
+        return Err(mismatch(
+            "count",
+            spec.count().to_string(),
+            file.payload.len().to_string(),
+        ));
     }
     Ok(())
 }
@@ -463,8 +530,14 @@ impl Outputs {
         Outputs {
             q3k_out: q3k::matvec(&inp.q3k_weight, &inp.q3k_x),
             q3k_dequant0,
-            rope_q: rope::POSITIONS.iter().map(|&p| rope::rope_neox_partial(&inp.rope_q, p)).collect(),
-            rope_k: rope::POSITIONS.iter().map(|&p| rope::rope_neox_partial(&inp.rope_k, p)).collect(),
+            rope_q: rope::POSITIONS
+                .iter()
+                .map(|&p| rope::rope_neox_partial(&inp.rope_q, p))
+                .collect(),
+            rope_k: rope::POSITIONS
+                .iter()
+                .map(|&p| rope::rope_neox_partial(&inp.rope_k, p))
+                .collect(),
             qknorm_out: norm::rms_norm_heads(&inp.qknorm_x, &inp.qknorm_w, norm::RMS_NORM_EPS),
             topk_indices,
             topk_weights,
@@ -473,14 +546,22 @@ impl Outputs {
             ssm_state,
             conv_out,
             conv_state,
-            gated_out: norm::gated_rms_norm(&inp.gated_y, &inp.gated_w, &inp.gated_z, norm::RMS_NORM_EPS),
+            gated_out: norm::gated_rms_norm(
+                &inp.gated_y,
+                &inp.gated_w,
+                &inp.gated_z,
+                norm::RMS_NORM_EPS,
+            ),
         }
     }
 
     /// The output files, in table order.
     pub fn to_files(&self) -> Vec<GoldenFile> {
         let f = |name: &str, v: &[f32]| GoldenFile::new(name, Payload::F32(v.to_vec()));
-        let mut files = vec![f("q3k_matvec_output", &self.q3k_out), f("q3k_dequant_block0", &self.q3k_dequant0)];
+        let mut files = vec![
+            f("q3k_matvec_output", &self.q3k_out),
+            f("q3k_dequant_block0", &self.q3k_dequant0),
+        ];
         for (i, p) in rope::POSITIONS.iter().enumerate() {
             files.push(f(&format!("rope_q_pos{p}"), &self.rope_q[i]));
             files.push(f(&format!("rope_k_pos{p}"), &self.rope_k[i]));
@@ -505,12 +586,23 @@ impl Outputs {
 pub fn golden_set() -> Vec<GoldenFile> {
     let inputs = Inputs::draw(&mut XorShift32::new(SEED));
     let outputs = Outputs::compute(&inputs);
-    order_like_table(inputs.to_files().into_iter().chain(outputs.to_files()).collect())
+    order_like_table(
+        inputs
+            .to_files()
+            .into_iter()
+            .chain(outputs.to_files())
+            .collect(),
+    )
 }
 
 /// Sort files into [`FILES`] order (unknown names last, by name).
 pub(crate) fn order_like_table(mut files: Vec<GoldenFile>) -> Vec<GoldenFile> {
-    let rank = |f: &GoldenFile| FILES.iter().position(|s| s.name == f.name).unwrap_or(FILES.len());
+    let rank = |f: &GoldenFile| {
+        FILES
+            .iter()
+            .position(|s| s.name == f.name)
+            .unwrap_or(FILES.len())
+    };
     files.sort_by(|a, b| rank(a).cmp(&rank(b)).then_with(|| a.name.cmp(&b.name)));
     files
 }
@@ -666,12 +758,20 @@ mod tests {
         assert_eq!(out.topk_indices, vec![1, 93, 212, 144, 170, 76, 180, 203]);
         let sum: f64 = out.topk_weights.iter().map(|&w| f64::from(w)).sum();
         assert!((sum - 1.0).abs() < 1e-6, "weights sum to {sum}");
-        assert!(out.topk_weights.windows(2).all(|w| w[0] >= w[1]), "descending");
+        assert!(
+            out.topk_weights.windows(2).all(|w| w[0] >= w[1]),
+            "descending"
+        );
         let gate = f64::from(out.gate[0]);
         // The seed prints 0.051038; the exact value 0.0510387 sits on the rounding boundary.
         assert!((gate - 0.051038).abs() <= 2e-6, "gate {gate}");
         assert!((gate - 0.0510387).abs() <= 2e-7, "gate {gate}");
-        let dot: f64 = inp.gate_w.iter().zip(&inp.gate_x).map(|(&a, &b)| f64::from(a) * f64::from(b)).sum();
+        let dot: f64 = inp
+            .gate_w
+            .iter()
+            .zip(&inp.gate_x)
+            .map(|(&a, &b)| f64::from(a) * f64::from(b))
+            .sum();
         assert!((dot - -2.922784).abs() < 1e-6, "w·x = {dot}");
     }
 
@@ -687,7 +787,11 @@ mod tests {
             assert!((n - 1.0).abs() < 1e-6);
         }
         assert!(inp.ssm_g.iter().all(|&g| (-1.0..0.0).contains(&g)));
-        assert!(inp.qknorm_w.iter().chain(&inp.gated_w).all(|&w| (0.9..=1.1).contains(&w)));
+        assert!(inp
+            .qknorm_w
+            .iter()
+            .chain(&inp.gated_w)
+            .all(|&w| (0.9..=1.1).contains(&w)));
     }
 }
 
@@ -698,53 +802,180 @@ mod digests {
     /// BLAKE3 of every generated file. A change here means the goldens changed: every GPU
     /// harness result recorded against the old set is void. Update only on purpose.
     const PINNED: [(&str, &str); 40] = [
-        ("q3k_matvec_weight", "e36fd98c7f3dbae54ea8334c843e1b429f712a4b84e7fa82375a194aabf37630"),
-        ("q3k_matvec_input", "36dfa6b08a47b39608a315a3cda94fa049cbffa91f9531b7f0dad54ad1d178e9"),
-        ("q3k_matvec_output", "4f333f7be7dd821486743cf305446a49437a7b48833650921c1eb8eafb2ba3ab"),
-        ("q3k_dequant_block0", "45b058ad95af8fcf91dd079724516b5df7534aa52d9c218f42e7f45deca191e0"),
-        ("rope_q_input", "c096c3474047b1b74425da226b5b86dde8cd92911913b032877d4871d821a626"),
-        ("rope_k_input", "33f691cd4f0d5c1bdfdef76d0745040c42361d5549decd3cd247cf1b92c6d790"),
-        ("rope_q_pos0", "fedd0412e1c7b17024f350f444decf7a9550e90076fcd0653d91d1cbff5b58ae"),
-        ("rope_k_pos0", "39b743fb8f75c0706653e341aa4d87be5bcce05107de1feb3f784d414602d149"),
-        ("rope_q_pos1", "ecb2e21bf3f35330501cb6089f590a359d427844361c98fd51df3a618e4ed941"),
-        ("rope_k_pos1", "3c055bafd1dd6596fb08ef17cc6f1ee23d4ecff8851383ece1dc8612246a7601"),
-        ("rope_q_pos7", "4cc7d73b080ab9824aada3d6af54142f4abc65ad5ca1dc7c1cf1c612fd5f8151"),
-        ("rope_k_pos7", "6b5b1e3815a30fb0a67092e8fa8a619cfabe771b2ffd20e124350875f719a7d5"),
-        ("rope_q_pos100", "a8a9520299b14f28c75fbdd430b304dad7f971d238c621dba42d697170edbf05"),
-        ("rope_k_pos100", "2a1d016763969d5724f3501b2cc870675f6dfc13315150db8b23fa2ad6681ed3"),
-        ("qknorm_input", "46de5b8e49030d71367db0bb75944beed62ffac47a91681215ce9d7c2b9cafbf"),
-        ("qknorm_weight", "2182b09c72cc7b60eca98c8b6de1aa00db91ad79a55ebd8a1798b52939763137"),
-        ("qknorm_output", "3a509d49a08ad0902137b5c812d823bf5c1da37aef36f66c33118688d2e00a60"),
-        ("moe_router_logits", "19a4a4d8aa4bebfac7e0850dc98e402e7a3189bd14e9005dbd0db8a5ef2063bd"),
-        ("moe_shared_gate_weight", "4525e039250248f6e1d4eb535e500a98820ddf0a15be20d625e469eed76fafa3"),
-        ("moe_shared_gate_input", "639960189a6c711fcb69419b4855f3ccdc180c5173ddf8e80409bcb702883773"),
-        ("moe_topk_indices", "9958a2806bea5d794b556f27b38e4060dc45eb158f1fa611420aa40503148b51"),
-        ("moe_topk_weights", "59c2335e88edc041e98b9394bfe47dd3d292c476117c23516827d0abd56d489a"),
-        ("moe_shared_gate_scalar", "b93a3593037de45871a67412ee90293e184859fb107f18cd72c2d1d20a066130"),
-        ("ssm_recur_state_in", "5f74fb33bc52dad31e447fd95adf4f27094593745d2baecb285d680cee70b467"),
-        ("ssm_recur_q", "9dcb6ff70392266076b91e2d878f44ea572c4620e2956a2734801b24ca82de84"),
-        ("ssm_recur_k", "e942dd7945e7cb0050672fb4ad7f303d2a388a63abd22701eec163144acc892a"),
-        ("ssm_recur_v", "6b050fd26c2655871eb7036250a0ee5b5bfff49598805ff6379bcc2ee9184798"),
-        ("ssm_recur_g", "87bb1b7f34d7b2d5d02f245a900278213bc97150bc0d04c788f369208d652689"),
-        ("ssm_recur_beta", "698d7a44f02a02a453cafa5ecfc3cfdbc5b5be501c89708f0f40321d8bff40b6"),
-        ("ssm_recur_y", "9413df4dd5f1355ce12e959bd29d5588d25284e184cca68633897e239afdac21"),
-        ("ssm_recur_state_out", "bea3110c6625892a320ef2128ffc556c8053e3a47f18beaa89cf2379f10d15b2"),
-        ("ssm_conv_qkv", "c14d184a0b1d07948576a7c482186acb2399f0a95cc5a7a108c615e2ead3ae9a"),
-        ("ssm_conv_weight", "d6726b5290c1bd7e112c18d9f31f7712b6d6c1b0c0c6aa1d69dabce06694542c"),
-        ("ssm_conv_state_in", "bdadec86b96568af651d345137565a4bccc54d77086a0f298fabe4d43f59b17d"),
-        ("ssm_conv_out", "06f9e17da24a4bb936fae87468d6376c96da4e71c2dfd062a707e13263fea713"),
-        ("ssm_conv_state_out", "595bb639c5461836db679d065b3b37c6d99ef49f0a535e02f5fa4f99823308d4"),
-        ("ssm_gated_y", "5b0da077eceb08ceb4bb21e9bd9c679f7bb912da181f519f408317c389d2b103"),
-        ("ssm_gated_weight", "4521503c0c29a26122c3ecc5a700a1fac8eec2c8928a120599d61553b08a63c1"),
-        ("ssm_gated_z", "8eaf31f201acd34e68399af72f5bd8606c65da5c4e91358dd1841c838b087460"),
-        ("ssm_gated_out", "31265b7e94f5ecb48160ac36ac795fab29d18d40dfeae96da0b13f1da93c13b6"),
+        (
+            "q3k_matvec_weight",
+            "e36fd98c7f3dbae54ea8334c843e1b429f712a4b84e7fa82375a194aabf37630",
+        ),
+        (
+            "q3k_matvec_input",
+            "36dfa6b08a47b39608a315a3cda94fa049cbffa91f9531b7f0dad54ad1d178e9",
+        ),
+        (
+            "q3k_matvec_output",
+            "4f333f7be7dd821486743cf305446a49437a7b48833650921c1eb8eafb2ba3ab",
+        ),
+        (
+            "q3k_dequant_block0",
+            "45b058ad95af8fcf91dd079724516b5df7534aa52d9c218f42e7f45deca191e0",
+        ),
+        (
+            "rope_q_input",
+            "c096c3474047b1b74425da226b5b86dde8cd92911913b032877d4871d821a626",
+        ),
+        (
+            "rope_k_input",
+            "33f691cd4f0d5c1bdfdef76d0745040c42361d5549decd3cd247cf1b92c6d790",
+        ),
+        (
+            "rope_q_pos0",
+            "fedd0412e1c7b17024f350f444decf7a9550e90076fcd0653d91d1cbff5b58ae",
+        ),
+        (
+            "rope_k_pos0",
+            "39b743fb8f75c0706653e341aa4d87be5bcce05107de1feb3f784d414602d149",
+        ),
+        (
+            "rope_q_pos1",
+            "ecb2e21bf3f35330501cb6089f590a359d427844361c98fd51df3a618e4ed941",
+        ),
+        (
+            "rope_k_pos1",
+            "3c055bafd1dd6596fb08ef17cc6f1ee23d4ecff8851383ece1dc8612246a7601",
+        ),
+        (
+            "rope_q_pos7",
+            "4cc7d73b080ab9824aada3d6af54142f4abc65ad5ca1dc7c1cf1c612fd5f8151",
+        ),
+        (
+            "rope_k_pos7",
+            "6b5b1e3815a30fb0a67092e8fa8a619cfabe771b2ffd20e124350875f719a7d5",
+        ),
+        (
+            "rope_q_pos100",
+            "a8a9520299b14f28c75fbdd430b304dad7f971d238c621dba42d697170edbf05",
+        ),
+        (
+            "rope_k_pos100",
+            "2a1d016763969d5724f3501b2cc870675f6dfc13315150db8b23fa2ad6681ed3",
+        ),
+        (
+            "qknorm_input",
+            "46de5b8e49030d71367db0bb75944beed62ffac47a91681215ce9d7c2b9cafbf",
+        ),
+        (
+            "qknorm_weight",
+            "2182b09c72cc7b60eca98c8b6de1aa00db91ad79a55ebd8a1798b52939763137",
+        ),
+        (
+            "qknorm_output",
+            "3a509d49a08ad0902137b5c812d823bf5c1da37aef36f66c33118688d2e00a60",
+        ),
+        (
+            "moe_router_logits",
+            "19a4a4d8aa4bebfac7e0850dc98e402e7a3189bd14e9005dbd0db8a5ef2063bd",
+        ),
+        (
+            "moe_shared_gate_weight",
+            "4525e039250248f6e1d4eb535e500a98820ddf0a15be20d625e469eed76fafa3",
+        ),
+        (
+            "moe_shared_gate_input",
+            "639960189a6c711fcb69419b4855f3ccdc180c5173ddf8e80409bcb702883773",
+        ),
+        (
+            "moe_topk_indices",
+            "9958a2806bea5d794b556f27b38e4060dc45eb158f1fa611420aa40503148b51",
+        ),
+        (
+            "moe_topk_weights",
+            "59c2335e88edc041e98b9394bfe47dd3d292c476117c23516827d0abd56d489a",
+        ),
+        (
+            "moe_shared_gate_scalar",
+            "b93a3593037de45871a67412ee90293e184859fb107f18cd72c2d1d20a066130",
+        ),
+        (
+            "ssm_recur_state_in",
+            "5f74fb33bc52dad31e447fd95adf4f27094593745d2baecb285d680cee70b467",
+        ),
+        (
+            "ssm_recur_q",
+            "9dcb6ff70392266076b91e2d878f44ea572c4620e2956a2734801b24ca82de84",
+        ),
+        (
+            "ssm_recur_k",
+            "e942dd7945e7cb0050672fb4ad7f303d2a388a63abd22701eec163144acc892a",
+        ),
+        (
+            "ssm_recur_v",
+            "6b050fd26c2655871eb7036250a0ee5b5bfff49598805ff6379bcc2ee9184798",
+        ),
+        (
+            "ssm_recur_g",
+            "87bb1b7f34d7b2d5d02f245a900278213bc97150bc0d04c788f369208d652689",
+        ),
+        (
+            "ssm_recur_beta",
+            "698d7a44f02a02a453cafa5ecfc3cfdbc5b5be501c89708f0f40321d8bff40b6",
+        ),
+        (
+            "ssm_recur_y",
+            "9413df4dd5f1355ce12e959bd29d5588d25284e184cca68633897e239afdac21",
+        ),
+        (
+            "ssm_recur_state_out",
+            "bea3110c6625892a320ef2128ffc556c8053e3a47f18beaa89cf2379f10d15b2",
+        ),
+        (
+            "ssm_conv_qkv",
+            "c14d184a0b1d07948576a7c482186acb2399f0a95cc5a7a108c615e2ead3ae9a",
+        ),
+        (
+            "ssm_conv_weight",
+            "d6726b5290c1bd7e112c18d9f31f7712b6d6c1b0c0c6aa1d69dabce06694542c",
+        ),
+        (
+            "ssm_conv_state_in",
+            "bdadec86b96568af651d345137565a4bccc54d77086a0f298fabe4d43f59b17d",
+        ),
+        (
+            "ssm_conv_out",
+            "06f9e17da24a4bb936fae87468d6376c96da4e71c2dfd062a707e13263fea713",
+        ),
+        (
+            "ssm_conv_state_out",
+            "595bb639c5461836db679d065b3b37c6d99ef49f0a535e02f5fa4f99823308d4",
+        ),
+        (
+            "ssm_gated_y",
+            "5b0da077eceb08ceb4bb21e9bd9c679f7bb912da181f519f408317c389d2b103",
+        ),
+        (
+            "ssm_gated_weight",
+            "4521503c0c29a26122c3ecc5a700a1fac8eec2c8928a120599d61553b08a63c1",
+        ),
+        (
+            "ssm_gated_z",
+            "8eaf31f201acd34e68399af72f5bd8606c65da5c4e91358dd1841c838b087460",
+        ),
+        (
+            "ssm_gated_out",
+            "31265b7e94f5ecb48160ac36ac795fab29d18d40dfeae96da0b13f1da93c13b6",
+        ),
     ];
 
     #[test]
     fn every_generated_file_has_its_pinned_digest() {
         let set = golden_set();
-        let got: Vec<(String, String)> =
-            set.iter().map(|f| (f.name.clone(), blake3::hash(&f.to_bytes()).to_hex().to_string())).collect();
+        let got: Vec<(String, String)> = set
+            .iter()
+            .map(|f| {
+                (
+                    f.name.clone(),
+                    blake3::hash(&f.to_bytes()).to_hex().to_string(),
+                )
+            })
+            .collect();
         assert_eq!(got.len(), PINNED.len());
         for ((name, digest), (pn, pd)) in got.iter().zip(PINNED.iter()) {
             assert_eq!((name.as_str(), digest.as_str()), (*pn, *pd));
@@ -758,7 +989,12 @@ mod digests {
         let fb = generate(&b.path().join("nested/dir")).unwrap();
         assert_eq!(set_digest(&fa), set_digest(&fb));
         for (x, y) in fa.iter().zip(&fb) {
-            assert_eq!(std::fs::read(&x.path).unwrap(), std::fs::read(&y.path).unwrap(), "{}", x.name);
+            assert_eq!(
+                std::fs::read(&x.path).unwrap(),
+                std::fs::read(&y.path).unwrap(),
+                "{}",
+                x.name
+            );
         }
     }
 }

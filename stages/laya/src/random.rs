@@ -166,8 +166,11 @@ impl Preset {
     }
 }
 
-/// Generate every tensor (PyTorch name -> (shape, values)) of a preset for a seed.
-pub fn random_tensors(p: &Preset, seed: u64) -> Result<BTreeMap<String, (Vec<usize>, Vec<f32>)>> {
+/// Tensors by PyTorch name: (shape, f32 values).
+pub type TensorMap = BTreeMap<String, (Vec<usize>, Vec<f32>)>;
+
+/// Generate every tensor of a preset for a seed.
+pub fn random_tensors(p: &Preset, seed: u64) -> Result<TensorMap> {
     let enc_map = match p.encoder_json() {
         serde_json::Value::Object(m) => m,
         _ => return Err(LayaError::Invalid("preset encoder config".into())),
@@ -276,7 +279,7 @@ impl safetensors::View for &RawTensor {
 }
 
 /// Serialize tensors to safetensors bytes in the given dtype.
-pub fn safetensors_bytes(tensors: &BTreeMap<String, (Vec<usize>, Vec<f32>)>, dtype: WeightDtype) -> Result<Vec<u8>> {
+pub fn safetensors_bytes(tensors: &TensorMap, dtype: WeightDtype) -> Result<Vec<u8>> {
     let raw: BTreeMap<&str, RawTensor> = tensors
         .iter()
         .map(|(name, (shape, v))| {

@@ -1,1 +1,105 @@
-fn main() {}
+//! int8 matmul throughput for s1-micro-like shapes, every available kernel path.
+//!
+//! `cargo bench -p sky-quant --bench quant_matmul` prints a Markdown table: median µs per
+//! call and the GFLOP/s-equivalent (2·n·k·rows / time) of the naive f32 reference, and of
+//! `Q8Matrix::matmul` with Q8 and Q8x2 activations on each kernel path this CPU has.
+//! Samples: `QUANT_BENCH_SAMPLES` (default 21) timed calls after a warm-up.
+#![allow(clippy::print_stdout)]
+
+use std::hint::black_box;
+use std::time::Instant;
+
+use sky_quant::{matmul_f32_ref, quantize_q8_exact_cols, ActQuant, KernelPath, Q8Matrix, Scratch};
+
+fn data(len: usize, seed: u64, scale: f32) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..len)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            (((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0) * scale
+        })
+        .collect()
+}
+
+/// (median, minimum) wall time of `samples` calls, in microseconds. The minimum is the
+/// steadier number on a shared machine.
+fn median_us(samples: usize, mut f: impl FnMut()) -> (f64, f64) {
+    for _ in 0..3 {
+        f();
+    }
+    let mut t: Vec<f64> = (0..samples)
+        .map(|_| {
+            let start = Instant::now();
+            f();
+            start.elapsed().as_secs_f64() * 1e6
+        })
+        .collect();
+    t.sort_by(f64::total_cmp);
+    (t[t.len() / 2], t[0])
+}
+
+fn main() {
+    let samples: usize = std::env::var("QUANT_BENCH_SAMPLES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(21);
+    // QUANT_BENCH_PATHS=scalar,avx2 restricts the kernel paths measured.
+    let only = std::env::var("QUANT_BENCH_PATHS").ok();
+    let paths: Vec<KernelPath> = KernelPath::available()
+        .into_iter()
+        .filter(|p| {
+            only.as_deref()
+                .is_none_or(|o| o.split(',').any(|n| n == p.name()))
+        })
+        .collect();
+    println!(
+        "kernel paths available: {}; samples per cell: {samples}\n",
+        paths
+            .iter()
+            .map(|p| p.name())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    println!(
+        "| shape (n x k -> rows) | variant | path | median µs | min µs | GFLOP/s-eq (median) |"
+    );
+    println!("|---|---|---|---:|---:|---:|");
+    for (n, k, rows) in [(64usize, 256usize, 768usize), (64, 512, 256)] {
+        let shape = format!("{n} x {k} -> {rows}");
+        let flops = 2.0 * (n * k * rows) as f64;
+        let x = data(n * k, 1, 1.0);
+        let w = data(rows * k, 2, 0.05);
+        // Four outlier channels, like encoder.1 of s1-pico.
+        let outliers = [9u32, 32, 45, 49];
+        let mut out = vec![0f32; n * rows];
+        let (us, min) = median_us(samples, || {
+            matmul_f32_ref(black_box(&x), &w, n, k, rows, &mut out);
+            black_box(&out);
+        });
+        println!(
+            "| {shape} | f32 naive reference | - | {us:.1} | {min:.1} | {:.2} |",
+            flops / us / 1e3
+        );
+        let m = Q8Matrix::quantize(&w, rows, k, &outliers).expect("valid shapes");
+        for &path in &paths {
+            let mut scratch = Scratch::with_path(path).expect("path is available");
+            for mode in [ActQuant::Q8, ActQuant::Q8x2] {
+                let (us, min) = median_us(samples, || {
+                    m.matmul(black_box(&x), n, &mut out, mode, &mut scratch)
+                        .expect("valid shapes");
+                    black_box(&out);
+                });
+                println!(
+                    "| {shape} | {mode:?}, 4 outliers | {path} | {us:.1} | {min:.1} | {:.2} |",
+                    flops / us / 1e3
+                );
+            }
+        }
+        let (us, min) = median_us(samples.min(5), || {
+            black_box(quantize_q8_exact_cols(&w, rows, k, &outliers).expect("valid"));
+        });
+        println!("| {rows} x {k} weights | quantize_q8_exact_cols (4 outlier cols) | scalar | {us:.1} | {min:.1} | - |");
+    }
+}

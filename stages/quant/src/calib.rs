@@ -66,7 +66,11 @@ impl Calibration {
         }
         if let Some(i) = x.iter().position(|v| !v.is_finite()) {
             return Err(Error::NonFinite {
-                what: format!("activations of site {site} (row {}, channel {})", i / k, i % k),
+                what: format!(
+                    "activations of site {site} (row {}, channel {})",
+                    i / k,
+                    i % k
+                ),
                 index: i,
                 value: x[i],
             });
@@ -175,7 +179,11 @@ impl Calibration {
             }
             s.push_str("]}");
         }
-        s.push_str(if self.sites.is_empty() { "}\n}\n" } else { "\n  }\n}\n" });
+        s.push_str(if self.sites.is_empty() {
+            "}\n}\n"
+        } else {
+            "\n  }\n}\n"
+        });
         s
     }
 
@@ -188,8 +196,8 @@ impl Calibration {
     /// Parses and validates a calibration file. Errors name the line/column (JSON syntax),
     /// the site and the channel (bad values), duplicate sites and unknown keys.
     pub fn from_json(text: &str) -> Result<Calibration> {
-        let file: FileRepr = serde_json::from_str(text)
-            .map_err(|e| Error::CalibrationFormat(e.to_string()))?;
+        let file: FileRepr =
+            serde_json::from_str(text).map_err(|e| Error::CalibrationFormat(e.to_string()))?;
         if file.format != CALIBRATION_FORMAT {
             return Err(Error::CalibrationFormat(format!(
                 "unknown format {:?}, expected {CALIBRATION_FORMAT:?}",
@@ -293,7 +301,8 @@ mod tests {
     #[test]
     fn observe_takes_channel_max_over_rows_and_calls() {
         let mut c = Calibration::new();
-        c.observe("b.site", &[1.0, -2.0, 0.5, 3.0, -0.25, 1.5], 2, 3).unwrap();
+        c.observe("b.site", &[1.0, -2.0, 0.5, 3.0, -0.25, 1.5], 2, 3)
+            .unwrap();
         c.observe("b.site", &[-4.0, 0.0, 0.0], 1, 3).unwrap();
         c.observe("a.site", &[0.1, 0.2], 1, 2).unwrap();
         assert_eq!(c.channel_max("b.site").unwrap(), &[4.0, 2.0, 1.5]);
@@ -303,7 +312,9 @@ mod tests {
         assert!(e.to_string().contains("b.site"), "{e}");
         let e = c.observe("b.site", &[1.0; 4], 2, 3).unwrap_err();
         assert!(matches!(e, Error::Shape { .. }), "{e}");
-        let e = c.observe("x", &[1.0, f32::NAN, 0.0, 0.0], 2, 2).unwrap_err();
+        let e = c
+            .observe("x", &[1.0, f32::NAN, 0.0, 0.0], 2, 2)
+            .unwrap_err();
         assert!(e.to_string().contains("row 0, channel 1"), "{e}");
     }
 
@@ -312,7 +323,15 @@ mod tests {
         let mut a = Calibration::new();
         let mut b = Calibration::new();
         // Awkward f32 values: shortest round-trip strings must read back bit-exactly.
-        let vals = [0.1f32, 1.0 / 3.0, 16_777_217.0, 1e-38, 3.402_823_5e38, 0.0, 2.5];
+        let vals = [
+            0.1f32,
+            1.0 / 3.0,
+            16_777_217.0,
+            1e-38,
+            3.402_823_5e38,
+            0.0,
+            2.5,
+        ];
         a.observe("zeta", &vals, 1, vals.len()).unwrap();
         a.observe("alpha", &[7.0, 8.0], 1, 2).unwrap();
         b.observe("alpha", &[7.0, 8.0], 1, 2).unwrap();
@@ -330,7 +349,10 @@ mod tests {
         assert_eq!(back.to_json(), text);
         assert_eq!(a.digest(), b.digest());
         assert_eq!(a.digest().len(), 64);
-        assert_eq!(Calibration::from_json(&Calibration::new().to_json()).unwrap(), Calibration::new());
+        assert_eq!(
+            Calibration::from_json(&Calibration::new().to_json()).unwrap(),
+            Calibration::new()
+        );
     }
 
     #[test]
@@ -355,7 +377,10 @@ mod tests {
         let cases = [
             ("{", "EOF"),
             (r#"{"format": "other/2", "sites": {}}"#, "unknown format"),
-            (r#"{"format": "skycmd.calibration/1", "sites": {}, "x": 1}"#, "unknown field"),
+            (
+                r#"{"format": "skycmd.calibration/1", "sites": {}, "x": 1}"#,
+                "unknown field",
+            ),
             (
                 r#"{"format": "skycmd.calibration/1", "sites": {"a": {"rows": 1, "max_abs": []}}}"#,
                 "site a: max_abs is empty",

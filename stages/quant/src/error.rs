@@ -46,7 +46,9 @@ pub enum Error {
     #[error("outlier_ratio must be a finite number above 1 (a channel is an outlier when it exceeds ratio x median), got {0}")]
     BadRatio(f32),
     /// A calibration channel magnitude is negative or not finite.
-    #[error("channel magnitude {value} at channel {channel} is invalid: magnitudes are finite and >= 0")]
+    #[error(
+        "channel magnitude {value} at channel {channel} is invalid: magnitudes are finite and >= 0"
+    )]
     BadMagnitude {
         /// The channel index.
         channel: usize,

@@ -52,9 +52,7 @@ impl KernelPath {
         match self {
             KernelPath::Scalar => true,
             #[cfg(target_arch = "x86_64")]
-            KernelPath::Avx2 => {
-                is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")
-            }
+            KernelPath::Avx2 => is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma"),
             #[cfg(target_arch = "x86_64")]
             KernelPath::AvxVnni => {
                 is_x86_feature_detected!("avx2")
@@ -103,10 +101,22 @@ pub(crate) struct ActRow<'a> {
     pub scales: &'a [f32],
 }
 
+#[inline]
 fn dot_i8_scalar(x: &[i8], w: &[i8]) -> i32 {
     x.iter()
         .zip(w)
         .map(|(&a, &b)| i32::from(a) * i32::from(b))
+        .sum()
+}
+
+/// `128 * dot(q, w) + dot(r, w)` in one pass: `128 * q + r` fits an i16 (|q| <= 127,
+/// |r| <= 127 gives at most 16383), which lets LLVM use 16-bit multiply-adds.
+#[inline]
+fn dot_x2_scalar(q: &[i8; 32], r: &[i8; 32], w: &[i8; 32]) -> i32 {
+    q.iter()
+        .zip(r)
+        .zip(w)
+        .map(|((&a, &b), &c)| i32::from(i16::from(a) * 128 + i16::from(b)) * i32::from(c))
         .sum()
 }
 
@@ -177,18 +187,30 @@ pub(crate) fn dot_rows(
 fn dot_rows_scalar(act: ActRow<'_>, qs: &[i8], scales: &[f32], out: &mut [f32]) {
     let nb = act.scales.len();
     let k = nb * 32;
+    // Fixed-size blocks and one loop per mode, so that LLVM unrolls and vectorizes the
+    // 32-element dot products (the wasm32 build runs this path).
+    let block = |v: &[i8], b: usize| -> [i8; 32] {
+        let mut a = [0i8; 32];
+        a.copy_from_slice(&v[b * 32..(b + 1) * 32]);
+        a
+    };
     for (j, o) in out.iter_mut().enumerate() {
         let w = &qs[j * k..(j + 1) * k];
         let ws = &scales[j * nb..(j + 1) * nb];
         let mut acc = 0.0f32;
-        for b in 0..nb {
-            let s = b * 32..(b + 1) * 32;
-            let dq = dot_i8_scalar(&act.q[s.clone()], &w[s.clone()]);
-            let idot = match act.r {
-                None => dq,
-                Some(r) => 128 * dq + dot_i8_scalar(&r[s.clone()], &w[s]),
-            };
-            acc += (ws[b] * act.scales[b]) * idot as f32;
+        match act.r {
+            None => {
+                for b in 0..nb {
+                    let idot = dot_i8_scalar(&block(act.q, b), &block(w, b));
+                    acc += (ws[b] * act.scales[b]) * idot as f32;
+                }
+            }
+            Some(r) => {
+                for b in 0..nb {
+                    let idot = dot_x2_scalar(&block(act.q, b), &block(r, b), &block(w, b));
+                    acc += (ws[b] * act.scales[b]) * idot as f32;
+                }
+            }
         }
         *o = acc;
     }
@@ -280,7 +302,12 @@ mod x86 {
     /// # Safety
     /// The CPU must support AVX2 and FMA; lengths as asserted by `super::dot_rows`.
     #[target_feature(enable = "avx2,fma")]
-    pub(super) unsafe fn dot_rows_avx2(act: ActRow<'_>, qs: &[i8], scales: &[f32], out: &mut [f32]) {
+    pub(super) unsafe fn dot_rows_avx2(
+        act: ActRow<'_>,
+        qs: &[i8],
+        scales: &[f32],
+        out: &mut [f32],
+    ) {
         let nb = act.scales.len();
         let k = nb * 32;
         for (j, o) in out.iter_mut().enumerate() {
@@ -517,7 +544,11 @@ mod tests {
             let r = rand_i8(k, 200 + nb as u64, -64, 64);
             let scales = vec![1.0f32; nb];
             for resid in [None, Some(r.as_slice())] {
-                let act = ActRow { q: &q, r: resid, scales: &scales };
+                let act = ActRow {
+                    q: &q,
+                    r: resid,
+                    scales: &scales,
+                };
                 let mut want = vec![0i32; nb];
                 block_dots(KernelPath::Scalar, act, &w, &mut want);
                 // The all-extreme block must reach the hand-computed value.
@@ -549,10 +580,18 @@ mod tests {
         let w = rand_i8(rows * k, 7, -127, 127);
         let q = rand_i8(k, 8, -127, 127);
         let r = rand_i8(k, 9, -64, 64);
-        let ws: Vec<f32> = (0..rows * nb).map(|i| 1e-3 * (1.0 + (i % 17) as f32 * 0.37)).collect();
-        let xs: Vec<f32> = (0..nb).map(|i| 0.02 / 128.0 * (1.0 + i as f32 * 0.11)).collect();
+        let ws: Vec<f32> = (0..rows * nb)
+            .map(|i| 1e-3 * (1.0 + (i % 17) as f32 * 0.37))
+            .collect();
+        let xs: Vec<f32> = (0..nb)
+            .map(|i| 0.02 / 128.0 * (1.0 + i as f32 * 0.11))
+            .collect();
         for resid in [None, Some(r.as_slice())] {
-            let act = ActRow { q: &q, r: resid, scales: &xs };
+            let act = ActRow {
+                q: &q,
+                r: resid,
+                scales: &xs,
+            };
             let mut want = vec![0f32; rows];
             dot_rows(KernelPath::Scalar, act, &w, &ws, &mut want);
             // Magnitude of the summed terms: the yardstick for "relative".
@@ -569,7 +608,12 @@ mod tests {
                 dot_rows(path, act, &w, &ws, &mut got);
                 for j in 0..rows {
                     let err = f64::from((got[j] - want[j]).abs());
-                    assert!(err <= 1e-6 * mag[j], "{path} row {j}: {} vs {}", got[j], want[j]);
+                    assert!(
+                        err <= 1e-6 * mag[j],
+                        "{path} row {j}: {} vs {}",
+                        got[j],
+                        want[j]
+                    );
                 }
             }
         }

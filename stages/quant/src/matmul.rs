@@ -96,6 +96,18 @@ fn grow_f32(v: &mut Vec<f32>, len: usize) {
     }
 }
 
+/// Rounds half away from zero like `f32::round`, without the libm call that `round` becomes
+/// on baseline x86_64 (no SSE4.1), which made activation quantization the bottleneck.
+/// Exact for |v| < 2^31; larger values and NaN give something huge or 0, which the callers
+/// clamp.
+#[inline]
+fn round_away(v: f32) -> f32 {
+    let t = v.abs();
+    let i = t as i32 as f32; // truncation, saturating
+    let r = if t - i >= 0.5 { i + 1.0 } else { i };
+    r.copysign(v)
+}
+
 /// Quantizes one activation row (outlier channels already zeroed) into Q8_0 blocks with an
 /// f32 scale, plus the residual pass for Q8x2. For Q8x2 the stored scale is `d / 128`.
 fn quantize_act_row(x: &[f32], q: &mut [i8], r: &mut [i8], scales: &mut [f32], mode: ActQuant) {
@@ -111,16 +123,16 @@ fn quantize_act_row(x: &[f32], q: &mut [i8], r: &mut [i8], scales: &mut [f32], m
         match mode {
             ActQuant::Q8 => {
                 for (qv, &v) in qb.iter_mut().zip(xb) {
-                    *qv = (v * id).round().clamp(-127.0, 127.0) as i8;
+                    *qv = round_away(v * id).clamp(-127.0, 127.0) as i8;
                 }
                 *s = d;
             }
             ActQuant::Q8x2 => {
                 let id128 = id * 128.0;
                 for ((qv, rv), &v) in qb.iter_mut().zip(rb.iter_mut()).zip(xb) {
-                    let qf = (v * id).round().clamp(-127.0, 127.0);
+                    let qf = round_away(v * id).clamp(-127.0, 127.0);
                     *qv = qf as i8;
-                    *rv = ((v - d * qf) * id128).round().clamp(-127.0, 127.0) as i8;
+                    *rv = round_away((v - d * qf) * id128).clamp(-127.0, 127.0) as i8;
                 }
                 *s = d / 128.0;
             }
@@ -148,8 +160,10 @@ impl Q8Matrix {
     /// `k`). `outliers` are the input channels to compute in f32 (from
     /// `skycmd.quant.outliers.<tensor>` metadata, or from a calibration). Their weights come
     /// from `exact_outlier_weights` (`rows x outliers.len()`, row-major) when given, else from
-    /// dequantizing the columns, which is exact for the largest outlier of each block when
-    /// the file was written by [`crate::quantize_for_file`] (see [`crate::q8`] docs).
+    /// dequantizing the columns: for a file written by [`crate::quantize_for_file`] that gives
+    /// the largest outlier weight of each block exactly, or within f16 rounding (see "What is
+    /// exact" in [`crate::q8`]); for a plain llama.cpp Q8_0 file, plain Q8_0 precision. In both
+    /// cases the outlier *activations* leave the int8 product, which matters most.
     pub fn from_q8_0_bytes(
         bytes: &[u8],
         rows: usize,
@@ -338,7 +352,10 @@ impl Q8Matrix {
             dot_rows(*path, act, &self.qs, &self.scales, out_row);
             if no > 0 {
                 let xi = &x[i * k..(i + 1) * k];
-                for (o_row, w_row) in out_row.iter_mut().zip(self.outlier_weights.chunks_exact(no)) {
+                for (o_row, w_row) in out_row
+                    .iter_mut()
+                    .zip(self.outlier_weights.chunks_exact(no))
+                {
                     for (&c, &wv) in self.outliers.iter().zip(w_row) {
                         *o_row += xi[c as usize] * wv;
                     }
@@ -409,7 +426,8 @@ mod tests {
         let mut x: Vec<f32> = (0..n * k).map(|_| rng.normal()).collect();
         for i in 0..n {
             for &o in &outliers {
-                x[i * k + o as usize] = 20.0 * (1.0 + 0.2 * rng.uniform()) * if i % 3 == 0 { -1.0 } else { 1.0 };
+                x[i * k + o as usize] =
+                    20.0 * (1.0 + 0.2 * rng.uniform()) * if i % 3 == 0 { -1.0 } else { 1.0 };
             }
         }
         let w: Vec<f32> = (0..rows * k).map(|_| rng.normal() * 0.05).collect();
@@ -424,15 +442,23 @@ mod tests {
         let x_plain: Vec<f32> = x
             .iter()
             .enumerate()
-            .map(|(i, &v)| if v.abs() > 10.0 { (i % 7) as f32 * 0.3 - 1.0 } else { v })
+            .map(|(i, &v)| {
+                if v.abs() > 10.0 {
+                    (i % 7) as f32 * 0.3 - 1.0
+                } else {
+                    v
+                }
+            })
             .collect();
         let want = f64_ref(&x_plain, &w, n, k, rows);
         let m = Q8Matrix::quantize(&w, rows, k, &[]).unwrap();
         let mut s = Scratch::new();
         let mut out_q8 = vec![0f32; n * rows];
         let mut out_q8x2 = vec![0f32; n * rows];
-        m.matmul(&x_plain, n, &mut out_q8, ActQuant::Q8, &mut s).unwrap();
-        m.matmul(&x_plain, n, &mut out_q8x2, ActQuant::Q8x2, &mut s).unwrap();
+        m.matmul(&x_plain, n, &mut out_q8, ActQuant::Q8, &mut s)
+            .unwrap();
+        m.matmul(&x_plain, n, &mut out_q8x2, ActQuant::Q8x2, &mut s)
+            .unwrap();
         // Weight rounding dominates: Q8_0 steps of amax/127 per 32 weights give ~0.5% RMS
         // output error, so the max over 1,536 outputs stays below 4% of the output RMS.
         let (e_q8, e_q8x2) = (rel_err(&out_q8, &want), rel_err(&out_q8x2, &want));
@@ -444,7 +470,10 @@ mod tests {
         let (a_q8, a_q8x2) = (rel_err(&out_q8, &want_deq), rel_err(&out_q8x2, &want_deq));
         assert!(a_q8 < 2e-2, "Q8 activation error {a_q8}");
         assert!(a_q8x2 < 3e-4, "Q8x2 activation error {a_q8x2}");
-        assert!(a_q8x2 * 30.0 < a_q8, "second pass must gain >5 bits: {a_q8x2} vs {a_q8}");
+        assert!(
+            a_q8x2 * 30.0 < a_q8,
+            "second pass must gain >5 bits: {a_q8x2} vs {a_q8}"
+        );
     }
 
     #[test]
@@ -467,11 +496,20 @@ mod tests {
             let file = Q8Matrix::from_q8_0_bytes(&bytes, rows, k, &outliers, None).unwrap();
             file.matmul(&x, n, &mut out, mode, &mut s).unwrap();
             let e_file = rel_err(&out, &want);
-            assert!(e_aware * 2.0 < e_plain, "{mode:?}: aware {e_aware} vs plain {e_plain}");
-            assert!(e_file * 1.5 < e_plain, "{mode:?}: file {e_file} vs plain {e_plain}");
+            assert!(
+                e_aware * 2.0 < e_plain,
+                "{mode:?}: aware {e_aware} vs plain {e_plain}"
+            );
+            assert!(
+                e_file * 1.5 < e_plain,
+                "{mode:?}: file {e_file} vs plain {e_plain}"
+            );
             errs.push((e_plain, e_aware, e_file));
         }
-        assert!(errs[1].1 < errs[0].1, "Q8x2 must beat Q8 with outliers: {errs:?}");
+        assert!(
+            errs[1].1 < errs[0].1,
+            "Q8x2 must beat Q8 with outliers: {errs:?}"
+        );
     }
 
     #[test]
@@ -481,8 +519,14 @@ mod tests {
         let m = Q8Matrix::quantize(&w, rows, k, &outliers).unwrap();
         for mode in [ActQuant::Q8, ActQuant::Q8x2] {
             let mut want = vec![0f32; n * rows];
-            m.matmul(&x, n, &mut want, mode, &mut Scratch::with_path(KernelPath::Scalar).unwrap())
-                .unwrap();
+            m.matmul(
+                &x,
+                n,
+                &mut want,
+                mode,
+                &mut Scratch::with_path(KernelPath::Scalar).unwrap(),
+            )
+            .unwrap();
             // Yardstick: sum of |x| |w| per output.
             let mag = f64_ref(
                 &x.iter().map(|v| v.abs()).collect::<Vec<_>>(),
@@ -493,8 +537,14 @@ mod tests {
             );
             for path in KernelPath::available() {
                 let mut got = vec![0f32; n * rows];
-                m.matmul(&x, n, &mut got, mode, &mut Scratch::with_path(path).unwrap())
-                    .unwrap();
+                m.matmul(
+                    &x,
+                    n,
+                    &mut got,
+                    mode,
+                    &mut Scratch::with_path(path).unwrap(),
+                )
+                .unwrap();
                 for (i, (g, w)) in got.iter().zip(&want).enumerate() {
                     assert!(
                         f64::from((g - w).abs()) <= 1e-6 * mag[i],
@@ -508,7 +558,9 @@ mod tests {
     #[test]
     fn bytes_round_trip_and_shape_errors() {
         let (rows, k) = (3, 64);
-        let w: Vec<f32> = (0..rows * k).map(|i| ((i * 37) % 101) as f32 * 0.01 - 0.5).collect();
+        let w: Vec<f32> = (0..rows * k)
+            .map(|i| ((i * 37) % 101) as f32 * 0.01 - 0.5)
+            .collect();
         let bytes = quantize_q8_0(&w).unwrap();
         let m = Q8Matrix::from_q8_0_bytes(&bytes, rows, k, &[5], None).unwrap();
         assert_eq!(m.to_q8_0_bytes(), bytes);
@@ -528,12 +580,31 @@ mod tests {
         assert!(e.to_string().contains("block 0 of row 1"), "{e}");
         let mut s = Scratch::new();
         let mut out = vec![0f32; 2 * rows];
-        assert!(m.matmul(&[0.0; 64], 2, &mut out, ActQuant::Q8, &mut s).is_err());
-        assert!(m.matmul(&[0.0; 128], 2, &mut out[1..], ActQuant::Q8, &mut s).is_err());
-        m.matmul(&[0.0; 128], 2, &mut out, ActQuant::Q8x2, &mut s).unwrap();
+        assert!(m
+            .matmul(&[0.0; 64], 2, &mut out, ActQuant::Q8, &mut s)
+            .is_err());
+        assert!(m
+            .matmul(&[0.0; 128], 2, &mut out[1..], ActQuant::Q8, &mut s)
+            .is_err());
+        m.matmul(&[0.0; 128], 2, &mut out, ActQuant::Q8x2, &mut s)
+            .unwrap();
         assert!(out.iter().all(|&v| v == 0.0));
         // Zero rows / zero tokens are fine.
         m.matmul(&[], 0, &mut [], ActQuant::Q8x2, &mut s).unwrap();
+    }
+
+    #[test]
+    fn round_away_matches_f32_round() {
+        let mut v = -200.0f32;
+        while v < 200.0 {
+            for x in [v, v + 0.5, v - 0.5, v + 0.499_999_97, v + 0.500_000_06] {
+                assert_eq!(round_away(x), x.round(), "{x}");
+            }
+            v += 0.37;
+        }
+        assert_eq!(round_away(0.499_999_97), 0.0);
+        assert_eq!(round_away(-0.5), -1.0);
+        assert_eq!(round_away(-0.0).to_bits(), (-0.0f32).to_bits());
     }
 
     #[test]

@@ -74,8 +74,8 @@ mod tests {
             env!("CARGO_MANIFEST_DIR"),
             "/../../fixtures/laya-ref/goldens/s1-pico.activation_stats.json"
         );
-        let text = std::fs::read_to_string(path)
-            .unwrap_or_else(|e| panic!("fixture {path} missing: {e}"));
+        let text =
+            std::fs::read_to_string(path).unwrap_or_else(|e| panic!("fixture {path} missing: {e}"));
         serde_json::from_str(&text).expect("fixture is valid JSON")
     }
 
@@ -115,10 +115,17 @@ mod tests {
         assert!(sites.len() >= 10);
         for (name, site) in sites {
             let m = channel_max(site);
-            assert_eq!(m.len() as u64, site["in_features"].as_u64().unwrap(), "{name}");
+            assert_eq!(
+                m.len() as u64,
+                site["in_features"].as_u64().unwrap(),
+                "{name}"
+            );
             let torch_median = site["median_max_abs"].as_f64().unwrap();
             let ours = median(&m).unwrap();
-            assert!((ours - torch_median).abs() <= 1e-6 * torch_median, "{name}: {ours} vs {torch_median}");
+            assert!(
+                (ours - torch_median).abs() <= 1e-6 * torch_median,
+                "{name}: {ours} vs {torch_median}"
+            );
             // Independent restatement of the rule with the file's own median.
             let mut expected: Vec<(f32, u32)> = m
                 .iter()
@@ -130,14 +137,21 @@ mod tests {
             expected.truncate(m.len() / 16);
             let mut expected: Vec<u32> = expected.into_iter().map(|(_, c)| c).collect();
             expected.sort_unstable();
-            assert_eq!(select_outliers(&m, 3.0, m.len() / 16).unwrap(), expected, "{name}");
+            assert_eq!(
+                select_outliers(&m, 3.0, m.len() / 16).unwrap(),
+                expected,
+                "{name}"
+            );
         }
     }
 
     #[test]
     fn ratio_and_magnitudes_are_validated() {
         for bad in [1.0, 0.5, -3.0, f32::NAN, f32::INFINITY] {
-            assert!(matches!(select_outliers(&[1.0, 2.0], bad, 1), Err(Error::BadRatio(_))));
+            assert!(matches!(
+                select_outliers(&[1.0, 2.0], bad, 1),
+                Err(Error::BadRatio(_))
+            ));
         }
         let e = select_outliers(&[1.0, -2.0], 3.0, 1).unwrap_err();
         assert!(e.to_string().contains("channel 1"), "{e}");

@@ -156,14 +156,24 @@ mod tests {
         ids.dedup();
         assert_eq!(ids.len(), 12, "ids must be unique");
         for kind in ["choice", "score", "noul"] {
-            assert!(prompts.iter().filter(|p| p.kind == kind).count() >= 3, "{kind}");
+            assert!(
+                prompts.iter().filter(|p| p.kind == kind).count() >= 3,
+                "{kind}"
+            );
         }
         let json_states = prompts.iter().filter(|p| p.state.is_object()).count();
         let french = prompts
             .iter()
-            .filter(|p| p.instructions.as_str().is_some_and(|s| s.contains("Quel") || s.contains("Le ") || s.contains("Note")))
+            .filter(|p| {
+                p.instructions
+                    .as_str()
+                    .is_some_and(|s| s.contains("Quel") || s.contains("Le ") || s.contains("Note"))
+            })
             .count();
-        assert!(json_states >= 4 && french >= 3, "json {json_states} french {french}");
+        assert!(
+            json_states >= 4 && french >= 3,
+            "json {json_states} french {french}"
+        );
         // Round trip through to_json_line.
         for p in &prompts {
             assert_eq!(&parse_prompt_set(&p.to_json_line()).unwrap()[0], p);
@@ -172,10 +182,16 @@ mod tests {
 
     #[test]
     fn fixture_cases_parse_as_a_prompt_set() {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fixtures/laya-ref/cases.jsonl");
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../fixtures/laya-ref/cases.jsonl"
+        );
         let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"));
         let prompts = parse_prompt_set(&text).unwrap();
-        assert_eq!(prompts.len(), text.lines().filter(|l| !l.trim().is_empty()).count());
+        assert_eq!(
+            prompts.len(),
+            text.lines().filter(|l| !l.trim().is_empty()).count()
+        );
         assert_eq!(prompts[0].id, "c2_list_plain");
     }
 
@@ -185,19 +201,46 @@ mod tests {
         let cases = [
             (format!("{good}\n\n{{oops"), "line 3", "not valid JSON"),
             (format!("{good}\n[1, 2]"), "line 2", "JSON object"),
-            (r#"{"state": "x"}"#.to_string(), "line 1", "missing \"type\""),
-            (r#"{"type": "rank", "state": "x"}"#.to_string(), "line 1", "\"type\" must be"),
-            (r#"{"type": "choice", "state": "x"}"#.to_string(), "line 1", "criteria"),
-            (r#"{"type": "choice", "criteria": [], "state": "x"}"#.to_string(), "line 1", "non-empty"),
-            (r#"{"type": "score", "criteria": ["a"]}"#.to_string(), "line 1", "missing \"state\""),
-            (r#"{"id": 7, "type": "noul", "state": "x"}"#.to_string(), "line 1", "\"id\""),
+            (
+                r#"{"state": "x"}"#.to_string(),
+                "line 1",
+                "missing \"type\"",
+            ),
+            (
+                r#"{"type": "rank", "state": "x"}"#.to_string(),
+                "line 1",
+                "\"type\" must be",
+            ),
+            (
+                r#"{"type": "choice", "state": "x"}"#.to_string(),
+                "line 1",
+                "criteria",
+            ),
+            (
+                r#"{"type": "choice", "criteria": [], "state": "x"}"#.to_string(),
+                "line 1",
+                "non-empty",
+            ),
+            (
+                r#"{"type": "score", "criteria": ["a"]}"#.to_string(),
+                "line 1",
+                "missing \"state\"",
+            ),
+            (
+                r#"{"id": 7, "type": "noul", "state": "x"}"#.to_string(),
+                "line 1",
+                "\"id\"",
+            ),
         ];
         for (text, line, needle) in cases {
             let e = parse_prompt_set(&text).unwrap_err().to_string();
             assert!(e.contains(line) && e.contains(needle), "{text}: {e}");
         }
         assert!(matches!(parse_prompt_set(""), Err(Error::NoPrompts)));
-        assert!(matches!(parse_prompt_set("\n  \n\t\n"), Err(Error::NoPrompts)));
+        assert!(matches!(
+            parse_prompt_set("\n  \n\t\n"),
+            Err(Error::NoPrompts)
+        ));
         let p = parse_prompt_set(&format!("\u{feff}\n{good}\n")).unwrap();
         assert_eq!(p[0].id, "line-2");
         assert_eq!(p[0].criteria, Value::Null);

@@ -33,8 +33,8 @@ pub(crate) fn pair_key(a: u32, b: u32) -> u64 {
     (u64::from(a) << 32) | u64::from(b)
 }
 
-/// Words up to this many symbols use the quadratic scan (fewer allocations, faster).
-const SCAN_LIMIT: usize = 48;
+/// Words up to this many symbols use the scan (no allocation, cache friendly).
+const SCAN_LIMIT: usize = 16;
 
 /// Merges `symbols` in place.
 pub(crate) fn merge(merges: &MergeMap, symbols: &mut Vec<u32>) {
@@ -45,19 +45,49 @@ pub(crate) fn merge(merges: &MergeMap, symbols: &mut Vec<u32>) {
     }
 }
 
+const NO_MERGE: (u32, u32) = (u32::MAX, u32::MAX);
+
+/// The scan: the (rank, merged id) of every adjacent pair is kept in a stack array and only the
+/// pairs next to a merge are looked up again. Words longer than [`SCAN_LIMIT`] go to the heap.
 pub(crate) fn merge_scan(merges: &MergeMap, symbols: &mut Vec<u32>) {
-    while symbols.len() > 1 {
-        let mut best: Option<(u32, usize, u32)> = None;
-        for i in 0..symbols.len() - 1 {
-            if let Some(&(rank, new_id)) = merges.get(&pair_key(symbols[i], symbols[i + 1])) {
-                if best.is_none_or(|(r, _, _)| rank < r) {
-                    best = Some((rank, i, new_id));
-                }
+    let n = symbols.len();
+    if n < 2 {
+        return;
+    }
+    if n > SCAN_LIMIT {
+        return merge_heap(merges, symbols);
+    }
+    let lookup = |a: u32, b: u32| merges.get(&pair_key(a, b)).copied().unwrap_or(NO_MERGE);
+    let mut pairs = [NO_MERGE; SCAN_LIMIT];
+    for i in 0..n - 1 {
+        pairs[i] = lookup(symbols[i], symbols[i + 1]);
+    }
+    let mut len = n;
+    loop {
+        // Lowest rank, leftmost on ties.
+        let mut best = 0;
+        for i in 1..len - 1 {
+            if pairs[i].0 < pairs[best].0 {
+                best = i;
             }
         }
-        let Some((_, i, new_id)) = best else { break };
-        symbols[i] = new_id;
-        symbols.remove(i + 1);
+        let (rank, new_id) = pairs[best];
+        if rank == u32::MAX {
+            break;
+        }
+        symbols[best] = new_id;
+        symbols.remove(best + 1);
+        pairs.copy_within(best + 1..len - 1, best);
+        len -= 1;
+        if len < 2 {
+            break;
+        }
+        if best + 1 < len {
+            pairs[best] = lookup(symbols[best], symbols[best + 1]);
+        }
+        if best > 0 {
+            pairs[best - 1] = lookup(symbols[best - 1], symbols[best]);
+        }
     }
 }
 

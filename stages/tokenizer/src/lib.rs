@@ -26,7 +26,6 @@ mod unicode_tables;
 use std::borrow::Cow;
 use std::collections::HashMap;
 
-
 /// Everything that can go wrong building a tokenizer. Encoding itself cannot fail.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -133,6 +132,8 @@ pub struct Tokenizer {
     normalized_added: added::Matcher,
     /// Per id: skip it in `decode`.
     special: Vec<bool>,
+    /// Decoded text of normalized added tokens: HF decodes them in their NFC form.
+    normalized_content: HashMap<u32, String>,
 }
 
 impl Tokenizer {
@@ -178,6 +179,7 @@ impl Tokenizer {
         }
         let mut special = vec![false; n];
         let (mut raw, mut normalized) = (Vec::new(), Vec::new());
+        let mut normalized_content = HashMap::new();
         for t in &parts.added {
             match parts.vocab.get(t.id as usize) {
                 Some(v) if *v == t.content => {}
@@ -209,6 +211,9 @@ impl Tokenizer {
                 single_word: t.single_word,
             };
             if t.normalized {
+                if pattern.content != t.content {
+                    normalized_content.insert(t.id, pattern.content.clone());
+                }
                 normalized.push(pattern);
             } else {
                 raw.push(pattern);
@@ -228,6 +233,7 @@ impl Tokenizer {
             raw_added: added::Matcher::new(raw),
             normalized_added: added::Matcher::new(normalized),
             special,
+            normalized_content,
             parts,
         })
     }
@@ -367,7 +373,12 @@ impl Tokenizer {
     fn decode_impl(&self, ids: &[u32], skip_special: bool) -> String {
         let mut bytes = Vec::new();
         for &id in ids {
-            let Some(token) = self.id_to_token(id) else {
+            let Some(token) = self
+                .normalized_content
+                .get(&id)
+                .map(String::as_str)
+                .or_else(|| self.id_to_token(id))
+            else {
                 continue;
             };
             if skip_special && self.is_special(id) {

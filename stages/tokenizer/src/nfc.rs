@@ -139,7 +139,7 @@ mod tests {
         assert_eq!(nfc("\u{1100}\u{1161}\u{11a8}"), "\u{ac01}");
         assert_eq!(nfc("\u{212b}"), "\u{c5}"); // singleton decomposition
         assert_eq!(nfc("\u{301}a"), "\u{301}a"); // a leading mark stays
-        // A mark newer than HF's tables is a plain starter for HF: no reordering around it.
+                                                 // A mark newer than HF's tables is a plain starter for HF: no reordering around it.
         assert_eq!(nfc("a\u{1abf}\u{316}"), "a\u{1abf}\u{316}");
     }
 

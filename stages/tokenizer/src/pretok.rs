@@ -72,61 +72,70 @@ pub(crate) fn class_of(c: char) -> Class {
     }
 }
 
+/// Byte offset where the run of `class` characters starting at byte `pos` ends.
+fn run_end(text: &str, pos: usize, class: Class) -> usize {
+    let bytes = text.as_bytes();
+    let mut end = pos;
+    // ASCII bytes are classified straight from the table; others decode one char.
+    while end < bytes.len() {
+        let b = bytes[end];
+        if b < 0x80 {
+            if ASCII_CLASS[b as usize] != class {
+                break;
+            }
+            end += 1;
+        } else {
+            let Some(c) = text[end..].chars().next() else {
+                break;
+            };
+            if class_of(c) != class {
+                break;
+            }
+            end += c.len_utf8();
+        }
+    }
+    end
+}
+
 /// Splits `text` the way the GPT-2 regex does (every byte lands in exactly one piece), calling
 /// `emit` with each piece in order.
 pub(crate) fn split_gpt2<'t>(text: &'t str, mut emit: impl FnMut(&'t str)) {
-    // Classes of all chars with their byte offsets, so the lookahead is an index away.
-    let chars: Vec<(usize, char, Class)> = text
-        .char_indices()
-        .map(|(i, c)| (i, c, class_of(c)))
-        .collect();
-    let n = chars.len();
-    let offset = |k: usize| if k < n { chars[k].0 } else { text.len() };
-    // End (char index) of the run of `class` starting at `k`.
-    let run_end = |mut k: usize, class: Class| {
-        while k < n && chars[k].2 == class {
-            k += 1;
-        }
-        k
-    };
-    let mut i = 0;
-    while i < n {
-        let c = chars[i].1;
+    let bytes = text.as_bytes();
+    let mut pos = 0;
+    while let Some(c) = text[pos..].chars().next() {
         let end = 'matched: {
-            // 's|'t|'re|'ve|'m|'ll|'d
-            if c == '\'' && i + 1 < n {
-                let c1 = chars[i + 1].1;
-                if matches!(c1, 's' | 't' | 'm' | 'd') {
-                    break 'matched i + 2;
-                }
-                if i + 2 < n {
-                    let c2 = chars[i + 2].1;
-                    if matches!((c1, c2), ('r', 'e') | ('v', 'e') | ('l', 'l')) {
-                        break 'matched i + 3;
-                    }
+            // 's|'t|'re|'ve|'m|'ll|'d (ASCII, so plain byte tests suffice)
+            if c == '\'' {
+                match (bytes.get(pos + 1), bytes.get(pos + 2)) {
+                    (Some(b's' | b't' | b'm' | b'd'), _) => break 'matched pos + 2,
+                    (Some(b'r'), Some(b'e'))
+                    | (Some(b'v'), Some(b'e'))
+                    | (Some(b'l'), Some(b'l')) => break 'matched pos + 3,
+                    _ => {}
                 }
             }
             // ` ?\p{L}+`, ` ?\p{N}+`, ` ?[^\s\p{L}\p{N}]+`: an optional U+0020 then a run.
-            let start = if c == ' ' && i + 1 < n && chars[i + 1].2 != Class::Space {
-                i + 1
-            } else {
-                i
+            let (start, class) = match text[pos + c.len_utf8()..].chars().next() {
+                Some(next) if c == ' ' && class_of(next) != Class::Space => {
+                    (pos + 1, class_of(next))
+                }
+                _ => (pos, class_of(c)),
             };
-            let run_class = chars[start].2;
-            if run_class != Class::Space {
-                break 'matched run_end(start, run_class);
+            if class != Class::Space {
+                break 'matched run_end(text, start, class);
             }
             // `\s+(?!\S)` then `\s+`: a whitespace run followed by a non-space gives back its
             // last char (which then prefixes the next word), unless that would leave nothing.
-            let ws_end = run_end(i, Class::Space);
-            if ws_end == n || ws_end - i == 1 {
+            let ws_end = run_end(text, pos, Class::Space);
+            let last_len = text[..ws_end].chars().next_back().map_or(0, char::len_utf8);
+            if ws_end == text.len() || ws_end - last_len == pos {
                 ws_end
             } else {
-                ws_end - 1
+                ws_end - last_len
             }
         };
-        emit(&text[offset(i)..offset(end)]);
-        i = end;
+        emit(&text[pos..end]);
+        pos = end;
     }
 }
 

@@ -85,7 +85,10 @@ fn py_dumps(v: &Value) -> String {
     }
     match v {
         Value::String(s) => string(s),
-        Value::Array(a) => format!("[{}]", a.iter().map(py_dumps).collect::<Vec<_>>().join(", ")),
+        Value::Array(a) => format!(
+            "[{}]",
+            a.iter().map(py_dumps).collect::<Vec<_>>().join(", ")
+        ),
         Value::Object(m) => format!(
             "{{{}}}",
             m.iter()
@@ -148,7 +151,12 @@ fn corpus() -> Vec<String> {
         let path = root.join(format!("fixtures/laya-ref/goldens/{name}.f32.jsonl"));
         for line in read(&path).lines().filter(|l| !l.trim().is_empty()) {
             let rec: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{name}: {e}"));
-            for key in ["instructions_text", "question_text", "rendered_options", "state_text"] {
+            for key in [
+                "instructions_text",
+                "question_text",
+                "rendered_options",
+                "state_text",
+            ] {
                 if let Some(v) = rec.get(key) {
                     collect_strings(v, &mut texts);
                 }
@@ -198,7 +206,11 @@ fn hf_reference(files: &[PathBuf], texts: &[String], decode: bool) -> Vec<Refere
                     l.as_array()
                         .unwrap_or_else(|| panic!("bad ids for {p}"))
                         .iter()
-                        .map(|x| x.as_u64().and_then(|x| u32::try_from(x).ok()).unwrap_or(u32::MAX))
+                        .map(|x| {
+                            x.as_u64()
+                                .and_then(|x| u32::try_from(x).ok())
+                                .unwrap_or(u32::MAX)
+                        })
                         .collect()
                 })
                 .collect::<Vec<Vec<u32>>>();
@@ -217,16 +229,37 @@ fn load(path: &Path) -> Tokenizer {
     Tokenizer::from_json(&read(path)).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
+/// A readable mismatch: short texts whole; long ones around the first differing id.
+fn mismatch(label: &str, i: usize, text: &str, expected: &[u32], got: &[u32]) -> String {
+    let first = expected
+        .iter()
+        .zip(got)
+        .position(|(a, b)| a != b)
+        .unwrap_or(expected.len().min(got.len()));
+    if text.chars().count() <= 200 {
+        return format!("{label}: text #{i} {text:?}\n  expected {expected:?}\n  got      {got:?}");
+    }
+    let lo = first.saturating_sub(8);
+    let window = |ids: &[u32]| ids[lo.min(ids.len())..(first + 8).min(ids.len())].to_vec();
+    // Where in the text: decode-free estimate is unreliable, so show the text's start and the
+    // ids around the first difference.
+    let head: String = text.chars().take(120).collect();
+    format!(
+        "{label}: text #{i} ({} chars) {head:?}...\n  first difference at id #{first}\n  \
+         expected [{lo}..] {:?}\n  got      [{lo}..] {:?}",
+        text.chars().count(),
+        window(expected),
+        window(got)
+    )
+}
+
 /// Compares and returns a report of the mismatches (empty when all agree).
 fn compare(label: &str, tok: &Tokenizer, texts: &[String], reference: &Reference) -> Vec<String> {
     let mut report = Vec::new();
     for (i, text) in texts.iter().enumerate() {
         let got = tok.encode(text);
         if got != reference.ids[i] {
-            report.push(format!(
-                "{label}: text #{i} {text:?}\n  expected {:?}\n  got      {got:?}",
-                reference.ids[i]
-            ));
+            report.push(mismatch(label, i, text, &reference.ids[i], &got));
         }
         if let Some(decoded) = &reference.decoded {
             let ours = tok.decode(&reference.ids[i]);
@@ -248,7 +281,11 @@ fn assert_clean(report: Vec<String>, checked: usize) {
             "{} mismatches out of {checked} encodings (first {}):\n{}",
             report.len(),
             shown.len(),
-            shown.iter().map(|s| s.as_str()).collect::<Vec<_>>().join("\n")
+            shown
+                .iter()
+                .map(|s| s.as_str())
+                .collect::<Vec<_>>()
+                .join("\n")
         );
     }
 }
@@ -260,15 +297,123 @@ fn corpus_cases_and_goldens_match_hf_on_every_tokenizer() {
     let reference = hf_reference(&files, &texts, true);
     let mut report = Vec::new();
     for (file, r) in files.iter().zip(&reference) {
-        let label = file.strip_prefix(workspace_root()).unwrap_or(file).display().to_string();
+        let label = file
+            .strip_prefix(workspace_root())
+            .unwrap_or(file)
+            .display()
+            .to_string();
         let tok = load(file);
         report.extend(compare(&label, &tok, &texts, r));
         // Rebuilt from its parts (what a GGUF carries), it must encode the same.
         let rebuilt = Tokenizer::from_parts(tok.parts().clone())
             .unwrap_or_else(|e| panic!("{label}: from_parts: {e}"));
-        report.extend(compare(&format!("{label} (from_parts)"), &rebuilt, &texts, r));
+        report.extend(compare(
+            &format!("{label} (from_parts)"),
+            &rebuilt,
+            &texts,
+            r,
+        ));
     }
     assert_clean(report, files.len() * texts.len() * 2);
+}
+
+/// Variants of the shipped files that switch on what they leave off: ModernBERT-style `[MASK]`
+/// with lstrip, rstrip, single_word and normalized (non-special) added tokens, ignore_merges,
+/// add_prefix_space, no regex, no normalizer.
+fn variants(dir: &Path) -> Vec<PathBuf> {
+    let root = workspace_root();
+    let base = |rel: &str| -> Value {
+        serde_json::from_str(&read(&root.join(rel))).unwrap_or_else(|e| panic!("{rel}: {e}"))
+    };
+    let token = |id: u32,
+                 content: &str,
+                 special: bool,
+                 lstrip: bool,
+                 rstrip: bool,
+                 normalized: bool,
+                 single_word: bool| {
+        serde_json::json!({"id": id, "content": content, "single_word": single_word,
+            "lstrip": lstrip, "rstrip": rstrip, "normalized": normalized, "special": special})
+    };
+    let mut out = Vec::new();
+    let mut save = |name: &str, v: Value| {
+        let path = dir.join(format!("{name}.json"));
+        std::fs::write(&path, v.to_string()).unwrap_or_else(|e| panic!("{name}: {e}"));
+        out.push(path);
+    };
+
+    let mut v = base("models/s1-pico/tokenizer/tokenizer.json");
+    v["added_tokens"][4]["lstrip"] = true.into();
+    let n = v["model"]["vocab"].as_object().map_or(0, |m| m.len()) as u32;
+    let extra = [
+        token(n, "café", false, false, false, true, false),
+        token(n + 1, "<r>", true, false, true, false, false),
+        token(n + 2, "cat", false, false, false, true, true),
+        token(n + 3, "\u{2126}hm", false, false, false, true, false),
+        token(n + 4, " ha", false, true, true, true, false),
+    ];
+    if let Some(list) = v["added_tokens"].as_array_mut() {
+        list.extend(extra);
+    }
+    save("added_flags", v);
+
+    let mut v = base("fixtures/laya-ref/tokenizers/bpe2048/tokenizer.json");
+    v["model"]["ignore_merges"] = true.into();
+    v["pre_tokenizer"]["add_prefix_space"] = true.into();
+    save("ignore_merges_prefix_space", v);
+
+    let mut v = base("models/s1-pico/tokenizer/tokenizer.json");
+    v["pre_tokenizer"]["use_regex"] = false.into();
+    v["normalizer"] = Value::Null;
+    save("no_regex_no_nfc", v);
+    out
+}
+
+fn added_token_texts() -> Vec<String> {
+    [
+        "a [MASK] b",
+        "a\t \u{a0}[MASK]  b",
+        "[MASK]",
+        " [MASK]",
+        "x[MASK]",
+        "<r>  x",
+        "<r>\n\ny",
+        "a <r> [MASK] b",
+        "<r>   [MASK]",
+        "café",
+        "cafe\u{301} au lait",
+        "un café.",
+        "cat",
+        "concat cat catalog cat_ 1cat cat1 cat! (cat) écat catᵃ",
+        "\u{2126}hm \u{3a9}hm",
+        "ha ha  ha\tha",
+        "aha ha",
+        " ha",
+        "ha",
+        "  ha  ",
+        "[CLS] cat [SEP] café [MASK] <r> ha",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
+#[test]
+fn added_token_flags_and_model_options_match_hf() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+    let files = variants(dir.path());
+    let mut texts = corpus();
+    texts.extend(added_token_texts());
+    let reference = hf_reference(&files, &texts, true);
+    let mut report = Vec::new();
+    for (file, r) in files.iter().zip(&reference) {
+        let label = file
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        report.extend(compare(&label, &load(file), &texts, r));
+    }
+    assert_clean(report, files.len() * texts.len());
 }
 
 /// Every Unicode scalar value of planes 0-3 and 14 (and a sample of the rest) in contexts that

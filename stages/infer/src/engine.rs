@@ -1,0 +1,157 @@
+//! [`Engine`]: a model, its tokenizer, special tokens and temperatures; answers questions.
+
+use crate::answer::{answer, probabilities};
+use crate::config::{ModelConfig, QType, Temperatures};
+use crate::error::{bad_request, InferError, Result};
+use crate::forward::{forward, Observer, Workspace};
+use crate::kernels::Isa;
+use crate::model::Model;
+use crate::sequence::{build_sequence, encode_state, Budget, Question, Sequence, SpecialTokens, TextEncoder};
+use serde::Serialize;
+use serde_json::{json, Map, Value};
+
+/// Version of the engine's numerics; part of golden cache keys.
+pub const ENGINE_VERSION: &str = concat!("sky-infer ", env!("CARGO_PKG_VERSION"), " f32-v1");
+
+/// A loaded decision model ready to answer.
+pub struct Engine {
+    /// Name reported in responses (file or directory name).
+    pub name: String,
+    /// Weights and hyperparameters.
+    pub model: Model,
+    /// Tokenizer.
+    pub tokenizer: Box<dyn TextEncoder>,
+    /// CLS / SEP / MASK.
+    pub special: SpecialTokens,
+    /// Temperatures (Laya buckets).
+    pub temperatures: Temperatures,
+    /// Instruction set of the matrix products.
+    pub isa: Isa,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine").field("name", &self.name).field("config", &self.model.config).field("isa", &self.isa).finish()
+    }
+}
+
+/// Everything computed for one question (the `--requests` line and golden comparison).
+#[derive(Debug, Clone, Serialize)]
+pub struct CaseResult {
+    /// Token ids.
+    pub ids: Vec<u32>,
+    /// Marker positions.
+    pub markers: Vec<usize>,
+    /// Raw scores at the markers (before temperature).
+    pub scores: Vec<f32>,
+    /// Temperature bucket used (Laya name).
+    pub temperature_bucket: String,
+    /// Temperature applied (after clamping).
+    pub temperature: f64,
+    /// Softmax probabilities in option order.
+    pub probabilities: Vec<f32>,
+    /// The answer object.
+    pub answer: Value,
+}
+
+impl Engine {
+    /// Assemble an engine from parts (the loaders call this).
+    pub fn new(name: String, model: Model, tokenizer: Box<dyn TextEncoder>, special: SpecialTokens, temperatures: Temperatures) -> Engine {
+        Engine { name, model, tokenizer, special, temperatures, isa: Isa::detect() }
+    }
+
+    /// The model's hyperparameters.
+    pub fn config(&self) -> &ModelConfig {
+        &self.model.config
+    }
+
+    fn budget(&self) -> Budget {
+        Budget { max_len: self.model.config.max_len, max_head_tokens: self.model.config.max_head_tokens }
+    }
+
+    /// Build the sequence of one question over a state.
+    pub fn sequence(&self, q: &Question, state: &Value, path: &str) -> Result<Sequence> {
+        let (state_ids, left) = encode_state(self.tokenizer.as_ref(), &self.special, state);
+        build_sequence(self.tokenizer.as_ref(), &self.special, self.budget(), q, &state_ids, left, path)
+    }
+
+    /// Raw scores of a built sequence.
+    pub fn scores(&self, ws: &mut Workspace, seq: &Sequence, qtype: QType, observer: Option<Observer<'_>>) -> Result<Vec<f32>> {
+        Ok(forward(&self.model, self.isa, ws, &seq.ids, &seq.markers, qtype, observer)?.to_vec())
+    }
+
+    /// Answer one question (sequence, forward, temperature, softmax, answer object).
+    pub fn run_question(&self, ws: &mut Workspace, q: &Question, state: &Value, path: &str) -> Result<CaseResult> {
+        let seq = self.sequence(q, state, path)?;
+        let scores = self.scores(ws, &seq, q.qtype, None)?;
+        let t = self.temperatures.pick(q.qtype, seq.markers.len());
+        let p = probabilities(&scores, t.applied);
+        Ok(CaseResult {
+            answer: answer(q, &p),
+            ids: seq.ids,
+            markers: seq.markers,
+            scores,
+            temperature_bucket: t.bucket,
+            temperature: t.applied,
+            probabilities: p,
+        })
+    }
+
+    /// One `--requests` case line (`{"id", "type", "instructions", "criteria", "state"}`).
+    pub fn run_case(&self, ws: &mut Workspace, case: &Value) -> Result<(String, CaseResult)> {
+        let id = match case.get("id") {
+            Some(Value::String(s)) => s.clone(),
+            Some(other) => other.to_string(),
+            None => return Err(bad_request("id", "missing")),
+        };
+        let q = Question::parse(&id, case)?;
+        let state = case.get("state").ok_or_else(|| bad_request(format!("{id}.state"), "missing"))?;
+        let r = self.run_question(ws, &q, state, &id)?;
+        Ok((id, r))
+    }
+
+    /// Answer a `/v1/systemone` request (spec 5.1) with the response shape (5.2).
+    pub fn systemone(&self, ws: &mut Workspace, request: &Value) -> Result<Value> {
+        let obj = request.as_object().ok_or_else(|| bad_request("request", "must be a JSON object with state and questions"))?;
+        let state = match obj.get("state") {
+            None | Some(Value::Null) => return Err(bad_request("state", "missing (any JSON value except null)")),
+            Some(s) => s,
+        };
+        let questions = match obj.get("questions") {
+            Some(Value::Object(q)) if !q.is_empty() => q,
+            Some(Value::Object(_)) => return Err(bad_request("questions", "must not be empty")),
+            _ => return Err(bad_request("questions", "missing: an object of question id -> {type, instructions, criteria}")),
+        };
+        // Validate every question before running any.
+        let parsed: Vec<(String, Question)> = questions
+            .iter()
+            .map(|(id, def)| Question::parse(&format!("questions.{id}"), def).map(|q| (id.clone(), q)))
+            .collect::<Result<_>>()?;
+        let (state_ids, left) = encode_state(self.tokenizer.as_ref(), &self.special, state);
+        let mut answers = Map::new();
+        let mut tokens = 0usize;
+        for (id, q) in &parsed {
+            let path = format!("questions.{id}");
+            let seq = build_sequence(self.tokenizer.as_ref(), &self.special, self.budget(), q, &state_ids, left, &path)?;
+            tokens += seq.ids.len();
+            let scores = self.scores(ws, &seq, q.qtype, None)?;
+            let t = self.temperatures.pick(q.qtype, seq.markers.len());
+            answers.insert(id.clone(), answer(q, &probabilities(&scores, t.applied)));
+        }
+        Ok(json!({
+            "model": self.name,
+            "answers": answers,
+            "usage": {"input_tokens": tokens, "output_tokens": 0},
+        }))
+    }
+}
+
+/// The JSON error object of spec 5.4 for an error of this crate.
+pub fn error_response(err: &InferError) -> Value {
+    let (code, kind) = match err {
+        InferError::BadRequest { .. } => (400, "invalid_request_error"),
+        InferError::NotDecisionModel { .. } => (501, "not_supported_error"),
+        _ => (500, "server_error"),
+    };
+    json!({"error": {"code": code, "message": err.to_string(), "type": kind}})
+}

@@ -1,0 +1,230 @@
+//! Loading an [`Engine`] from GGUF bytes (core, no filesystem) and, with the `std-fs`
+//! feature, from a `.gguf` file or a Laya checkpoint directory.
+
+use crate::config::{ModelConfig, Temperatures};
+use crate::engine::Engine;
+use crate::error::{InferError, Result};
+use crate::model::Model;
+use crate::sequence::SpecialTokens;
+use sky_gguf::{GgufFile, Value as GValue};
+
+fn upstream(component: &'static str, e: impl std::fmt::Display) -> InferError {
+    InferError::Upstream { component, message: e.to_string() }
+}
+
+/// Laya bucket name from a GGUF temperature key suffix (`choice.3_5` -> `choice:3-5`,
+/// `choice.11` -> `choice:11+`).
+pub fn laya_bucket_from_gguf(suffix: &str) -> Option<String> {
+    let (t, size) = suffix.split_once('.')?;
+    let size = match size {
+        "2" => "2",
+        "3_5" => "3-5",
+        "6_10" => "6-10",
+        "11" => "11+",
+        _ => return None,
+    };
+    Some(format!("{t}:{size}"))
+}
+
+struct Meta<'f, 'a> {
+    f: &'f GgufFile<'a>,
+    arch: String,
+}
+
+impl Meta<'_, '_> {
+    fn key(&self, k: &str) -> String {
+        format!("{}.{k}", self.arch)
+    }
+    fn get(&self, k: &str) -> Option<&GValue> {
+        self.f.get(&self.key(k))
+    }
+    fn req_u(&self, k: &str) -> Result<usize> {
+        let v = self.get(k).ok_or_else(|| InferError::MissingKey { source: "GGUF".into(), key: self.key(k) })?;
+        v.as_u64().map(|x| x as usize).ok_or_else(|| InferError::BadValue {
+            key: self.key(k),
+            message: format!("expected an unsigned integer, found {:?}", v.value_type()),
+        })
+    }
+    fn opt_u(&self, k: &str) -> Result<Option<usize>> {
+        match self.get(k) {
+            None => Ok(None),
+            Some(_) => self.req_u(k).map(Some),
+        }
+    }
+    fn opt_f(&self, k: &str) -> Result<Option<f64>> {
+        match self.get(k) {
+            None => Ok(None),
+            Some(v) => v.as_f64().map(Some).ok_or_else(|| InferError::BadValue {
+                key: self.key(k),
+                message: format!("expected a float, found {:?}", v.value_type()),
+            }),
+        }
+    }
+}
+
+fn gguf_u32(f: &GgufFile<'_>, key: &str) -> Result<u32> {
+    let v = f.get(key).ok_or_else(|| InferError::MissingKey { source: "GGUF".into(), key: key.into() })?;
+    v.as_u32().ok_or_else(|| InferError::BadValue { key: key.into(), message: "expected a u32 token id".into() })
+}
+
+/// Build an engine from the bytes of a GGUF written for a Laya decision model
+/// (`modern-bert` with `decision.type = "laya"`). F32/F16/BF16/Q8_0 tensors are decoded to f32.
+pub fn engine_from_gguf(bytes: &[u8], name: String) -> Result<Engine> {
+    let f = GgufFile::parse(bytes).map_err(|e| upstream("gguf", e))?;
+    let arch = f
+        .get("general.architecture")
+        .and_then(GValue::as_str)
+        .ok_or_else(|| InferError::MissingKey { source: "GGUF".into(), key: "general.architecture".into() })?
+        .to_string();
+    let m = Meta { f: &f, arch };
+    match m.get("decision.type").and_then(GValue::as_str) {
+        Some("laya") => {}
+        Some(other) => {
+            return Err(InferError::NotDecisionModel { message: format!("{} is {other:?}; only \"laya\" is supported", m.key("decision.type")) })
+        }
+        None => return Err(InferError::NotDecisionModel { message: format!("the file has no {} key", m.key("decision.type")) }),
+    }
+    let n_layer = m.req_u("block_count")?;
+    let n_dec = m.req_u("decision.block_count")?;
+    if n_dec >= n_layer {
+        return Err(InferError::BadValue {
+            key: m.key("decision.block_count"),
+            message: format!("{n_dec} head blocks leave no encoder in {n_layer} blocks"),
+        });
+    }
+    let n_enc = n_layer - n_dec;
+    let hidden = m.req_u("embedding_length")?;
+    let ff_key = m.key("feed_forward_length");
+    let intermediate = match m.get("feed_forward_length") {
+        Some(GValue::Array(a)) => a.items.first().and_then(GValue::as_u64).map(|x| x as usize),
+        Some(v) => v.as_u64().map(|x| x as usize),
+        None => None,
+    }
+    .ok_or_else(|| InferError::MissingKey { source: "GGUF".into(), key: ff_key })?;
+    let pattern = m.opt_u("attention.sliding_window_pattern")?.unwrap_or(3).max(1);
+    let window = m.opt_u("attention.sliding_window")?.unwrap_or(0);
+    let eps = match m.opt_f("attention.layer_norm_epsilon")? {
+        Some(e) => e,
+        None => m.opt_f("attention.layer_norm_rms_epsilon")?.unwrap_or(1e-5),
+    };
+    let rope_global = m.opt_f("rope.freq_base")?.unwrap_or(160_000.0);
+    let cfg = ModelConfig {
+        hidden,
+        vocab: m.opt_u("vocab_size")?.map_or_else(
+            || f.tensor("token_embd.weight").map(|t| t.shape()[0] as usize).ok_or(InferError::MissingTensor { name: "token_embd.weight".into() }),
+            Ok,
+        )?,
+        n_enc,
+        enc_heads: m.req_u("attention.head_count")?,
+        intermediate,
+        n_head_layers: n_dec,
+        head_heads: (hidden / 64).max(1),
+        eps: eps as f32,
+        global_layers: (0..n_enc).map(|i| window == 0 || i % pattern == 0).collect(),
+        local_attention: if window == 0 { usize::MAX / 4 } else { window },
+        rope_global: rope_global as f32,
+        rope_local: m.opt_f("rope.freq_base_swa")?.unwrap_or(rope_global) as f32,
+        max_len: m.opt_u("decision.max_tokens")?.unwrap_or(512),
+        max_head_tokens: m.opt_u("decision.max_head_tokens")?.unwrap_or(256),
+    };
+    let mut temps = Temperatures::default();
+    let prefix = m.key("decision.temperature.");
+    for (k, v) in f.metadata.iter() {
+        let Some(suffix) = k.strip_prefix(&prefix) else { continue };
+        let t = v.as_f64().ok_or_else(|| InferError::BadValue { key: k.clone(), message: "expected a float temperature".into() })?;
+        match suffix {
+            "choice" => temps.by_type[0] = Some(t),
+            "score" => temps.by_type[1] = Some(t),
+            "noul" => temps.by_type[2] = Some(t),
+            other => {
+                if let Some(b) = laya_bucket_from_gguf(other) {
+                    temps.by_bucket.push((b, t));
+                }
+            }
+        }
+    }
+    let src = |name: &str| -> Result<Option<(Vec<usize>, Vec<f32>)>> {
+        let Some(t) = f.tensor(name) else { return Ok(None) };
+        let shape = t.shape().iter().map(|&x| x as usize).collect();
+        let data = t.to_f32().map_err(|e| InferError::BadTensor { name: name.into(), message: e.to_string() })?;
+        Ok(Some((shape, data)))
+    };
+    let model = Model::build(cfg, &src)?;
+    let tok = sky_laya::tokenizer_from_gguf(&f).map_err(|e| upstream("tokenizer", e))?;
+    let mask = gguf_u32(&f, "tokenizer.ggml.mask_token_id")?;
+    let sep = gguf_u32(&f, "tokenizer.ggml.seperator_token_id")?;
+    let mask_text = tok
+        .id_to_token(mask)
+        .ok_or_else(|| InferError::BadValue { key: "tokenizer.ggml.mask_token_id".into(), message: format!("id {mask} is not in the vocabulary") })?
+        .to_string();
+    // The CLS id has no GGUF key: take the text the systemone template starts with.
+    let cls = f
+        .get("tokenizer.chat_template.systemone")
+        .and_then(GValue::as_str)
+        .and_then(|t| t.split("{{").next())
+        .and_then(|text| tok.token_to_id(text))
+        .map(Ok)
+        .unwrap_or_else(|| gguf_u32(&f, "tokenizer.ggml.bos_token_id"))?;
+    let special = SpecialTokens { cls, sep, mask, mask_text };
+    Ok(Engine::new(name, model, Box::new(tok), special, temps))
+}
+
+#[cfg(feature = "std-fs")]
+mod fs {
+    use super::*;
+    use std::path::Path;
+
+    fn io(path: &Path, e: impl std::fmt::Display) -> InferError {
+        InferError::Io { path: path.display().to_string(), message: e.to_string() }
+    }
+
+    fn file_name(path: &Path) -> String {
+        path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| path.display().to_string())
+    }
+
+    /// Load a Laya checkpoint directory (safetensors computed in f32).
+    pub fn engine_from_laya_dir(dir: &Path) -> Result<Engine> {
+        let read_json = |rel: &str| -> Result<serde_json::Value> {
+            let p = dir.join(rel);
+            let text = std::fs::read_to_string(&p).map_err(|e| io(&p, e))?;
+            serde_json::from_str(&text).map_err(|e| io(&p, format!("invalid JSON: {e}")))
+        };
+        let enc = read_json("encoder/config.json")?;
+        let agent = read_json("rl_agent_config.json")?;
+        let cfg = ModelConfig::from_laya_json(&enc, &agent)?;
+        let ckpt = sky_laya::LayaCheckpoint::open(dir).map_err(|e| upstream("laya checkpoint", e))?;
+        let mut map = std::collections::HashMap::new();
+        for (gguf, _pt, shape, data) in ckpt.iter_f32() {
+            map.insert(gguf.to_string(), (shape.to_vec(), data));
+        }
+        let lookup = |name: &str| -> Result<Option<(Vec<usize>, Vec<f32>)>> { Ok(map.get(name).cloned()) };
+        let model = Model::build(cfg, &lookup)?;
+        let tk = &ckpt.tokenizer;
+        let tok = tk.tokenizer().map_err(|e| upstream("tokenizer", e))?;
+        let id_of = |key: &str| -> Result<(u32, String)> {
+            let text = tk.special_text(key).map_err(|e| upstream("tokenizer", e))?;
+            let id = tk.added_id(&text).ok_or_else(|| InferError::BadValue { key: key.into(), message: format!("{text:?} has no id") })?;
+            Ok((id, text))
+        };
+        let (cls, _) = id_of("cls_token")?;
+        let (sep, _) = id_of("sep_token")?;
+        let (mask, mask_text) = id_of("mask_token")?;
+        let temps = Temperatures::from_laya_json(&agent);
+        Ok(Engine::new(file_name(dir), model, Box::new(tok), SpecialTokens { cls, sep, mask, mask_text }, temps))
+    }
+
+    /// Load a `.gguf` file or a Laya directory.
+    pub fn open(path: &Path) -> Result<Engine> {
+        if path.is_dir() {
+            return engine_from_laya_dir(path);
+        }
+        let bytes = std::fs::read(path).map_err(|e| io(path, e))?;
+        engine_from_gguf(&bytes, file_name(path)).map_err(|e| match e {
+            InferError::Upstream { component, message } => InferError::Upstream { component, message: format!("{}: {message}", path.display()) },
+            other => other,
+        })
+    }
+}
+
+#[cfg(feature = "std-fs")]
+pub use fs::{engine_from_laya_dir, open};

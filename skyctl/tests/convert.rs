@@ -27,21 +27,41 @@ fn python() -> PathBuf {
 }
 
 fn text(o: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
 }
 
 fn check_with_python(src: &Path, gguf: &Path, ftype: &str, head: &str, keys: bool) {
     let py = python();
     let mut c = Command::new(&py);
-    c.arg(root().join("skyctl/tests/convert_check.py")).arg(src).arg(gguf).arg(ftype).arg(head);
+    c.arg(root().join("skyctl/tests/convert_check.py"))
+        .arg(src)
+        .arg(gguf)
+        .arg(ftype)
+        .arg(head);
     if keys {
         c.arg("--keys-s1-pico");
     }
-    let out = c
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {} (set SKYCTL_TEST_PYTHON to a python with gguf, numpy, tokenizers): {e}", py.display()));
-    assert!(out.status.success(), "gguf-py check of {} failed:\n{}", gguf.display(), text(&out));
-    assert!(String::from_utf8_lossy(&out.stdout).starts_with("OK"), "{}", text(&out));
+    let out = c.output().unwrap_or_else(|e| {
+        panic!(
+            "cannot run {} (set SKYCTL_TEST_PYTHON to a python with gguf, numpy, tokenizers): {e}",
+            py.display()
+        )
+    });
+    assert!(
+        out.status.success(),
+        "gguf-py check of {} failed:\n{}",
+        gguf.display(),
+        text(&out)
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stdout).starts_with("OK"),
+        "{}",
+        text(&out)
+    );
 }
 
 fn convert_ok(src: &Path, out: &Path, extra: &[&str]) -> String {
@@ -50,7 +70,12 @@ fn convert_ok(src: &Path, out: &Path, extra: &[&str]) -> String {
         args.push(e);
     }
     let o = skyctl(&args);
-    assert!(o.status.success(), "convert {} {extra:?} failed: {}", src.display(), text(&o));
+    assert!(
+        o.status.success(),
+        "convert {} {extra:?} failed: {}",
+        src.display(),
+        text(&o)
+    );
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
@@ -58,7 +83,13 @@ fn convert_ok(src: &Path, out: &Path, extra: &[&str]) -> String {
 fn reference_conversions_read_back_equal_to_the_source_in_gguf_py() {
     let dir = tempfile::tempdir().unwrap();
     let pico = root().join("models/s1-pico");
-    for (ftype, head) in [("f16", "f32"), ("q8_0", "f32"), ("bf16", "q8_0"), ("f32", "bf16"), ("q8_0", "f16")] {
+    for (ftype, head) in [
+        ("f16", "f32"),
+        ("q8_0", "f32"),
+        ("bf16", "q8_0"),
+        ("f32", "bf16"),
+        ("q8_0", "f16"),
+    ] {
         let out = dir.path().join(format!("pico-{ftype}-{head}.gguf"));
         convert_ok(&pico, &out, &["--type", ftype, "--head-type", head]);
         check_with_python(&pico, &out, ftype, head, true);
@@ -67,7 +98,11 @@ fn reference_conversions_read_back_equal_to_the_source_in_gguf_py() {
     let out = dir.path().join("pico-f32src-q8.gguf");
     convert_ok(&f32_src, &out, &["--type", "q8_0"]);
     check_with_python(&f32_src, &out, "q8_0", "f32", false);
-    for (model, ftype) in [("s1-nano", "q8_0"), ("s1-micro", "f16"), ("s1-micro", "q8_0")] {
+    for (model, ftype) in [
+        ("s1-nano", "q8_0"),
+        ("s1-micro", "f16"),
+        ("s1-micro", "q8_0"),
+    ] {
         let src = root().join("models").join(model);
         let out = dir.path().join(format!("{model}-{ftype}.gguf"));
         convert_ok(&src, &out, &["--type", ftype]);
@@ -79,7 +114,9 @@ fn reference_conversions_read_back_equal_to_the_source_in_gguf_py() {
 fn bf16_source_reads_back_equal() {
     let dir = tempfile::tempdir().unwrap();
     let src = dir.path().join("nano-bf16");
-    let o = skyctl(&[&"random", &"s1-nano", &src, &"--dtype", &"bf16", &"--seed", &"3"]);
+    let o = skyctl(&[
+        &"random", &"s1-nano", &src, &"--dtype", &"bf16", &"--seed", &"3",
+    ]);
     assert!(o.status.success(), "{}", text(&o));
     for (ftype, head) in [("bf16", "f32"), ("q8_0", "bf16")] {
         let out = dir.path().join(format!("nano-{ftype}.gguf"));
@@ -95,15 +132,33 @@ fn s1_pico_has_the_seed_numbers_and_is_byte_deterministic() {
     let sub = dir.path().join("elsewhere");
     std::fs::create_dir(&sub).unwrap();
     let b = sub.join("b.gguf");
-    let line = convert_ok(&root().join("models/s1-pico"), &a, &["--name", "skycmd-s1-pico"]);
-    assert!(line.contains("33 tensors, 202305 parameters, 514308 bytes of tensor data"), "{line}");
-    convert_ok(&root().join("models/s1-pico"), &b, &["--name", "skycmd-s1-pico"]);
+    let line = convert_ok(
+        &root().join("models/s1-pico"),
+        &a,
+        &["--name", "skycmd-s1-pico"],
+    );
+    assert!(
+        line.contains("33 tensors, 202305 parameters, 514308 bytes of tensor data"),
+        "{line}"
+    );
+    convert_ok(
+        &root().join("models/s1-pico"),
+        &b,
+        &["--name", "skycmd-s1-pico"],
+    );
     let (ba, bb) = (std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
     assert!(ba == bb, "two conversions differ");
     // the f32 copy of the checkpoint holds the same values: the same file
     let c = dir.path().join("c.gguf");
-    convert_ok(&root().join("fixtures/laya-ref/s1-pico-f32"), &c, &["--name", "skycmd-s1-pico"]);
-    assert!(std::fs::read(&c).unwrap() == ba, "f16 and f32 sources of the same values differ");
+    convert_ok(
+        &root().join("fixtures/laya-ref/s1-pico-f32"),
+        &c,
+        &["--name", "skycmd-s1-pico"],
+    );
+    assert!(
+        std::fs::read(&c).unwrap() == ba,
+        "f16 and f32 sources of the same values differ"
+    );
 
     let f = sky_gguf::GgufFile::parse(&ba).unwrap();
     assert_eq!(f.tensors.len(), 33);
@@ -112,19 +167,40 @@ fn s1_pico_has_the_seed_numbers_and_is_byte_deterministic() {
     assert_eq!(u("modern-bert.block_count"), Some(3));
     assert_eq!(u("modern-bert.decision.block_count"), Some(1));
     assert_eq!(u("general.alignment"), Some(32));
-    assert_eq!(f.get("general.name").and_then(|v| v.as_str()), Some("skycmd-s1-pico"));
+    assert_eq!(
+        f.get("general.name").and_then(|v| v.as_str()),
+        Some("skycmd-s1-pico")
+    );
     let t = |n: &str| f.tensor(n).map(|t| (t.dims.clone(), t.ty.name()));
-    assert_eq!(t("token_embd.weight"), Some((vec![64, 1024], "F16".to_string())));
-    assert_eq!(t("blk.0.attn_qkv.weight"), Some((vec![64, 192], "F16".to_string())));
-    assert_eq!(t("blk.2.attn_qkv.weight"), Some((vec![64, 192], "F32".to_string())));
-    assert_eq!(t("cls.output.weight"), Some((vec![64, 1], "F32".to_string())));
+    assert_eq!(
+        t("token_embd.weight"),
+        Some((vec![64, 1024], "F16".to_string()))
+    );
+    assert_eq!(
+        t("blk.0.attn_qkv.weight"),
+        Some((vec![64, 192], "F16".to_string()))
+    );
+    assert_eq!(
+        t("blk.2.attn_qkv.weight"),
+        Some((vec![64, 192], "F32".to_string()))
+    );
+    assert_eq!(
+        t("cls.output.weight"),
+        Some((vec![64, 1], "F32".to_string()))
+    );
     // default general.name is the directory name
     let d = dir.path().join("d.gguf");
     convert_ok(&root().join("models/s1-pico"), &d, &["--pre", "other-pre"]);
     let bd = std::fs::read(&d).unwrap();
     let fd = sky_gguf::GgufFile::parse(&bd).unwrap();
-    assert_eq!(fd.get("general.name").and_then(|v| v.as_str()), Some("s1-pico"));
-    assert_eq!(fd.get("tokenizer.ggml.pre").and_then(|v| v.as_str()), Some("other-pre"));
+    assert_eq!(
+        fd.get("general.name").and_then(|v| v.as_str()),
+        Some("s1-pico")
+    );
+    assert_eq!(
+        fd.get("tokenizer.ggml.pre").and_then(|v| v.as_str()),
+        Some("other-pre")
+    );
 }
 
 // ---- bad input ----
@@ -142,9 +218,22 @@ fn read_st(path: &Path) -> St {
             continue;
         }
         let off = info["data_offsets"].as_array().unwrap();
-        let (a, b) = (off[0].as_u64().unwrap() as usize, off[1].as_u64().unwrap() as usize);
-        let shape = info["shape"].as_array().unwrap().iter().map(|d| d.as_u64().unwrap() as usize).collect();
-        out.push((name.clone(), info["dtype"].as_str().unwrap().to_string(), shape, raw[8 + n + a..8 + n + b].to_vec()));
+        let (a, b) = (
+            off[0].as_u64().unwrap() as usize,
+            off[1].as_u64().unwrap() as usize,
+        );
+        let shape = info["shape"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d.as_u64().unwrap() as usize)
+            .collect();
+        out.push((
+            name.clone(),
+            info["dtype"].as_str().unwrap().to_string(),
+            shape,
+            raw[8 + n + a..8 + n + b].to_vec(),
+        ));
     }
     out
 }
@@ -194,7 +283,10 @@ fn expect_refusal(src: &Path, out_dir: &Path, extra: &[&str], needles: &[&str]) 
     for n in needles {
         assert!(msg.contains(n), "message lacks {n:?}: {msg}");
     }
-    let left: Vec<_> = std::fs::read_dir(out_dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+    let left: Vec<_> = std::fs::read_dir(out_dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
     assert!(left.is_empty(), "files left behind: {left:?}");
 }
 
@@ -220,12 +312,27 @@ fn missing_files_and_keys() {
     let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&cfg).unwrap()).unwrap();
     v.as_object_mut().unwrap().remove("hidden_size");
     std::fs::write(&cfg, v.to_string()).unwrap();
-    expect_refusal(&src, &t.join("o3"), &[], &["encoder/config.json", "\"hidden_size\"", "missing"]);
+    expect_refusal(
+        &src,
+        &t.join("o3"),
+        &[],
+        &["encoder/config.json", "\"hidden_size\"", "missing"],
+    );
     let agent = src.join("rl_agent_config.json");
     std::fs::write(&agent, "{\"head_layers\": \"two\"}").unwrap();
-    expect_refusal(&src, &t.join("o4"), &[], &["rl_agent_config.json", "\"head_layers\""]);
+    expect_refusal(
+        &src,
+        &t.join("o4"),
+        &[],
+        &["rl_agent_config.json", "\"head_layers\""],
+    );
     std::fs::write(&agent, "{not json").unwrap();
-    expect_refusal(&src, &t.join("o5"), &[], &["rl_agent_config.json", "invalid JSON"]);
+    expect_refusal(
+        &src,
+        &t.join("o5"),
+        &[],
+        &["rl_agent_config.json", "invalid JSON"],
+    );
     std::fs::remove_file(src.join("tokenizer/tokenizer_config.json")).unwrap();
 }
 
@@ -238,10 +345,18 @@ fn wrong_shape_unknown_dtype_and_missing_tensor() {
     let orig = read_st(&st_path);
 
     let mut bad = orig.clone();
-    let e = bad.iter_mut().find(|e| e.0 == "encoder.layers.1.mlp.Wo.weight").unwrap();
+    let e = bad
+        .iter_mut()
+        .find(|e| e.0 == "encoder.layers.1.mlp.Wo.weight")
+        .unwrap();
     e.2 = vec![128, 64];
     write_st(&st_path, &bad);
-    expect_refusal(&src, &t.join("o1"), &[], &["encoder.layers.1.mlp.Wo.weight", "[128, 64]", "[64, 128]"]);
+    expect_refusal(
+        &src,
+        &t.join("o1"),
+        &[],
+        &["encoder.layers.1.mlp.Wo.weight", "[128, 64]", "[64, 128]"],
+    );
 
     let mut bad = orig.clone();
     let e = bad.iter_mut().find(|e| e.0 == "scorer.1.bias").unwrap();
@@ -249,17 +364,41 @@ fn wrong_shape_unknown_dtype_and_missing_tensor() {
     write_st(&st_path, &bad);
     expect_refusal(&src, &t.join("o2"), &[], &["scorer.1.bias", "dtype", "I32"]);
 
-    let bad: St = orig.iter().filter(|e| e.0 != "type_emb.weight").cloned().collect();
+    let bad: St = orig
+        .iter()
+        .filter(|e| e.0 != "type_emb.weight")
+        .cloned()
+        .collect();
     write_st(&st_path, &bad);
-    expect_refusal(&src, &t.join("o3"), &[], &["missing tensor", "type_emb.weight"]);
+    expect_refusal(
+        &src,
+        &t.join("o3"),
+        &[],
+        &["missing tensor", "type_emb.weight"],
+    );
 
     let mut bad = orig.clone();
-    bad.push(("encoder.extra.weight".into(), "F32".into(), vec![2], vec![0; 8]));
+    bad.push((
+        "encoder.extra.weight".into(),
+        "F32".into(),
+        vec![2],
+        vec![0; 8],
+    ));
     write_st(&st_path, &bad);
-    expect_refusal(&src, &t.join("o4"), &[], &["encoder.extra.weight", "not part of a Laya checkpoint"]);
+    expect_refusal(
+        &src,
+        &t.join("o4"),
+        &[],
+        &["encoder.extra.weight", "not part of a Laya checkpoint"],
+    );
 
     std::fs::write(&st_path, b"\x10\x00\x00\x00\x00\x00\x00\x00{\"a\":").unwrap();
-    expect_refusal(&src, &t.join("o5"), &[], &["model.safetensors", "not a valid safetensors file"]);
+    expect_refusal(
+        &src,
+        &t.join("o5"),
+        &[],
+        &["model.safetensors", "not a valid safetensors file"],
+    );
 
     // extra tensors Laya checkpoints carry are fine: the act head and temperature are in `orig`
     write_st(&st_path, &orig);
@@ -274,11 +413,24 @@ fn nonfinite_weights_are_refused_unless_allowed() {
     let src = random_pico(t, "n");
     let st_path = src.join("model.safetensors");
     let mut st = read_st(&st_path);
-    let e = st.iter_mut().find(|e| e.0 == "head.layers.0.linear1.weight").unwrap();
+    let e = st
+        .iter_mut()
+        .find(|e| e.0 == "head.layers.0.linear1.weight")
+        .unwrap();
     e.3[4 * 77..4 * 78].copy_from_slice(&f32::NAN.to_le_bytes());
     e.3[4 * 90..4 * 91].copy_from_slice(&f32::INFINITY.to_le_bytes());
     write_st(&st_path, &st);
-    expect_refusal(&src, &t.join("o1"), &[], &["head.layers.0.linear1.weight", "index 77", "NaN", "--allow-nonfinite"]);
+    expect_refusal(
+        &src,
+        &t.join("o1"),
+        &[],
+        &[
+            "head.layers.0.linear1.weight",
+            "index 77",
+            "NaN",
+            "--allow-nonfinite",
+        ],
+    );
     let out = t.join("allowed.gguf");
     convert_ok(&src, &out, &["--allow-nonfinite"]);
     assert!(out.is_file());
@@ -293,11 +445,21 @@ fn tokenizer_of_another_model_type() {
     let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&tj).unwrap()).unwrap();
     v["model"]["type"] = Value::String("WordPiece".into());
     std::fs::write(&tj, v.to_string()).unwrap();
-    expect_refusal(&src, &t.join("o1"), &[], &["tokenizer.json", "WordPiece", "BPE"]);
+    expect_refusal(
+        &src,
+        &t.join("o1"),
+        &[],
+        &["tokenizer.json", "WordPiece", "BPE"],
+    );
     v["model"]["type"] = Value::String("BPE".into());
     v["pre_tokenizer"] = serde_json::json!({"type": "Metaspace", "replacement": "\u{2581}"});
     std::fs::write(&tj, v.to_string()).unwrap();
-    expect_refusal(&src, &t.join("o2"), &[], &["tokenizer.json", "pre_tokenizer", "ByteLevel"]);
+    expect_refusal(
+        &src,
+        &t.join("o2"),
+        &[],
+        &["tokenizer.json", "pre_tokenizer", "ByteLevel"],
+    );
 }
 
 #[test]
@@ -316,6 +478,15 @@ fn unwritable_output_and_bad_types() {
     let o = skyctl(&[&"convert", &src, &as_dir]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(text(&o).contains("isdir"), "{}", text(&o));
-    assert_eq!(std::fs::read_dir(t).unwrap().count(), 1, "temp files left in the output folder");
-    expect_refusal(&src, &t.join("o3"), &["--type", "q4_0"], &["q4_0", "f32, f16, bf16, q8_0"]);
+    assert_eq!(
+        std::fs::read_dir(t).unwrap().count(),
+        1,
+        "temp files left in the output folder"
+    );
+    expect_refusal(
+        &src,
+        &t.join("o3"),
+        &["--type", "q4_0"],
+        &["q4_0", "f32, f16, bf16, q8_0"],
+    );
 }

@@ -671,7 +671,7 @@ mod tests {
     fn two_writers_of_one_output() {
         let e = graph(&(cmd("a", &[], &["out/x"]) + &cmd("b", &[], &["out/x"]))).unwrap_err().to_string();
         assert!(e.contains("output `out/x` also written by node `a`"), "{e}");
-        assert!(e.starts_with("pipeline.toml:6:8:"), "{e}");
+        assert!(e.starts_with("pipeline.toml:7:8:"), "{e}");
     }
 
     #[test]

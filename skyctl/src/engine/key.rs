@@ -231,7 +231,7 @@ mod tests {
     fn pinned_key_value() {
         assert_eq!(
             material().key().hex(),
-            "6f1f0b5b2c2ed7c4e0ee0de3b1cc8f15c3b1d1a3e2e5ae87b0d8a2f6d7e8c4a1"
+            "f2349ebf8dbb5a4ad596f596befe27d665342534564f97dba9d3bcb6e0b454db"
         );
     }
 

@@ -653,14 +653,15 @@ fn kind_name(k: GoldenKind) -> &'static str {
 fn check_name(m: &Manifest, name: &Spanned<String>) -> Result<()> {
     let n = name.get_ref();
     let ok = !n.is_empty()
-        && n.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
-        && !n.starts_with('.');
+        && n.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'/'))
+        && n.split('/').all(|part| !part.is_empty() && !part.starts_with('.'))
+        && !n.starts_with("node:");
     if ok {
         Ok(())
     } else {
         Err(m.error_at(
             name.span(),
-            format!("name `{n}`: expected letters, digits, `-`, `_` or `.` (not starting with `.`)"),
+            format!("name `{n}`: expected letters, digits, `-`, `_`, `.` and `/` (no empty part, no part starting with `.`)"),
         ))
     }
 }

@@ -292,10 +292,14 @@ impl Store {
     fn restore_file(&self, d: &Digest, exec: bool, dest: &Path) -> Result<()> {
         let src = self.blob_path(d);
         fsutil::copy_verified(&src, dest, d, exec, false).map_err(|e| match e {
-            fsutil::CopyError::Corrupt { actual } => EngineError::Store {
-                path: src.clone(),
-                message: format!("blob is corrupted (content hashes to {})", actual.short()),
-            },
+            fsutil::CopyError::Corrupt { actual } => {
+                // Drop the bad blob so the re-run that follows can store a good copy.
+                let _ = std::fs::remove_file(&src);
+                EngineError::Store {
+                    path: src.clone(),
+                    message: format!("blob is corrupted (content hashes to {}); removed it", actual.short()),
+                }
+            }
             fsutil::CopyError::Io(e) if e.kind() == std::io::ErrorKind::NotFound && !src.exists() => {
                 EngineError::Store { path: src.clone(), message: "blob is missing".into() }
             }
@@ -462,6 +466,8 @@ mod tests {
         let e = store.restore(&out, &dest).unwrap_err().to_string();
         assert!(e.contains("corrupted"), "{e}");
         assert_eq!(std::fs::read(&dest).unwrap(), b"old");
+        // The bad blob is gone; the record now points at a missing blob until a re-run.
+        assert!(!store.has_blob(&d));
         assert_eq!(store.check().len(), 1);
     }
 

@@ -94,6 +94,21 @@ fn check_blocks(what: &str, len: usize) -> Result<()> {
     Ok(())
 }
 
+/// `y.round()` (halves away from zero) clamped to i8, without a libm call so the loop
+/// vectorizes. A non-finite `y` (only when d is so tiny that 1/d overflows) gives 0, as
+/// ggml's C cast and numpy's astype(int8) do on x86.
+#[inline(always)]
+fn round_to_i8(y: f32) -> i8 {
+    if !y.is_finite() {
+        return 0;
+    }
+    // Saturating truncation toward zero; for |y| < 2^23 the fraction y - t is exact.
+    let t = y as i32;
+    let frac = y - t as f32;
+    let r = t + i32::from(frac >= 0.5) - i32::from(frac <= -0.5);
+    r.clamp(-128, 127) as i8
+}
+
 /// Q8_0-quantize `x` (a multiple of 32 values) into `out` (34 bytes per 32 values), exactly
 /// as ggml's `quantize_row_q8_0_ref`: d = max|x| / 127 stored as f16, q = round(x / d) with
 /// halves away from zero, clamped to [-128, 127].
@@ -116,14 +131,7 @@ pub fn quantize_q8_0_into(x: &[f32], out: &mut [u8]) -> Result<()> {
         let id = if d != 0.0 { 1.0 / d } else { 0.0 };
         dst[..2].copy_from_slice(&f32_to_f16(d).to_le_bytes());
         for (q, &v) in dst[2..].iter_mut().zip(blk) {
-            let r = (v * id).round();
-            // A non-finite product (only when d is so tiny that 1/d overflows) gives 0, as
-            // ggml's C cast and numpy's astype(int8) do on x86.
-            *q = if r.is_finite() {
-                (r as i32).clamp(-128, 127) as i8 as u8
-            } else {
-                0
-            };
+            *q = round_to_i8(v * id) as u8;
         }
     }
     Ok(())
@@ -366,6 +374,44 @@ mod tests {
             assert!((a - b).abs() <= d * 0.51 + 1e-3, "{a} vs {b}");
         }
         assert_eq!(quantize_q8_0(&[0.0; 32]).unwrap(), vec![0u8; 34]);
+    }
+
+    #[test]
+    fn round_to_i8_matches_round_and_clamp() {
+        let mut s = 0x1234_5678u64;
+        let mut cases: Vec<f32> = vec![
+            0.5,
+            -0.5,
+            1.5,
+            -1.5,
+            2.5,
+            126.5,
+            127.49,
+            127.5,
+            -128.5,
+            -127.5,
+            0.499_999_97,
+            -0.499_999_97,
+            1e9,
+            -1e9,
+            3e38,
+            8_388_607.5,
+            0.0,
+            -0.0,
+        ];
+        for _ in 0..200_000 {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            cases.push(((s >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 300.0);
+            cases.push((s >> 50) as f32 * 0.5 - 4096.0);
+        }
+        for y in cases {
+            let want = (y.round() as i32).clamp(-128, 127) as i8;
+            assert_eq!(round_to_i8(y), want, "{y}");
+        }
+        assert_eq!(round_to_i8(f32::NAN), 0);
+        assert_eq!(round_to_i8(f32::INFINITY), 0);
     }
 
     #[test]

@@ -11,6 +11,22 @@
 //!
 //! Dimensions are kept in ggml order (innermost first); [`TensorInfo::shape`] gives the
 //! PyTorch order.
+//!
+//! ```
+//! use sky_gguf::{GgmlType, GgufFile, GgufWriter, Value};
+//!
+//! let mut w = GgufWriter::new();
+//! w.add_kv("general.architecture", "modern-bert");
+//! w.add_kv("tokenizer.ggml.tokens", Value::string_array(["<pad>", "a"]));
+//! w.add_tensor_f32("blk.0.w", vec![32, 2], GgmlType::Q8_0, &[0.5; 64])?;
+//! let bytes = w.to_bytes()?;
+//!
+//! let f = GgufFile::parse(&bytes)?;
+//! let t = f.tensor("blk.0.w").unwrap();
+//! assert_eq!((t.dims.clone(), t.shape()), (vec![32, 2], vec![2, 32]));
+//! assert_eq!(f.get("general.alignment").and_then(Value::as_u32), Some(32));
+//! # Ok::<(), sky_gguf::Error>(())
+//! ```
 
 mod dtype;
 mod error;

@@ -12,9 +12,12 @@ pub mod pyjson;
 pub mod sequence;
 pub mod error;
 pub mod forward;
+pub mod golden;
 pub mod kernels;
 pub mod model;
 pub mod weights;
+pub mod int8;
+pub mod calibrate;
 
 pub use config::{ModelConfig, QType, Temperatures};
 pub use error::{InferError, Result};

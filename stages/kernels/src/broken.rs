@@ -377,3 +377,126 @@ fn infinity_in_the_gate_is_caught() {
     let report = run_case(&seed_inputs(), |_, o| o.gate[0] = f32::INFINITY);
     assert_fails_exactly(&report, &["moe_shared_gate_scalar"]);
 }
+
+/// A plausible all-f32 implementation (what a GPU kernel computes: f32 accumulation in its
+/// own order, float libm trig, ggml's iterative RoPE angles). It must pass: the tolerances
+/// may not reject legitimate rounding.
+fn f32_outputs(inp: &Inputs) -> Outputs {
+    let mut o = Outputs::compute(inp);
+    // Q3_K: f32 partial sums per 32-column tile, then summed (a warp-style reduction).
+    let w: Vec<f32> = crate::q3k::dequantize(&inp.q3k_weight);
+    o.q3k_out = w
+        .chunks_exact(1024)
+        .map(|row| {
+            row.chunks(32)
+                .zip(inp.q3k_x.chunks(32))
+                .map(|(a, b)| a.iter().zip(b).map(|(x, y)| x * y).sum::<f32>())
+                .sum::<f32>()
+        })
+        .collect();
+    // RoPE: θ₀ = p, θᵢ₊₁ = θᵢ · powf(base, −2/64), cosf/sinf, all f32 (ggml).
+    let rope32 = |x: &[f32], p: u32| -> Vec<f32> {
+        let theta_scale = 1e7f32.powf(-2.0 / 64.0);
+        let mut out = x.to_vec();
+        for head in out.chunks_exact_mut(256) {
+            let mut theta = p as f32;
+            for i in 0..32 {
+                let (s, c) = theta.sin_cos();
+                let (x0, x1) = (head[i], head[i + 32]);
+                head[i] = x0 * c - x1 * s;
+                head[i + 32] = x0 * s + x1 * c;
+                theta *= theta_scale;
+            }
+        }
+        out
+    };
+    for (k, &p) in rope::POSITIONS.iter().enumerate() {
+        o.rope_q[k] = rope32(&inp.rope_q, p);
+        o.rope_k[k] = rope32(&inp.rope_k, p);
+    }
+    // RMSNorm: f32 sum of squares, scale = 1/sqrtf(mean + eps), (x·scale)·w.
+    let rms32 = |x: &[f32], w: &[f32]| -> Vec<f32> {
+        x.chunks_exact(w.len())
+            .flat_map(|h| {
+                let scale =
+                    1.0 / (h.iter().map(|v| v * v).sum::<f32>() / h.len() as f32 + 1e-6).sqrt();
+                h.iter()
+                    .zip(w)
+                    .map(move |(v, wd)| (v * scale) * wd)
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    };
+    o.qknorm_out = rms32(&inp.qknorm_x, &inp.qknorm_w);
+    // Routing: f32 softmax with expf; the gate as an f32 dot.
+    let max = inp
+        .moe_logits
+        .iter()
+        .fold(f32::NEG_INFINITY, |m, &l| m.max(l));
+    let e: Vec<f32> = inp.moe_logits.iter().map(|&l| (l - max).exp()).collect();
+    let sum: f32 = e.iter().sum();
+    let sel_sum: f32 = o.topk_indices.iter().map(|&i| e[i as usize] / sum).sum();
+    o.topk_weights = o
+        .topk_indices
+        .iter()
+        .map(|&i| e[i as usize] / sum / sel_sum)
+        .collect();
+    let dot: f32 = inp.gate_w.iter().zip(&inp.gate_x).map(|(a, b)| a * b).sum();
+    o.gate = vec![1.0 / (1.0 + (-dot).exp())];
+    // Recurrence in f32.
+    let s = ssm::STATE_SIZE;
+    for h in 0..ssm::N_V_HEADS {
+        let decay = inp.ssm_g[h].exp();
+        let (k, q) = (
+            &inp.ssm_k[h * s..(h + 1) * s],
+            &inp.ssm_q[h * s..(h + 1) * s],
+        );
+        for j in 0..s {
+            let base = h * s * s + j * s;
+            let mut row: Vec<f32> = inp.ssm_state[base..base + s]
+                .iter()
+                .map(|v| v * decay)
+                .collect();
+            let pred: f32 = row.iter().zip(k).map(|(r, ki)| r * ki).sum();
+            let delta = (inp.ssm_v[h * s + j] - pred) * inp.ssm_beta[h];
+            row.iter_mut().zip(k).for_each(|(r, ki)| *r += ki * delta);
+            o.ssm_y[h * s + j] =
+                row.iter().zip(q).map(|(r, qi)| r * qi).sum::<f32>() / (s as f32).sqrt();
+            o.ssm_state[base..base + s].copy_from_slice(&row);
+        }
+    }
+    // Conv and gated norm in f32.
+    for c in 0..ssm::CONV_DIM {
+        let (st, w) = (
+            &inp.conv_state[c * 3..c * 3 + 3],
+            &inp.conv_w[c * 4..c * 4 + 4],
+        );
+        let a = st[0] * w[0] + st[1] * w[1] + st[2] * w[2] + inp.conv_x[c] * w[3];
+        o.conv_out[c] = a / (1.0 + (-a).exp());
+    }
+    let normed = rms32(&inp.gated_y, &inp.gated_w);
+    o.gated_out = normed
+        .iter()
+        .zip(&inp.gated_z)
+        .map(|(n, z)| n * (z / (1.0 + (-z).exp())))
+        .collect();
+    o
+}
+
+#[test]
+fn a_plausible_f32_implementation_passes() {
+    let report = run_case(&seed_inputs(), |i, o| *o = f32_outputs(i));
+    assert!(report.passed, "{:?}", report.failing());
+    let worst = report
+        .files
+        .iter()
+        .filter_map(|f| f.max_rel_err)
+        .fold(0.0f64, f64::max);
+    // Not identical (the variant really computes in f32), yet far inside the tolerance.
+    assert!(worst > 1e-7 && worst < 1e-4, "worst relative error {worst}");
+    let rope100 = report.file("rope_q_pos100").unwrap().max_rel_err.unwrap();
+    assert!(
+        rope100 > 0.0,
+        "ggml's iterative angles differ from the f64 angles"
+    );
+}

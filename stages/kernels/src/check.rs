@@ -275,7 +275,9 @@ fn compare_f32(spec: &FileSpec, g: &[f32], c: &[f32], rtol: f64, r: &mut FileRep
     r.floor = Some(floor);
     r.max_abs_err = Some(max_abs);
     r.max_rel_err = Some(max_rel);
-    r.worst = (!g.is_empty()).then(|| Worst {
+    // Identical files have no worst element.
+    let differs = first_non_finite.is_some() || max_abs > 0.0;
+    r.worst = (!g.is_empty() && differs).then(|| Worst {
         index: worst,
         coords: Coords(spec.coords(worst)),
         golden: f64::from(g[worst]),
@@ -488,15 +490,31 @@ mod tests {
     fn report_serializes_with_coordinates_as_an_object() {
         let g = golden_dir();
         let c = harness_dir(g.path());
+        let mut q = GoldenFile::read(c.path(), "rope_q_pos7").unwrap();
+        if let Payload::F32(v) = &mut q.payload {
+            v[3 * 256 + 40] += 0.5;
+        }
+        write_files(c.path(), &[q]).unwrap();
         let report = check(g.path(), c.path()).unwrap();
         let json = serde_json::to_value(&report).unwrap();
-        let f = &json["files"][2];
-        assert_eq!(f["name"], "rope_q_pos0");
-        assert_eq!(f["status"], "pass");
+        let f = &json["files"][6];
+        assert_eq!(f["name"], "rope_q_pos7");
+        assert_eq!(f["status"], "fail");
         assert_eq!(f["kernel"], "rope");
         assert_eq!(f["tolerance"]["relative"]["rtol"], 1e-3);
-        assert_eq!(f["worst"]["coords"]["pos"], 0);
-        assert!(f["worst"]["coords"]["head"].is_u64());
-        assert_eq!(json["passed"], true);
+        assert_eq!(f["over_tolerance"], 1);
+        let coords: Vec<(&String, &serde_json::Value)> =
+            f["worst"]["coords"].as_object().unwrap().iter().collect();
+        assert_eq!(
+            format!("{coords:?}"),
+            r#"[("pos", Number(7)), ("head", Number(3)), ("dim", Number(40))]"#
+        );
+        assert_eq!(
+            json["files"][2]["worst"],
+            serde_json::Value::Null,
+            "identical file: no worst element"
+        );
+        assert_eq!(json["passed"], false);
+        assert_eq!(json["files_failed"], 1);
     }
 }

@@ -343,6 +343,15 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
         .unwrap_or(Path::new("."));
     let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| Error::io(dir, e))?;
     tmp.write_all(bytes).map_err(|e| Error::io(tmp.path(), e))?;
+    // Temp files are created 0600; golden files are shared data (copied to kernel hosts).
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::Permissions::from_mode(0o644);
+        tmp.as_file()
+            .set_permissions(mode)
+            .map_err(|e| Error::io(tmp.path(), e))?;
+    }
     tmp.persist(path).map_err(|e| Error::io(path, e.error))?;
     Ok(())
 }
@@ -462,6 +471,34 @@ mod tests {
     }
 
     #[test]
+    fn random_mutations_never_panic_and_accepted_files_are_exact() {
+        // A deterministic stand-in for a fuzzer: flip, insert, delete and truncate bytes of
+        // valid files; parsing must return Ok or Err, and Ok must re-encode to the input (up to hex case).
+        let mut rng = crate::rng::XorShift32::new(0xC0FF_EE11);
+        let seeds = [sample().to_bytes(), GoldenFile::new("i", Payload::I32(vec![5, -7])).to_bytes()];
+        for round in 0..20_000 {
+            let mut b = seeds[round % 2].clone();
+            for _ in 0..=(rng.next_u32() % 3) {
+                let at = rng.next_u32() as usize % (b.len() + 1);
+                match rng.next_u32() % 4 {
+                    0 if at < b.len() => b[at] ^= 1 << (rng.next_u32() % 8),
+                    1 => b.insert(at, rng.byte()),
+                    2 if at < b.len() => {
+                        b.remove(at);
+                    }
+                    _ => b.truncate(at),
+                }
+            }
+            if let Ok(f) = GoldenFile::parse(&b, "m") {
+                // Only the seed's hex case may differ between the input and the re-encoding.
+                let again = f.to_bytes();
+                assert_eq!(again.len(), b.len(), "round {round}");
+                assert_eq!(again.to_ascii_lowercase(), b.to_ascii_lowercase(), "round {round}");
+            }
+        }
+    }
+
+    #[test]
     fn no_newline_in_long_binary_is_bounded() {
         let msg = parse_err(&[b'A'; 1000]);
         assert!(msg.contains("first 256 bytes"), "{msg}");
@@ -473,6 +510,12 @@ mod tests {
         let f = sample();
         let (path, bytes) = f.write(dir.path()).unwrap();
         assert_eq!(std::fs::read(&path).unwrap(), bytes);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o644);
+        }
         assert_eq!(
             GoldenFile::read(dir.path(), "q3k_matvec_output").unwrap(),
             f

@@ -125,24 +125,59 @@ pub fn expected_tensors(enc: &EncoderConfig, agent: &AgentConfig) -> Vec<Expecte
         })
     };
     let dw = format!("hidden_size {d}");
-    add("encoder.embeddings.tok_embeddings.weight".into(), vec![v, d], &format!("vocab_size {v}, hidden_size {d}"), true);
+    add(
+        "encoder.embeddings.tok_embeddings.weight".into(),
+        vec![v, d],
+        &format!("vocab_size {v}, hidden_size {d}"),
+        true,
+    );
     add("encoder.embeddings.norm.weight".into(), vec![d], &dw, true);
     for i in 0..enc.num_hidden_layers {
         let p = format!("encoder.layers.{i}");
         add(format!("{p}.attn_norm.weight"), vec![d], &dw, i > 0);
-        add(format!("{p}.attn.Wqkv.weight"), vec![3 * d, d], &format!("3 x hidden_size {d}"), true);
+        add(
+            format!("{p}.attn.Wqkv.weight"),
+            vec![3 * d, d],
+            &format!("3 x hidden_size {d}"),
+            true,
+        );
         add(format!("{p}.attn.Wo.weight"), vec![d, d], &dw, true);
         add(format!("{p}.mlp_norm.weight"), vec![d], &dw, true);
-        add(format!("{p}.mlp.Wi.weight"), vec![2 * f, d], &format!("2 x intermediate_size {f}, hidden_size {d}"), true);
-        add(format!("{p}.mlp.Wo.weight"), vec![d, f], &format!("hidden_size {d}, intermediate_size {f}"), true);
+        add(
+            format!("{p}.mlp.Wi.weight"),
+            vec![2 * f, d],
+            &format!("2 x intermediate_size {f}, hidden_size {d}"),
+            true,
+        );
+        add(
+            format!("{p}.mlp.Wo.weight"),
+            vec![d, f],
+            &format!("hidden_size {d}, intermediate_size {f}"),
+            true,
+        );
     }
     add("encoder.final_norm.weight".into(), vec![d], &dw, true);
     let h4 = format!("4 x hidden_size {d}");
     for k in 0..agent.head_layers {
         let p = format!("head.layers.{k}");
-        add(format!("{p}.self_attn.in_proj_weight"), vec![3 * d, d], &format!("3 x hidden_size {d}"), true);
-        add(format!("{p}.self_attn.in_proj_bias"), vec![3 * d], &format!("3 x hidden_size {d}"), true);
-        add(format!("{p}.self_attn.out_proj.weight"), vec![d, d], &dw, true);
+        add(
+            format!("{p}.self_attn.in_proj_weight"),
+            vec![3 * d, d],
+            &format!("3 x hidden_size {d}"),
+            true,
+        );
+        add(
+            format!("{p}.self_attn.in_proj_bias"),
+            vec![3 * d],
+            &format!("3 x hidden_size {d}"),
+            true,
+        );
+        add(
+            format!("{p}.self_attn.out_proj.weight"),
+            vec![d, d],
+            &dw,
+            true,
+        );
         add(format!("{p}.self_attn.out_proj.bias"), vec![d], &dw, true);
         add(format!("{p}.linear1.weight"), vec![4 * d, d], &h4, true);
         add(format!("{p}.linear1.bias"), vec![4 * d], &h4, true);
@@ -153,7 +188,12 @@ pub fn expected_tensors(enc: &EncoderConfig, agent: &AgentConfig) -> Vec<Expecte
             add(format!("{p}.{n}.bias"), vec![d], &dw, true);
         }
     }
-    add("type_emb.weight".into(), vec![3, d], &format!("3 question types, hidden_size {d}"), true);
+    add(
+        "type_emb.weight".into(),
+        vec![3, d],
+        &format!("3 question types, hidden_size {d}"),
+        true,
+    );
     add("scorer.0.weight".into(), vec![d], &dw, true);
     add("scorer.0.bias".into(), vec![d], &dw, true);
     add("scorer.1.weight".into(), vec![d, d], &dw, true);
@@ -184,11 +224,15 @@ fn weight_files(dir: &Path) -> Result<Vec<PathBuf>> {
         .ok_or_else(|| LayaError::key(&index, "weight_map", "missing or not an object"))?;
     let mut files = std::collections::BTreeSet::new();
     for (name, file) in wm {
-        let file = file
-            .as_str()
-            .ok_or_else(|| LayaError::key(&index, format!("weight_map.{name}"), "expected a file name"))?;
+        let file = file.as_str().ok_or_else(|| {
+            LayaError::key(&index, format!("weight_map.{name}"), "expected a file name")
+        })?;
         if file.contains('/') || file.contains('\\') || file == ".." {
-            return Err(LayaError::key(&index, format!("weight_map.{name}"), format!("{file:?} is not a plain file name")));
+            return Err(LayaError::key(
+                &index,
+                format!("weight_map.{name}"),
+                format!("{file:?} is not a plain file name"),
+            ));
         }
         files.insert(file.to_string());
     }
@@ -236,20 +280,26 @@ impl LayaCheckpoint {
             // input we do not modify. A concurrent writer truncating the file could fault, as
             // with any mmap reader; the safetensors crate and llama.cpp accept the same.
             let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| LayaError::io(&path, e))?;
-            let (header_len, meta) = SafeTensors::read_metadata(&map).map_err(|e| LayaError::Safetensors {
-                path: path.clone(),
-                reason: format!("{e:?}"),
-            })?;
+            let (header_len, meta) =
+                SafeTensors::read_metadata(&map).map_err(|e| LayaError::Safetensors {
+                    path: path.clone(),
+                    reason: format!("{e:?}"),
+                })?;
             let data_start = 8 + header_len;
             let shard = shards.len();
-            let mut names: Vec<(String, safetensors::tensor::TensorInfo)> =
-                meta.tensors().into_iter().map(|(n, i)| (n, i.clone())).collect();
+            let mut names: Vec<(String, safetensors::tensor::TensorInfo)> = meta
+                .tensors()
+                .into_iter()
+                .map(|(n, i)| (n, i.clone()))
+                .collect();
             names.sort_by(|a, b| a.0.cmp(&b.0));
             for (name, info) in names {
                 if let Some(&prev) = seen.get(&name) {
                     return Err(LayaError::DuplicateTensor {
                         name,
-                        first: shards.get(prev).map_or_else(|| path.clone(), |s: &Shard| s.path.clone()),
+                        first: shards
+                            .get(prev)
+                            .map_or_else(|| path.clone(), |s: &Shard| s.path.clone()),
                         second: path.clone(),
                     });
                 }
@@ -260,7 +310,8 @@ impl LayaCheckpoint {
         }
 
         let expected = expected_tensors(&encoder, &agent);
-        let exp_by_name: BTreeMap<&str, &ExpectedTensor> = expected.iter().map(|e| (e.name.as_str(), e)).collect();
+        let exp_by_name: BTreeMap<&str, &ExpectedTensor> =
+            expected.iter().map(|e| (e.name.as_str(), e)).collect();
         let n_enc = encoder.num_hidden_layers;
         let mut tensors = Vec::new();
         for (name, shard, info, data_start) in found {
@@ -268,7 +319,8 @@ impl LayaCheckpoint {
                 continue;
             }
             let path = &shards[shard].path;
-            let (Some(exp), Some(gg)) = (exp_by_name.get(name.as_str()), gguf_name(&name, n_enc)) else {
+            let (Some(exp), Some(gg)) = (exp_by_name.get(name.as_str()), gguf_name(&name, n_enc))
+            else {
                 return Err(LayaError::UnknownTensor {
                     name,
                     path: path.clone(),
@@ -300,7 +352,9 @@ impl LayaCheckpoint {
             if end > shards[shard].map.len() || e.checked_sub(s) != Some(n * dtype.size()) {
                 return Err(LayaError::Safetensors {
                     path: path.clone(),
-                    reason: format!("tensor {name:?}: data offsets {s}..{e} do not fit the file or the shape"),
+                    reason: format!(
+                        "tensor {name:?}: data offsets {s}..{e} do not fit the file or the shape"
+                    ),
                 });
             }
             tensors.push(TensorEntry {
@@ -364,9 +418,14 @@ impl LayaCheckpoint {
 
     /// Iterate the kept tensors as (gguf name, PyTorch name, PyTorch shape, f32 data).
     pub fn iter_f32(&self) -> impl Iterator<Item = (&str, &str, &[usize], Vec<f32>)> + '_ {
-        self.tensors
-            .iter()
-            .map(|t| (t.gguf_name.as_str(), t.pytorch_name.as_str(), t.shape.as_slice(), self.read_f32(t)))
+        self.tensors.iter().map(|t| {
+            (
+                t.gguf_name.as_str(),
+                t.pytorch_name.as_str(),
+                t.shape.as_slice(),
+                self.read_f32(t),
+            )
+        })
     }
 
     /// Total number of parameters of the kept tensors.
@@ -407,5 +466,8 @@ pub(crate) fn decode_into(dtype: SourceDtype, raw: &[u8], out: &mut [f32]) {
 
 /// The first non-finite value of a tensor, as (flat index, value).
 pub fn first_nonfinite(values: &[f32]) -> Option<(usize, f32)> {
-    values.iter().position(|v| !v.is_finite()).map(|i| (i, values[i]))
+    values
+        .iter()
+        .position(|v| !v.is_finite())
+        .map(|i| (i, values[i]))
 }

@@ -21,7 +21,11 @@ pub(crate) fn read_json_object(path: &Path, what: &'static str) -> Result<Map<St
     };
     match serde_json::from_str::<Value>(&text) {
         Ok(Value::Object(m)) => Ok(m),
-        Ok(_) => Err(LayaError::key(path, "<top level>", "expected a JSON object")),
+        Ok(_) => Err(LayaError::key(
+            path,
+            "<top level>",
+            "expected a JSON object",
+        )),
         Err(e) => Err(LayaError::Json {
             path: path.to_path_buf(),
             source: e,
@@ -43,7 +47,13 @@ impl Keys<'_> {
                 .as_u64()
                 .and_then(|n| usize::try_from(n).ok())
                 .map(Some)
-                .ok_or_else(|| LayaError::key(self.path, key, format!("expected a non-negative integer, found {v}"))),
+                .ok_or_else(|| {
+                    LayaError::key(
+                        self.path,
+                        key,
+                        format!("expected a non-negative integer, found {v}"),
+                    )
+                }),
         }
     }
 
@@ -55,10 +65,9 @@ impl Keys<'_> {
     pub fn opt_f64(&self, key: &str) -> Result<Option<f64>> {
         match self.map.get(key) {
             None | Some(Value::Null) => Ok(None),
-            Some(v) => v
-                .as_f64()
-                .map(Some)
-                .ok_or_else(|| LayaError::key(self.path, key, format!("expected a number, found {v}"))),
+            Some(v) => v.as_f64().map(Some).ok_or_else(|| {
+                LayaError::key(self.path, key, format!("expected a number, found {v}"))
+            }),
         }
     }
 
@@ -66,7 +75,11 @@ impl Keys<'_> {
         match self.map.get(key) {
             None | Some(Value::Null) => Ok(None),
             Some(Value::String(s)) => Ok(Some(s.clone())),
-            Some(v) => Err(LayaError::key(self.path, key, format!("expected a string, found {v}"))),
+            Some(v) => Err(LayaError::key(
+                self.path,
+                key,
+                format!("expected a string, found {v}"),
+            )),
         }
     }
 }
@@ -127,13 +140,20 @@ impl EncoderConfig {
 
     pub(crate) fn from_map(path: &Path, map: &Map<String, Value>) -> Result<EncoderConfig> {
         let k = Keys { path, map };
-        let (mut global, mut local) = (k.opt_f64("global_rope_theta")?, k.opt_f64("local_rope_theta")?);
+        let (mut global, mut local) = (
+            k.opt_f64("global_rope_theta")?,
+            k.opt_f64("local_rope_theta")?,
+        );
         if let Some(rp) = map.get("rope_parameters") {
             let theta = |kind: &str| -> Result<Option<f64>> {
                 match rp.get(kind).and_then(|o| o.get("rope_theta")) {
                     None => Ok(None),
                     Some(v) => v.as_f64().map(Some).ok_or_else(|| {
-                        LayaError::key(path, format!("rope_parameters.{kind}.rope_theta"), format!("expected a number, found {v}"))
+                        LayaError::key(
+                            path,
+                            format!("rope_parameters.{kind}.rope_theta"),
+                            format!("expected a number, found {v}"),
+                        )
                     }),
                 }
             };
@@ -188,7 +208,10 @@ impl EncoderConfig {
             return Err(LayaError::key(
                 path,
                 "num_attention_heads",
-                format!("{} does not divide hidden_size {}", cfg.num_attention_heads, cfg.hidden_size),
+                format!(
+                    "{} does not divide hidden_size {}",
+                    cfg.num_attention_heads, cfg.hidden_size
+                ),
             ));
         }
         Ok(cfg)
@@ -227,7 +250,11 @@ impl AgentConfig {
         let num = |key: String, v: &Value| -> Result<f32> {
             match v.as_f64() {
                 Some(x) if x.is_finite() => Ok(x as f32),
-                _ => Err(LayaError::key(path, key, format!("expected a finite number, found {v}"))),
+                _ => Err(LayaError::key(
+                    path,
+                    key,
+                    format!("expected a finite number, found {v}"),
+                )),
             }
         };
         let mut temperature = Vec::new();
@@ -238,18 +265,31 @@ impl AgentConfig {
                     temperature.push(num(format!("temperature[{i}]"), v)?);
                 }
             }
-            Some(v) => return Err(LayaError::key(path, "temperature", format!("expected a list of numbers, found {v}"))),
+            Some(v) => {
+                return Err(LayaError::key(
+                    path,
+                    "temperature",
+                    format!("expected a list of numbers, found {v}"),
+                ))
+            }
         }
         let mut by_options = Vec::new();
         match map.get("temperature_by_options") {
             None | Some(Value::Null) => {}
             Some(Value::Object(m)) => {
                 for (name, v) in m {
-                    by_options.push((name.clone(), num(format!("temperature_by_options.{name}"), v)?));
+                    by_options.push((
+                        name.clone(),
+                        num(format!("temperature_by_options.{name}"), v)?,
+                    ));
                 }
             }
             Some(v) => {
-                return Err(LayaError::key(path, "temperature_by_options", format!("expected an object, found {v}")))
+                return Err(LayaError::key(
+                    path,
+                    "temperature_by_options",
+                    format!("expected an object, found {v}"),
+                ))
             }
         }
         let head_layers = k.usize("head_layers")?;
@@ -321,35 +361,57 @@ mod tests {
     #[test]
     fn both_rope_spellings_and_eps() {
         let p = Path::new("encoder/config.json");
-        let old = obj(r#"{"hidden_size":64,"intermediate_size":128,"num_hidden_layers":2,"num_attention_heads":1,
-            "vocab_size":10,"global_rope_theta":1000.0,"local_rope_theta":10.0,"layer_norm_eps":1e-6}"#);
+        let old = obj(
+            r#"{"hidden_size":64,"intermediate_size":128,"num_hidden_layers":2,"num_attention_heads":1,
+            "vocab_size":10,"global_rope_theta":1000.0,"local_rope_theta":10.0,"layer_norm_eps":1e-6}"#,
+        );
         let c = EncoderConfig::from_map(p, &old).unwrap();
         assert_eq!((c.global_rope_theta, c.local_rope_theta), (1000.0, 10.0));
-        assert_eq!((c.norm_eps, c.layer_norm_eps, c.eps()), (None, Some(1e-6), 1e-6));
-        let v5 = obj(r#"{"hidden_size":64,"intermediate_size":128,"num_hidden_layers":2,"num_attention_heads":1,
+        assert_eq!(
+            (c.norm_eps, c.layer_norm_eps, c.eps()),
+            (None, Some(1e-6), 1e-6)
+        );
+        let v5 = obj(
+            r#"{"hidden_size":64,"intermediate_size":128,"num_hidden_layers":2,"num_attention_heads":1,
             "vocab_size":10,"norm_eps":2e-5,"rope_parameters":{"full_attention":{"rope_theta":5.0,"rope_type":"default"},
-            "sliding_attention":{"rope_theta":7.0}}}"#);
+            "sliding_attention":{"rope_theta":7.0}}}"#,
+        );
         let c = EncoderConfig::from_map(p, &v5).unwrap();
         assert_eq!((c.global_rope_theta, c.local_rope_theta), (5.0, 7.0));
-        assert_eq!((c.norm_eps, c.layer_norm_eps, c.eps()), (Some(2e-5), None, 2e-5));
+        assert_eq!(
+            (c.norm_eps, c.layer_norm_eps, c.eps()),
+            (Some(2e-5), None, 2e-5)
+        );
     }
 
     #[test]
     fn missing_and_bad_keys_are_named() {
         let p = Path::new("encoder/config.json");
-        let e = EncoderConfig::from_map(p, &obj(r#"{"hidden_size":64}"#)).unwrap_err().to_string();
-        assert!(e.contains("intermediate_size") && e.contains("missing"), "{e}");
+        let e = EncoderConfig::from_map(p, &obj(r#"{"hidden_size":64}"#))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("intermediate_size") && e.contains("missing"),
+            "{e}"
+        );
         let e = EncoderConfig::from_map(
             p,
             &obj(r#"{"hidden_size":"x","intermediate_size":1,"num_hidden_layers":1,"num_attention_heads":1,"vocab_size":1}"#),
         )
         .unwrap_err()
         .to_string();
-        assert!(e.contains("\"hidden_size\"") && e.contains("integer"), "{e}");
+        assert!(
+            e.contains("\"hidden_size\"") && e.contains("integer"),
+            "{e}"
+        );
         let a = Path::new("rl_agent_config.json");
-        let e = AgentConfig::from_map(a, &obj(r#"{"max_len":5}"#)).unwrap_err().to_string();
+        let e = AgentConfig::from_map(a, &obj(r#"{"max_len":5}"#))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("head_layers"), "{e}");
-        let e = AgentConfig::from_map(a, &obj(r#"{"head_layers":1,"temperature":[1,"x"]}"#)).unwrap_err().to_string();
+        let e = AgentConfig::from_map(a, &obj(r#"{"head_layers":1,"temperature":[1,"x"]}"#))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("temperature[1]"), "{e}");
     }
 

@@ -1,9 +1,8 @@
 //! Laya checkpoint -> one GGUF file, as llama.cpp's converter names and orders things
 //! (spec sections 2.2-2.4), with the seed's type policy and extra keys.
 //!
-//! Memory: the source stays memory-mapped; each tensor is decoded to f32, checked and
-//! encoded to its output type, and only the encoded bytes are kept until the file is
-//! written, so the peak is about one copy of the output plus one f32 tensor per thread.
+//! Memory: the source stays memory-mapped; [`convert`] writes the header first (offsets
+//! follow from the sizes), then decodes, checks, encodes and writes each tensor in turn.
 
 use std::path::{Path, PathBuf};
 
@@ -13,6 +12,7 @@ use sky_gguf::{GgmlType, GgufWriter, Value};
 use crate::checkpoint::{first_nonfinite, LayaCheckpoint, TensorEntry};
 use crate::error::{LayaError, Result};
 use crate::policy::{file_type, TypePolicy};
+use crate::stream::{self, Planned};
 use crate::tokenizer::write_tokenizer_keys;
 
 /// GGUF architecture name of Laya files.
@@ -85,7 +85,12 @@ pub fn size_label(n_params: u64) -> String {
 }
 
 /// Decode, check and encode one tensor.
-fn encode_tensor(ckpt: &LayaCheckpoint, t: &TensorEntry, ty: GgmlType, allow_nonfinite: bool) -> Result<Vec<u8>> {
+fn encode_tensor(
+    ckpt: &LayaCheckpoint,
+    t: &TensorEntry,
+    ty: GgmlType,
+    allow_nonfinite: bool,
+) -> Result<Vec<u8>> {
     let values = ckpt.read_f32(t);
     if !allow_nonfinite {
         if let Some((index, value)) = first_nonfinite(&values) {
@@ -97,35 +102,47 @@ fn encode_tensor(ckpt: &LayaCheckpoint, t: &TensorEntry, ty: GgmlType, allow_non
         }
     }
     let row = t.shape.last().copied().unwrap_or(1);
-    sky_gguf::encode(ty, &values, row).map_err(|e| LayaError::gguf(format!("tensor {:?} as {ty}", t.gguf_name), e))
+    sky_gguf::encode(ty, &values, row)
+        .map_err(|e| LayaError::gguf(format!("tensor {:?} as {ty}", t.gguf_name), e))
 }
 
-/// Build the complete GGUF (metadata and encoded tensors) in a writer.
-pub fn build_writer(ckpt: &LayaCheckpoint, opts: &ConvertOptions) -> Result<(GgufWriter, Vec<ConvertedTensor>)> {
+/// Each kept tensor with its output type, in file order.
+fn plan<'a>(
+    ckpt: &'a LayaCheckpoint,
+    opts: &ConvertOptions,
+) -> Result<Vec<(&'a TensorEntry, GgmlType)>> {
     opts.policy.validate()?;
     let n_enc = ckpt.encoder.num_hidden_layers;
-    let plan: Vec<(&TensorEntry, GgmlType)> = ckpt
+    Ok(ckpt
         .tensors()
         .iter()
         .map(|t| (t, opts.policy.type_for(&t.gguf_name, &t.shape, n_enc)))
-        .collect();
+        .collect())
+}
+
+/// The metadata keys only, in order, in a writer.
+fn metadata_writer(ckpt: &LayaCheckpoint, opts: &ConvertOptions) -> Result<GgufWriter> {
+    let mut w = GgufWriter::new();
+    let n_params: u64 = ckpt.tensors().iter().map(|t| t.n_elements() as u64).sum();
+    write_metadata(&mut w, ckpt, opts, n_params)?;
+    Ok(w)
+}
+
+/// Build the complete GGUF (metadata and encoded tensors) in memory, as a
+/// [`sky_gguf::GgufWriter`]. [`convert`] writes the same bytes without holding them all.
+pub fn build_writer(
+    ckpt: &LayaCheckpoint,
+    opts: &ConvertOptions,
+) -> Result<(GgufWriter, Vec<ConvertedTensor>)> {
+    let plan = plan(ckpt, opts)?;
     let encoded: Vec<Vec<u8>> = plan
         .par_iter()
         .map(|(t, ty)| encode_tensor(ckpt, t, *ty, opts.allow_nonfinite))
         .collect::<Result<_>>()?;
-    let n_params: u64 = ckpt.tensors().iter().map(|t| t.n_elements() as u64).sum();
-
-    let mut w = GgufWriter::new();
-    write_metadata(&mut w, ckpt, opts, n_params)?;
+    let mut w = metadata_writer(ckpt, opts)?;
     let mut written = Vec::with_capacity(plan.len());
     for ((t, ty), data) in plan.into_iter().zip(encoded) {
-        written.push(ConvertedTensor {
-            name: t.gguf_name.clone(),
-            source: t.pytorch_name.clone(),
-            dims: t.ggml_dims(),
-            ty,
-            bytes: data.len() as u64,
-        });
+        written.push(converted(t, ty, data.len() as u64));
         // ggml dims are the PyTorch shape reversed: the same bytes, innermost first.
         w.add_tensor(t.gguf_name.clone(), t.ggml_dims(), ty, data)
             .map_err(|e| LayaError::gguf(format!("tensor {:?}", t.gguf_name), e))?;
@@ -133,32 +150,77 @@ pub fn build_writer(ckpt: &LayaCheckpoint, opts: &ConvertOptions) -> Result<(Ggu
     Ok((w, written))
 }
 
+fn converted(t: &TensorEntry, ty: GgmlType, bytes: u64) -> ConvertedTensor {
+    ConvertedTensor {
+        name: t.gguf_name.clone(),
+        source: t.pytorch_name.clone(),
+        dims: t.ggml_dims(),
+        ty,
+        bytes,
+    }
+}
+
 /// Convert a checkpoint to a GGUF file at `out`, atomically (a temporary file in the same
 /// folder, renamed at the end: on error nothing is left at `out`).
+///
+/// Streams: the header first, then the tensors a few at a time (one per rayon thread), so
+/// memory stays near the mapped source plus one tensor per thread.
 pub fn convert(ckpt: &LayaCheckpoint, opts: &ConvertOptions, out: &Path) -> Result<ConvertSummary> {
-    let (w, tensors) = build_writer(ckpt, opts)?;
-    let file_bytes = w.file_size().map_err(|e| LayaError::gguf(out.display().to_string(), e))?;
-    let n_kv = w.metadata().len();
-    w.write_file(out)
-        .map_err(|e| LayaError::gguf(format!("writing {}", out.display()), e))?;
+    let plan = plan(ckpt, opts)?;
+    let meta = metadata_writer(ckpt, opts)?;
+    let mut planned = Vec::with_capacity(plan.len());
+    let mut tensors = Vec::with_capacity(plan.len());
+    for (t, ty) in &plan {
+        let row = t.shape.last().copied().unwrap_or(1) as u64;
+        let rows = t.n_elements() as u64 / row.max(1);
+        let bytes = ty
+            .row_bytes(row)
+            .map(|b| b * rows)
+            .map_err(|e| LayaError::gguf(format!("tensor {:?} as {ty}", t.gguf_name), e))?;
+        planned.push(Planned {
+            name: t.gguf_name.clone(),
+            dims: t.ggml_dims(),
+            ty: *ty,
+            bytes,
+        });
+        tensors.push(converted(t, *ty, bytes));
+    }
+    let batch = rayon::current_num_threads();
+    let file_bytes = stream::write_file(
+        out,
+        meta.metadata(),
+        &planned,
+        u64::from(ALIGNMENT),
+        batch,
+        |i| {
+            let (t, ty) = plan[i];
+            encode_tensor(ckpt, t, ty, opts.allow_nonfinite)
+        },
+    )?;
     Ok(ConvertSummary {
         path: out.to_path_buf(),
         n_params: ckpt.n_params() as u64,
         tensor_bytes: tensors.iter().map(|t| t.bytes).sum(),
         file_bytes,
-        n_kv,
+        n_kv: meta.metadata().len(),
         tensors,
     })
 }
 
 /// Every metadata key, in llama.cpp's converter order (spec 2.2), plus the seed's
 /// additions (`general.alignment`, `decision.max_tokens`, `skycmd.tokenizer.*`).
-fn write_metadata(w: &mut GgufWriter, ckpt: &LayaCheckpoint, opts: &ConvertOptions, n_params: u64) -> Result<()> {
+fn write_metadata(
+    w: &mut GgufWriter,
+    ckpt: &LayaCheckpoint,
+    opts: &ConvertOptions,
+    n_params: u64,
+) -> Result<()> {
     let enc = &ckpt.encoder;
     let agent = &ckpt.agent;
     let k = |s: &str| format!("{ARCH}.{s}");
     let u = |n: usize| -> Result<u32> {
-        u32::try_from(n).map_err(|_| LayaError::Invalid(format!("value {n} does not fit a GGUF u32")))
+        u32::try_from(n)
+            .map_err(|_| LayaError::Invalid(format!("value {n} does not fit a GGUF u32")))
     };
     w.add_kv("general.architecture", ARCH);
     w.add_kv("general.alignment", ALIGNMENT);
@@ -175,7 +237,11 @@ fn write_metadata(w: &mut GgufWriter, ckpt: &LayaCheckpoint, opts: &ConvertOptio
     ffn.extend(std::iter::repeat_n(4 * enc.hidden_size, agent.head_layers));
     let ffn: Vec<i32> = ffn
         .into_iter()
-        .map(|f| i32::try_from(f).map_err(|_| LayaError::Invalid(format!("feed_forward_length {f} does not fit i32"))))
+        .map(|f| {
+            i32::try_from(f).map_err(|_| {
+                LayaError::Invalid(format!("feed_forward_length {f} does not fit i32"))
+            })
+        })
         .collect::<Result<_>>()?;
     w.add_kv(k("feed_forward_length"), Value::i32_array(ffn));
     w.add_kv(k("attention.head_count"), u(enc.num_attention_heads)?);
@@ -190,7 +256,10 @@ fn write_metadata(w: &mut GgufWriter, ckpt: &LayaCheckpoint, opts: &ConvertOptio
     w.add_kv("general.file_type", file_type(opts.policy.ftype));
     w.add_kv(k("attention.causal"), false);
     w.add_kv(k("attention.sliding_window"), u(enc.local_attention)?);
-    w.add_kv(k("attention.sliding_window_pattern"), u(enc.global_attn_every_n_layers)?);
+    w.add_kv(
+        k("attention.sliding_window_pattern"),
+        u(enc.global_attn_every_n_layers)?,
+    );
     w.add_kv(k("rope.scaling.type"), "none");
     w.add_kv(k("vocab_size"), u(enc.vocab_size)?);
     if let Some(act) = &enc.hidden_activation {

@@ -52,7 +52,9 @@ pub enum LayaError {
         reason: String,
     },
     /// A tensor stored in a dtype the converter does not read.
-    #[error("tensor {name:?} in {path}: unsupported dtype {dtype} (only F32, F16 and BF16 are read)")]
+    #[error(
+        "tensor {name:?} in {path}: unsupported dtype {dtype} (only F32, F16 and BF16 are read)"
+    )]
     UnsupportedDtype {
         /// Tensor name (PyTorch spelling).
         name: String,
@@ -62,7 +64,9 @@ pub enum LayaError {
         dtype: String,
     },
     /// A tensor whose shape does not match the configs.
-    #[error("tensor {name:?}: shape {found:?} does not match the config, expected {expected:?} ({why})")]
+    #[error(
+        "tensor {name:?}: shape {found:?} does not match the config, expected {expected:?} ({why})"
+    )]
     Shape {
         /// Tensor name (PyTorch spelling).
         name: String,
@@ -144,7 +148,11 @@ impl LayaError {
         }
     }
 
-    pub(crate) fn key(path: impl Into<PathBuf>, key: impl Into<String>, reason: impl Into<String>) -> LayaError {
+    pub(crate) fn key(
+        path: impl Into<PathBuf>,
+        key: impl Into<String>,
+        reason: impl Into<String>,
+    ) -> LayaError {
         LayaError::ConfigKey {
             path: path.into(),
             key: key.into(),

@@ -26,6 +26,7 @@ pub mod names;
 pub mod policy;
 pub mod random;
 mod rng;
+mod stream;
 pub mod tokenizer;
 
 pub use checkpoint::{expected_tensors, LayaCheckpoint, SourceDtype, TensorEntry};
@@ -34,4 +35,6 @@ pub use convert::{build_writer, convert, ConvertOptions, ConvertSummary, Convert
 pub use error::{LayaError, Result};
 pub use names::{gguf_name, is_dropped, is_head_tensor};
 pub use policy::{glob_match, parse_type, TypePolicy};
-pub use tokenizer::{systemone_template, tokenizer_from_gguf, tokenizer_json_from_gguf, LayaTokenizer};
+pub use tokenizer::{
+    systemone_template, tokenizer_from_gguf, tokenizer_json_from_gguf, LayaTokenizer,
+};

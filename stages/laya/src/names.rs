@@ -77,7 +77,8 @@ pub fn is_dropped(pytorch_name: &str) -> bool {
 /// True for decision-head tensors by GGUF name: `blk.N` with `N >= n_enc`,
 /// `token_types.*` and `cls.*`.
 pub fn is_head_tensor(gguf_name: &str, n_enc: usize) -> bool {
-    if gguf_name.starts_with("token_types.") || gguf_name == "cls" || gguf_name.starts_with("cls.") {
+    if gguf_name.starts_with("token_types.") || gguf_name == "cls" || gguf_name.starts_with("cls.")
+    {
         return true;
     }
     match gguf_name.strip_prefix("blk.").and_then(split_index) {
@@ -93,19 +94,37 @@ mod tests {
     #[test]
     fn spec_table() {
         let cases = [
-            ("encoder.embeddings.tok_embeddings.weight", "token_embd.weight"),
+            (
+                "encoder.embeddings.tok_embeddings.weight",
+                "token_embd.weight",
+            ),
             ("encoder.embeddings.norm.weight", "token_embd_norm.weight"),
-            ("encoder.layers.1.attn_norm.weight", "blk.1.attn_norm.weight"),
+            (
+                "encoder.layers.1.attn_norm.weight",
+                "blk.1.attn_norm.weight",
+            ),
             ("encoder.layers.0.attn.Wqkv.weight", "blk.0.attn_qkv.weight"),
-            ("encoder.layers.1.attn.Wo.weight", "blk.1.attn_output.weight"),
+            (
+                "encoder.layers.1.attn.Wo.weight",
+                "blk.1.attn_output.weight",
+            ),
             ("encoder.layers.1.mlp_norm.weight", "blk.1.ffn_norm.weight"),
             ("encoder.layers.1.mlp.Wi.weight", "blk.1.ffn_up.weight"),
             ("encoder.layers.1.mlp.Wo.weight", "blk.1.ffn_down.weight"),
             ("encoder.final_norm.weight", "output_norm.weight"),
             ("head.layers.0.norm1.bias", "blk.2.attn_norm.bias"),
-            ("head.layers.1.self_attn.in_proj_weight", "blk.3.attn_qkv.weight"),
-            ("head.layers.0.self_attn.in_proj_bias", "blk.2.attn_qkv.bias"),
-            ("head.layers.0.self_attn.out_proj.weight", "blk.2.attn_output.weight"),
+            (
+                "head.layers.1.self_attn.in_proj_weight",
+                "blk.3.attn_qkv.weight",
+            ),
+            (
+                "head.layers.0.self_attn.in_proj_bias",
+                "blk.2.attn_qkv.bias",
+            ),
+            (
+                "head.layers.0.self_attn.out_proj.weight",
+                "blk.2.attn_output.weight",
+            ),
             ("head.layers.0.norm2.weight", "blk.2.ffn_norm.weight"),
             ("head.layers.0.linear1.bias", "blk.2.ffn_up.bias"),
             ("head.layers.0.linear2.weight", "blk.2.ffn_down.weight"),
@@ -117,10 +136,20 @@ mod tests {
         for (src, dst) in cases {
             assert_eq!(gguf_name(src, 2).as_deref(), Some(dst), "{src}");
         }
-        for dropped in ["act_head.0.weight", "temperature", "encoder.layers.2.attn.Wo.weight", "encoder.layers.x.attn.Wo.weight", "head.layers.0.foo"] {
+        for dropped in [
+            "act_head.0.weight",
+            "temperature",
+            "encoder.layers.2.attn.Wo.weight",
+            "encoder.layers.x.attn.Wo.weight",
+            "head.layers.0.foo",
+        ] {
             assert_eq!(gguf_name(dropped, 2), None, "{dropped}");
         }
-        assert!(is_dropped("act_head.2.bias") && is_dropped("temperature") && !is_dropped("type_emb.weight"));
+        assert!(
+            is_dropped("act_head.2.bias")
+                && is_dropped("temperature")
+                && !is_dropped("type_emb.weight")
+        );
     }
 
     #[test]

@@ -37,7 +37,8 @@ impl Default for TypePolicy {
 }
 
 /// The four types the converter writes.
-pub const CONVERTIBLE: [GgmlType; 4] = [GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0];
+pub const CONVERTIBLE: [GgmlType; 4] =
+    [GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0];
 
 /// Parse a type name as the CLI and pipeline.toml spell it (`f32`, `f16`, `bf16`, `q8_0`).
 pub fn parse_type(name: &str) -> Result<GgmlType> {
@@ -157,9 +158,18 @@ mod tests {
     #[test]
     fn seed_policy() {
         let p = TypePolicy::default();
-        assert_eq!(p.type_for("blk.0.attn_norm.weight", &[64], 2), GgmlType::F32);
-        assert_eq!(p.type_for("blk.0.attn_qkv.weight", &[192, 64], 2), GgmlType::F16);
-        assert_eq!(p.type_for("blk.2.attn_qkv.weight", &[192, 64], 2), GgmlType::F32);
+        assert_eq!(
+            p.type_for("blk.0.attn_norm.weight", &[64], 2),
+            GgmlType::F32
+        );
+        assert_eq!(
+            p.type_for("blk.0.attn_qkv.weight", &[192, 64], 2),
+            GgmlType::F16
+        );
+        assert_eq!(
+            p.type_for("blk.2.attn_qkv.weight", &[192, 64], 2),
+            GgmlType::F32
+        );
         assert_eq!(p.type_for("token_types.weight", &[3, 64], 2), GgmlType::F32);
         assert_eq!(p.type_for("cls.output.weight", &[1, 64], 2), GgmlType::F32);
         let q = TypePolicy {
@@ -167,9 +177,18 @@ mod tests {
             head_type: GgmlType::Q8_0,
             rules: vec![],
         };
-        assert_eq!(q.type_for("token_embd.weight", &[1024, 64], 2), GgmlType::F16);
-        assert_eq!(q.type_for("blk.0.ffn_down.weight", &[64, 128], 2), GgmlType::Q8_0);
-        assert_eq!(q.type_for("blk.0.ffn_down.weight", &[64, 100], 2), GgmlType::F16);
+        assert_eq!(
+            q.type_for("token_embd.weight", &[1024, 64], 2),
+            GgmlType::F16
+        );
+        assert_eq!(
+            q.type_for("blk.0.ffn_down.weight", &[64, 128], 2),
+            GgmlType::Q8_0
+        );
+        assert_eq!(
+            q.type_for("blk.0.ffn_down.weight", &[64, 100], 2),
+            GgmlType::F16
+        );
         assert_eq!(q.type_for("cls.weight", &[64, 64], 2), GgmlType::Q8_0);
         assert_eq!(q.type_for("cls.norm.weight", &[64], 2), GgmlType::F32);
     }
@@ -185,10 +204,22 @@ mod tests {
                 ("token_embd.weight".into(), GgmlType::Q8_0),
             ],
         };
-        assert_eq!(p.type_for("blk.1.ffn_up.weight", &[256, 64], 2), GgmlType::F32);
-        assert_eq!(p.type_for("blk.0.ffn_up.weight", &[256, 64], 2), GgmlType::BF16);
-        assert_eq!(p.type_for("blk.3.attn_norm.weight", &[64], 2), GgmlType::BF16);
-        assert_eq!(p.type_for("token_embd.weight", &[1024, 64], 2), GgmlType::Q8_0);
+        assert_eq!(
+            p.type_for("blk.1.ffn_up.weight", &[256, 64], 2),
+            GgmlType::F32
+        );
+        assert_eq!(
+            p.type_for("blk.0.ffn_up.weight", &[256, 64], 2),
+            GgmlType::BF16
+        );
+        assert_eq!(
+            p.type_for("blk.3.attn_norm.weight", &[64], 2),
+            GgmlType::BF16
+        );
+        assert_eq!(
+            p.type_for("token_embd.weight", &[1024, 64], 2),
+            GgmlType::Q8_0
+        );
         assert_eq!(p.type_for("output_norm.weight", &[64], 2), GgmlType::F32);
     }
 

@@ -105,9 +105,15 @@ const TEMPERATURE: [f32; 3] = [1.0647699, 1.3, 0.8];
 
 /// Find a preset by name.
 pub fn preset(name: &str) -> Result<Preset> {
-    PRESETS.iter().copied().find(|p| p.name == name).ok_or_else(|| {
-        LayaError::Invalid(format!("unknown preset {name:?} (expected s1-pico, s1-nano or s1-micro)"))
-    })
+    PRESETS
+        .iter()
+        .copied()
+        .find(|p| p.name == name)
+        .ok_or_else(|| {
+            LayaError::Invalid(format!(
+                "unknown preset {name:?} (expected s1-pico, s1-nano or s1-micro)"
+            ))
+        })
 }
 
 /// Element type of the written safetensors.
@@ -125,7 +131,13 @@ pub enum WeightDtype {
 impl Preset {
     fn encoder_json(&self) -> serde_json::Value {
         let layer_types: Vec<&str> = (0..self.layers)
-            .map(|i| if i % 3 == 0 { "full_attention" } else { "sliding_attention" })
+            .map(|i| {
+                if i % 3 == 0 {
+                    "full_attention"
+                } else {
+                    "sliding_attention"
+                }
+            })
             .collect();
         json!({
             "attention_bias": false, "attention_dropout": 0.0, "bos_token_id": 2,
@@ -216,14 +228,20 @@ pub fn random_tensors(p: &Preset, seed: u64) -> Result<TensorMap> {
         } else if name == "encoder.embeddings.tok_embeddings.weight" {
             (0..n).map(|_| rng.normal() as f32).collect()
         } else if is_norm_weight {
-            (0..n).map(|_| (1.0 + 0.1 * rng.normal()).clamp(0.5, 1.5) as f32).collect()
+            (0..n)
+                .map(|_| (1.0 + 0.1 * rng.normal()).clamp(0.5, 1.5) as f32)
+                .collect()
         } else if name == "type_emb.weight" {
             (0..n).map(|_| (0.3 * rng.normal()) as f32).collect()
         } else if shape.len() == 1 {
             (0..n).map(|_| (0.02 * rng.normal()) as f32).collect()
         } else {
             let fan_in = shape[1] as f64;
-            let gain = if name.ends_with("Wqkv.weight") || name.ends_with("in_proj_weight") { 1.5 } else { 1.0 };
+            let gain = if name.ends_with("Wqkv.weight") || name.ends_with("in_proj_weight") {
+                1.5
+            } else {
+                1.0
+            };
             let std = gain / fan_in.sqrt();
             (0..n).map(|_| (std * rng.normal()) as f32).collect()
         };
@@ -235,7 +253,9 @@ pub fn random_tensors(p: &Preset, seed: u64) -> Result<TensorMap> {
             v[r[0]] = 0.05;
             v[r[1]] = 0.05;
         }
-        if name.starts_with("encoder.layers.") && (name.ends_with("attn_norm.weight") || name.ends_with("mlp_norm.weight")) {
+        if name.starts_with("encoder.layers.")
+            && (name.ends_with("attn_norm.weight") || name.ends_with("mlp_norm.weight"))
+        {
             v[w[0]] = 20.0;
             v[w[1]] = 18.0;
         }
@@ -284,17 +304,31 @@ pub fn safetensors_bytes(tensors: &TensorMap, dtype: WeightDtype) -> Result<Vec<
         .iter()
         .map(|(name, (shape, v))| {
             let (dt, data): (safetensors::Dtype, Vec<u8>) = match dtype {
-                WeightDtype::F32 => (safetensors::Dtype::F32, v.iter().flat_map(|x| x.to_le_bytes()).collect()),
+                WeightDtype::F32 => (
+                    safetensors::Dtype::F32,
+                    v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+                ),
                 WeightDtype::F16 => (
                     safetensors::Dtype::F16,
-                    v.iter().flat_map(|x| sky_gguf::f32_to_f16(*x).to_le_bytes()).collect(),
+                    v.iter()
+                        .flat_map(|x| sky_gguf::f32_to_f16(*x).to_le_bytes())
+                        .collect(),
                 ),
                 WeightDtype::BF16 => (
                     safetensors::Dtype::BF16,
-                    v.iter().flat_map(|x| sky_gguf::f32_to_bf16(*x).to_le_bytes()).collect(),
+                    v.iter()
+                        .flat_map(|x| sky_gguf::f32_to_bf16(*x).to_le_bytes())
+                        .collect(),
                 ),
             };
-            (name.as_str(), RawTensor { dtype: dt, shape: shape.clone(), data })
+            (
+                name.as_str(),
+                RawTensor {
+                    dtype: dt,
+                    shape: shape.clone(),
+                    data,
+                },
+            )
         })
         .collect();
     safetensors::serialize(raw.iter().map(|(n, t)| (*n, t)), &None)
@@ -312,8 +346,11 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
         .tempfile_in(dir)
         .map_err(|e| LayaError::io(path, e))?;
     tmp.write_all(bytes).map_err(|e| LayaError::io(path, e))?;
-    tmp.as_file().sync_all().map_err(|e| LayaError::io(path, e))?;
-    tmp.persist(path).map_err(|e| LayaError::io(path, e.error))?;
+    tmp.as_file()
+        .sync_all()
+        .map_err(|e| LayaError::io(path, e))?;
+    tmp.persist(path)
+        .map_err(|e| LayaError::io(path, e.error))?;
     Ok(())
 }
 
@@ -329,16 +366,29 @@ pub fn write_random(p: &Preset, dir: &Path, seed: u64, dtype: WeightDtype) -> Re
         .map(|(_, (s, _))| s.iter().product::<usize>())
         .sum();
     let st = safetensors_bytes(&tensors, dtype)?;
-    for sub in [dir.to_path_buf(), dir.join("encoder"), dir.join("tokenizer")] {
+    for sub in [
+        dir.to_path_buf(),
+        dir.join("encoder"),
+        dir.join("tokenizer"),
+    ] {
         std::fs::create_dir_all(&sub).map_err(|e| LayaError::io(&sub, e))?;
     }
     let pretty = |v: serde_json::Value| -> Result<Vec<u8>> {
         serde_json::to_vec_pretty(&v).map_err(|e| LayaError::Invalid(e.to_string()))
     };
-    write_atomic(&dir.join("encoder").join("config.json"), &pretty(p.encoder_json())?)?;
+    write_atomic(
+        &dir.join("encoder").join("config.json"),
+        &pretty(p.encoder_json())?,
+    )?;
     write_atomic(&dir.join("rl_agent_config.json"), &pretty(p.agent_json())?)?;
-    write_atomic(&dir.join("tokenizer").join("tokenizer.json"), p.tokenizer_json.as_bytes())?;
-    write_atomic(&dir.join("tokenizer").join("tokenizer_config.json"), TOKENIZER_CONFIG.as_bytes())?;
+    write_atomic(
+        &dir.join("tokenizer").join("tokenizer.json"),
+        p.tokenizer_json.as_bytes(),
+    )?;
+    write_atomic(
+        &dir.join("tokenizer").join("tokenizer_config.json"),
+        TOKENIZER_CONFIG.as_bytes(),
+    )?;
     write_atomic(&dir.join("model.safetensors"), &st)?;
     Ok(params)
 }
@@ -376,8 +426,23 @@ mod tests {
         assert!(big.iter().all(|c| !big_w.contains(c)));
         // the spiked channels' Wqkv columns are scaled down 20x
         let (shape, wqkv) = &a["encoder.layers.0.attn.Wqkv.weight"];
-        let col_rms = |c: usize| (wqkv.chunks_exact(shape[1]).map(|r| r[c] * r[c]).sum::<f32>() / shape[0] as f32).sqrt();
-        let normal = (0..64).filter(|c| !big.contains(c) && !big_w.contains(c)).map(col_rms).sum::<f32>() / 60.0;
-        assert!(col_rms(big[0]) < normal / 8.0, "{} vs {normal}", col_rms(big[0]));
+        let col_rms = |c: usize| {
+            (wqkv
+                .chunks_exact(shape[1])
+                .map(|r| r[c] * r[c])
+                .sum::<f32>()
+                / shape[0] as f32)
+                .sqrt()
+        };
+        let normal = (0..64)
+            .filter(|c| !big.contains(c) && !big_w.contains(c))
+            .map(col_rms)
+            .sum::<f32>()
+            / 60.0;
+        assert!(
+            col_rms(big[0]) < normal / 8.0,
+            "{} vs {normal}",
+            col_rms(big[0])
+        );
     }
 }

@@ -76,11 +76,20 @@ fn tok_err(path: &Path, reason: impl Into<String>) -> LayaError {
     }
 }
 
-fn bool_field(obj: &Map<String, Json>, key: &str, default: bool, path: &Path, ctx: &str) -> Result<bool> {
+fn bool_field(
+    obj: &Map<String, Json>,
+    key: &str,
+    default: bool,
+    path: &Path,
+    ctx: &str,
+) -> Result<bool> {
     match obj.get(key) {
         None | Some(Json::Null) => Ok(default),
         Some(Json::Bool(b)) => Ok(*b),
-        Some(v) => Err(tok_err(path, format!("{ctx}.{key}: expected true or false, found {v}"))),
+        Some(v) => Err(tok_err(
+            path,
+            format!("{ctx}.{key}: expected true or false, found {v}"),
+        )),
     }
 }
 
@@ -136,7 +145,12 @@ impl LayaTokenizer {
             let id = id
                 .as_u64()
                 .and_then(|i| u32::try_from(i).ok())
-                .ok_or_else(|| tok_err(&path, format!("model.vocab[{tok:?}]: expected a token id, found {id}")))?;
+                .ok_or_else(|| {
+                    tok_err(
+                        &path,
+                        format!("model.vocab[{tok:?}]: expected a token id, found {id}"),
+                    )
+                })?;
             vocab.push((tok.clone(), id));
         }
         let mut merges = Vec::new();
@@ -146,14 +160,21 @@ impl LayaTokenizer {
                 .ok_or_else(|| tok_err(&path, "model.merges: expected an array"))?;
             for (i, m) in list.iter().enumerate() {
                 let pair = match m {
-                    Json::String(s) => s.split_once(' ').map(|(a, b)| (a.to_string(), b.to_string())),
+                    Json::String(s) => s
+                        .split_once(' ')
+                        .map(|(a, b)| (a.to_string(), b.to_string())),
                     Json::Array(p) if p.len() == 2 => match (p[0].as_str(), p[1].as_str()) {
                         (Some(a), Some(b)) => Some((a.to_string(), b.to_string())),
                         _ => None,
                     },
                     _ => None,
                 };
-                merges.push(pair.ok_or_else(|| tok_err(&path, format!("model.merges[{i}]: expected \"a b\" or [a, b], found {m}")))?);
+                merges.push(pair.ok_or_else(|| {
+                    tok_err(
+                        &path,
+                        format!("model.merges[{i}]: expected \"a b\" or [a, b], found {m}"),
+                    )
+                })?);
             }
         }
         let ignore_merges = bool_field(model, "ignore_merges", false, &path, "model")?;
@@ -192,7 +213,10 @@ impl LayaTokenizer {
             None | Some(Json::Null) => false,
             Some(n) if n.get("type").and_then(Json::as_str) == Some("NFC") => true,
             Some(n) => {
-                return Err(tok_err(&path, format!("normalizer {n} is not supported (only none or NFC)")))
+                return Err(tok_err(
+                    &path,
+                    format!("normalizer {n} is not supported (only none or NFC)"),
+                ))
             }
         };
         let (add_prefix_space, use_regex) = match root.get("pre_tokenizer") {
@@ -202,10 +226,18 @@ impl LayaTokenizer {
             ),
             other => {
                 let found = other.map_or("nothing".to_string(), |v| v.to_string());
-                return Err(tok_err(&path, format!("pre_tokenizer must be ByteLevel (a GPT-2 style tokenizer), found {found}")));
+                return Err(tok_err(
+                    &path,
+                    format!(
+                        "pre_tokenizer must be ByteLevel (a GPT-2 style tokenizer), found {found}"
+                    ),
+                ));
             }
         };
-        let config = read_json_object(&dir.join("tokenizer_config.json"), "tokenizer/tokenizer_config.json, the special token names")?;
+        let config = read_json_object(
+            &dir.join("tokenizer_config.json"),
+            "tokenizer/tokenizer_config.json, the special token names",
+        )?;
         let cfg_path = dir.join("config.json");
         let model_config = if cfg_path.is_file() {
             Some(read_json_object(&cfg_path, "tokenizer/config.json")?)
@@ -236,16 +268,25 @@ impl LayaTokenizer {
     /// which must be an added token.
     pub fn special_text(&self, key: &str) -> Result<String> {
         let path = self.dir.join("tokenizer_config.json");
-        let text = config_token(&self.config, key).ok_or_else(|| LayaError::key(&path, key, "missing (the systemone template needs it)"))?;
+        let text = config_token(&self.config, key).ok_or_else(|| {
+            LayaError::key(&path, key, "missing (the systemone template needs it)")
+        })?;
         if !self.added.iter().any(|a| a.content == text) {
-            return Err(LayaError::key(&path, key, format!("{text:?} is not an added token of tokenizer.json")));
+            return Err(LayaError::key(
+                &path,
+                key,
+                format!("{text:?} is not an added token of tokenizer.json"),
+            ));
         }
         Ok(text)
     }
 
     /// The id of an added token by text.
     pub fn added_id(&self, content: &str) -> Option<u32> {
-        self.added.iter().find(|a| a.content == content).map(|a| a.id)
+        self.added
+            .iter()
+            .find(|a| a.content == content)
+            .map(|a| a.id)
     }
 
     /// Parse tokenizer.json with sky-tokenizer.
@@ -262,7 +303,12 @@ impl LayaTokenizer {
         let path = self.dir.join("tokenizer.json");
         let mut put = |id: u32, text: &str| -> Result<()> {
             let slot = tokens.get_mut(id as usize).ok_or_else(|| {
-                tok_err(&path, format!("token {text:?} has id {id}, outside the model's vocab_size {vocab_size}"))
+                tok_err(
+                    &path,
+                    format!(
+                        "token {text:?} has id {id}, outside the model's vocab_size {vocab_size}"
+                    ),
+                )
             })?;
             *slot = Some(text.to_string());
             Ok(())
@@ -353,7 +399,10 @@ impl SpecialVocab {
     fn set_id(&mut self, typ: &str, id: Option<i64>, n_vocab: usize, path: &Path) -> Result<()> {
         let Some(id) = id else { return Ok(()) };
         if id < 0 {
-            return Err(tok_err(path, format!("invalid id {id} for special token type {typ}")));
+            return Err(tok_err(
+                path,
+                format!("invalid id {id} for special token type {typ}"),
+            ));
         }
         if (id as u64) < n_vocab as u64 && !self.ids.iter().any(|(t, _)| t == typ) {
             self.ids.push((typ.to_string(), id as u32));
@@ -407,17 +456,35 @@ fn special_vocab(tok: &LayaTokenizer, n_vocab: usize) -> Result<SpecialVocab> {
                         sv.set_add(t, true);
                     }
                     if cls.is_none() && has_cfg {
-                        cls = p.get("cls").and_then(|c| c.get(0)).and_then(Json::as_str).map(str::to_string).or(bos.clone());
+                        cls = p
+                            .get("cls")
+                            .and_then(|c| c.get(0))
+                            .and_then(Json::as_str)
+                            .map(str::to_string)
+                            .or(bos.clone());
                         cfg.insert("cls_token".into(), json!(cls));
                     }
                     if sep.is_none() && has_cfg {
-                        sep = p.get("sep").and_then(|c| c.get(0)).and_then(Json::as_str).map(str::to_string).or(eos.clone());
+                        sep = p
+                            .get("sep")
+                            .and_then(|c| c.get(0))
+                            .and_then(Json::as_str)
+                            .map(str::to_string)
+                            .or(eos.clone());
                         cfg.insert("sep_token".into(), json!(sep));
                     }
                 }
                 Some("TemplateProcessing") => {
-                    let single: Vec<Json> = p.get("single").and_then(Json::as_array).cloned().unwrap_or_default();
-                    let pair: Vec<Json> = p.get("pair").and_then(Json::as_array).cloned().unwrap_or_default();
+                    let single: Vec<Json> = p
+                        .get("single")
+                        .and_then(Json::as_array)
+                        .cloned()
+                        .unwrap_or_default();
+                    let pair: Vec<Json> = p
+                        .get("pair")
+                        .and_then(Json::as_array)
+                        .cloned()
+                        .unwrap_or_default();
                     let mut first: Option<String> = None;
                     let mut last: Option<String> = None;
                     if single.len() > 1 {
@@ -447,8 +514,12 @@ fn special_vocab(tok: &LayaTokenizer, n_vocab: usize) -> Result<SpecialVocab> {
                         }
                     }
                     if !pair.is_empty() {
-                        let start = usize::from(first.is_some() && pair.first().and_then(sp_id) == first.as_deref());
-                        let stop_trim = usize::from(last.is_some() && pair.last().and_then(sp_id) == last.as_deref());
+                        let start = usize::from(
+                            first.is_some() && pair.first().and_then(sp_id) == first.as_deref(),
+                        );
+                        let stop_trim = usize::from(
+                            last.is_some() && pair.last().and_then(sp_id) == last.as_deref(),
+                        );
                         let end = pair.len().saturating_sub(stop_trim);
                         let mid: &[Json] = if start < end { &pair[start..end] } else { &[] };
                         if !mid.is_empty() {
@@ -456,7 +527,9 @@ fn special_vocab(tok: &LayaTokenizer, n_vocab: usize) -> Result<SpecialVocab> {
                             let b = seq_id(&mid[mid.len() - 1]);
                             if a == Some("A") && b == Some("B") && mid.len() > 2 {
                                 let inner = &mid[1..mid.len() - 1];
-                                let is_sep = |s: Option<&str>| s.is_some() && (s == sep.as_deref() || s == eos.as_deref());
+                                let is_sep = |s: Option<&str>| {
+                                    s.is_some() && (s == sep.as_deref() || s == eos.as_deref())
+                                };
                                 let mut add_sep = false;
                                 let e0 = sp_id(&inner[0]);
                                 if e0.is_some() && is_sep(e0) && last.is_none() {
@@ -486,7 +559,11 @@ fn special_vocab(tok: &LayaTokenizer, n_vocab: usize) -> Result<SpecialVocab> {
                 sv.set_add(typ, *b);
             }
             if let Some(text) = config_token(&cfg, &format!("{typ}_token")) {
-                let id = tok.added.iter().find(|a| a.content == text).map(|a| i64::from(a.id));
+                let id = tok
+                    .added
+                    .iter()
+                    .find(|a| a.content == text)
+                    .map(|a| i64::from(a.id));
                 sv.set_id(typ, id, n_vocab, &path)?;
             }
         }
@@ -494,9 +571,10 @@ fn special_vocab(tok: &LayaTokenizer, n_vocab: usize) -> Result<SpecialVocab> {
     if let Some(mc) = &tok.model_config {
         let mpath = tok.dir.join("config.json");
         for typ in &types {
-            let v = mc
-                .get(&format!("{typ}_token_id"))
-                .or_else(|| mc.get("text_config").and_then(|t| t.get(format!("{typ}_token_id"))));
+            let v = mc.get(&format!("{typ}_token_id")).or_else(|| {
+                mc.get("text_config")
+                    .and_then(|t| t.get(format!("{typ}_token_id")))
+            });
             sv.set_id(typ, v.and_then(Json::as_i64), n_vocab, &mpath)?;
         }
     }
@@ -523,7 +601,10 @@ pub fn special_id_key(typ: &str) -> Option<&'static str> {
 pub fn systemone_template(cls: &str, sep: &str, mask: &str, julia: bool) -> String {
     let j = |x: &str| format!("{{{{ {x} if {x} is string else {x} | tojson }}}}");
     let option = if julia {
-        format!("{{% if o.description %}}{}{{% else %}}{{{{ o.key }}}}{{% endif %}}", j("o.description"))
+        format!(
+            "{{% if o.description %}}{}{{% else %}}{{{{ o.key }}}}{{% endif %}}",
+            j("o.description")
+        )
     } else {
         format!(
             "{{% if type == 'choice' %}}{{{{ o.key }}}}{{% if o.description %}}: {d}{{% endif %}}\
@@ -566,7 +647,10 @@ pub(crate) fn write_tokenizer_keys(
     let (tokens, types) = tok.gguf_tokens(vocab_size)?;
     w.add_kv("tokenizer.ggml.tokens", Value::string_array(tokens));
     w.add_kv("tokenizer.ggml.token_type", Value::i32_array(types));
-    w.add_kv("tokenizer.ggml.merges", Value::string_array(tok.gguf_merges()));
+    w.add_kv(
+        "tokenizer.ggml.merges",
+        Value::string_array(tok.gguf_merges()),
+    );
     let sv = tok.special_vocab(vocab_size)?;
     for (typ, id) in &sv.ids {
         if let Some(key) = special_id_key(typ) {
@@ -582,24 +666,43 @@ pub(crate) fn write_tokenizer_keys(
         w.add_kv("tokenizer.chat_template", t.as_str());
     }
     w.add_kv("tokenizer.ggml.token_type_count", 3u32);
-    w.add_kv("tokenizer.chat_template.systemone", tok.systemone_template(julia)?);
-    w.add_kv("tokenizer.chat_templates", Value::string_array(["systemone"]));
+    w.add_kv(
+        "tokenizer.chat_template.systemone",
+        tok.systemone_template(julia)?,
+    );
+    w.add_kv(
+        "tokenizer.chat_templates",
+        Value::string_array(["systemone"]),
+    );
 
     let k = |s: &str| format!("{SKYCMD_PREFIX}{s}");
     w.add_kv(k("nfc"), tok.nfc);
     w.add_kv(k("add_prefix_space"), tok.add_prefix_space);
     w.add_kv(k("use_regex"), tok.use_regex);
     w.add_kv(k("ignore_merges"), tok.ignore_merges);
-    let vocab_names: std::collections::HashSet<&str> = tok.vocab.iter().map(|(t, _)| t.as_str()).collect();
+    let vocab_names: std::collections::HashSet<&str> =
+        tok.vocab.iter().map(|(t, _)| t.as_str()).collect();
     let a = &tok.added;
     w.add_kv(k("added.ids"), Value::u32_array(a.iter().map(|t| t.id)));
-    w.add_kv(k("added.contents"), Value::string_array(a.iter().map(|t| t.content.clone())));
+    w.add_kv(
+        k("added.contents"),
+        Value::string_array(a.iter().map(|t| t.content.clone())),
+    );
     w.add_kv(k("added.special"), bool_array(a.iter().map(|t| t.special)));
     w.add_kv(k("added.lstrip"), bool_array(a.iter().map(|t| t.lstrip)));
     w.add_kv(k("added.rstrip"), bool_array(a.iter().map(|t| t.rstrip)));
-    w.add_kv(k("added.normalized"), bool_array(a.iter().map(|t| t.normalized)));
-    w.add_kv(k("added.single_word"), bool_array(a.iter().map(|t| t.single_word)));
-    w.add_kv(k("added.in_vocab"), bool_array(a.iter().map(|t| vocab_names.contains(t.content.as_str()))));
+    w.add_kv(
+        k("added.normalized"),
+        bool_array(a.iter().map(|t| t.normalized)),
+    );
+    w.add_kv(
+        k("added.single_word"),
+        bool_array(a.iter().map(|t| t.single_word)),
+    );
+    w.add_kv(
+        k("added.in_vocab"),
+        bool_array(a.iter().map(|t| vocab_names.contains(t.content.as_str()))),
+    );
     Ok(())
 }
 
@@ -641,12 +744,18 @@ fn strings(f: &GgufFile<'_>, key: &str) -> Result<Vec<String>> {
 fn bools(f: &GgufFile<'_>, key: &str, n: usize) -> Result<Vec<bool>> {
     let items = get_items(f, key)?;
     if items.len() != n {
-        return Err(tok_err(&gguf_path(), format!("{key} has {} items, expected {n}", items.len())));
+        return Err(tok_err(
+            &gguf_path(),
+            format!("{key} has {} items, expected {n}", items.len()),
+        ));
     }
     items
         .iter()
         .enumerate()
-        .map(|(i, v)| v.as_bool().ok_or_else(|| tok_err(&gguf_path(), format!("{key}[{i}] is not a bool"))))
+        .map(|(i, v)| {
+            v.as_bool()
+                .ok_or_else(|| tok_err(&gguf_path(), format!("{key}[{i}] is not a bool")))
+        })
         .collect()
 }
 
@@ -658,22 +767,42 @@ pub fn tokenizer_json_from_gguf(f: &GgufFile<'_>) -> Result<String> {
     let p = |s: &str| format!("{SKYCMD_PREFIX}{s}");
     let model = get(f, "tokenizer.ggml.model")?.as_str().unwrap_or("");
     if model != "gpt2" {
-        return Err(tok_err(&gguf_path(), format!("tokenizer.ggml.model is {model:?}, only \"gpt2\" (byte-level BPE) is rebuilt")));
+        return Err(tok_err(
+            &gguf_path(),
+            format!("tokenizer.ggml.model is {model:?}, only \"gpt2\" (byte-level BPE) is rebuilt"),
+        ));
     }
     let tokens = strings(f, "tokenizer.ggml.tokens")?;
     let types = get_items(f, "tokenizer.ggml.token_type")?;
     if types.len() != tokens.len() {
-        return Err(tok_err(&gguf_path(), "tokenizer.ggml.token_type and tokenizer.ggml.tokens differ in length"));
+        return Err(tok_err(
+            &gguf_path(),
+            "tokenizer.ggml.token_type and tokenizer.ggml.tokens differ in length",
+        ));
     }
     let ids: Vec<u32> = get_items(f, &p("added.ids"))?
         .iter()
         .enumerate()
-        .map(|(i, v)| v.as_u32().ok_or_else(|| tok_err(&gguf_path(), format!("{}[{i}] is not a u32", p("added.ids")))))
+        .map(|(i, v)| {
+            v.as_u32().ok_or_else(|| {
+                tok_err(
+                    &gguf_path(),
+                    format!("{}[{i}] is not a u32", p("added.ids")),
+                )
+            })
+        })
         .collect::<Result<_>>()?;
     let n = ids.len();
     let contents = strings(f, &p("added.contents"))?;
     if contents.len() != n {
-        return Err(tok_err(&gguf_path(), format!("{} has {} items, expected {n}", p("added.contents"), contents.len())));
+        return Err(tok_err(
+            &gguf_path(),
+            format!(
+                "{} has {} items, expected {n}",
+                p("added.contents"),
+                contents.len()
+            ),
+        ));
     }
     let special = bools(f, &p("added.special"), n)?;
     let lstrip = bools(f, &p("added.lstrip"), n)?;
@@ -711,10 +840,19 @@ pub fn tokenizer_json_from_gguf(f: &GgufFile<'_>) -> Result<String> {
         .map(|(i, m)| {
             m.split_once(' ')
                 .map(|(a, b)| json!([a, b]))
-                .ok_or_else(|| tok_err(&gguf_path(), format!("tokenizer.ggml.merges[{i}] has no space")))
+                .ok_or_else(|| {
+                    tok_err(
+                        &gguf_path(),
+                        format!("tokenizer.ggml.merges[{i}] has no space"),
+                    )
+                })
         })
         .collect::<Result<_>>()?;
-    let normalizer = if get_bool(f, &p("nfc"))? { json!({"type": "NFC"}) } else { Json::Null };
+    let normalizer = if get_bool(f, &p("nfc"))? {
+        json!({"type": "NFC"})
+    } else {
+        Json::Null
+    };
     let doc = json!({
         "version": "1.0",
         "truncation": null,
@@ -758,7 +896,9 @@ mod tests {
             "{{% if type == 'choice' %}}{{{{ o.key }}}}{{% if o.description %}}: {d}{{% endif %}}{{% elif type == 'score' %}}level {{{{ o.key }}}}: {d}{{% else %}}{{{{ o.key }}}}: {{% if o.description %}}{d}{{% elif o.key == 'true' %}}yes, the statement holds{{% else %}}no, the statement does not hold{{% endif %}}{{% endif %}}"
         );
         assert!(t.starts_with("[CLS]{{ type }} question: {{ instructions if"));
-        assert!(t.contains(&format!("{{% for o in options %}}[MASK] {opt}{{% endfor %}}[SEP]")));
+        assert!(t.contains(&format!(
+            "{{% for o in options %}}[MASK] {opt}{{% endfor %}}[SEP]"
+        )));
         assert!(t.ends_with("[SEP]{{ state if state is string else state | tojson }}[SEP]"));
     }
 

@@ -6,7 +6,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use sky_gguf::GgufFile;
-use sky_laya::{build_writer, tokenizer_from_gguf, tokenizer_json_from_gguf, ConvertOptions, LayaCheckpoint};
+use sky_laya::{
+    build_writer, tokenizer_from_gguf, tokenizer_json_from_gguf, ConvertOptions, LayaCheckpoint,
+};
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -22,7 +24,10 @@ fn python() -> PathBuf {
 /// Texts the goldens tokenize: questions, rendered options, states, plus the tokenizer samples.
 fn texts(model: &str) -> Vec<String> {
     let mut out = Vec::new();
-    let goldens = std::fs::read_to_string(root().join(format!("fixtures/laya-ref/goldens/{model}.f32.jsonl"))).unwrap();
+    let goldens = std::fs::read_to_string(
+        root().join(format!("fixtures/laya-ref/goldens/{model}.f32.jsonl")),
+    )
+    .unwrap();
     for line in goldens.lines() {
         let v: serde_json::Value = serde_json::from_str(line).unwrap();
         for k in ["question_text", "state_text", "instructions_text"] {
@@ -37,7 +42,10 @@ fn texts(model: &str) -> Vec<String> {
         }
     }
     for dir in ["bpe2048", "bpe4096"] {
-        let s = std::fs::read_to_string(root().join(format!("fixtures/laya-ref/tokenizers/{dir}/samples.json"))).unwrap();
+        let s = std::fs::read_to_string(
+            root().join(format!("fixtures/laya-ref/tokenizers/{dir}/samples.json")),
+        )
+        .unwrap();
         let v: serde_json::Value = serde_json::from_str(&s).unwrap();
         for (_, sample) in v.as_object().unwrap() {
             if let Some(t) = sample["text"].as_str() {
@@ -83,7 +91,11 @@ fn rebuilt_json_encodes_like_the_original_in_hf_tokenizers() {
         args.push(rebuilt);
     }
     let texts_path = dir.path().join("texts.json");
-    std::fs::write(&texts_path, serde_json::to_string(&texts("s1-micro")).unwrap()).unwrap();
+    std::fs::write(
+        &texts_path,
+        serde_json::to_string(&texts("s1-micro")).unwrap(),
+    )
+    .unwrap();
     let script = r#"
 import json, sys
 from tokenizers import Tokenizer
@@ -126,6 +138,8 @@ fn missing_skycmd_keys_are_named() {
         }
     }
     let stripped = w.to_bytes().unwrap();
-    let err = tokenizer_json_from_gguf(&GgufFile::parse(&stripped).unwrap()).unwrap_err().to_string();
+    let err = tokenizer_json_from_gguf(&GgufFile::parse(&stripped).unwrap())
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("skycmd.tokenizer.added.lstrip"), "{err}");
 }

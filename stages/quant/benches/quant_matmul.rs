@@ -82,19 +82,22 @@ fn main() {
             "| {shape} | f32 naive reference | - | {us:.1} | {min:.1} | {:.2} |",
             flops / us / 1e3
         );
-        let m = Q8Matrix::quantize(&w, rows, k, &outliers).expect("valid shapes");
-        for &path in &paths {
-            let mut scratch = Scratch::with_path(path).expect("path is available");
-            for mode in [ActQuant::Q8, ActQuant::Q8x2] {
-                let (us, min) = median_us(samples, || {
-                    m.matmul(black_box(&x), n, &mut out, mode, &mut scratch)
-                        .expect("valid shapes");
-                    black_box(&out);
-                });
-                println!(
-                    "| {shape} | {mode:?}, 4 outliers | {path} | {us:.1} | {min:.1} | {:.2} |",
-                    flops / us / 1e3
-                );
+        for outl in [&outliers[..], &[]] {
+            let m = Q8Matrix::quantize(&w, rows, k, outl).expect("valid shapes");
+            for &path in &paths {
+                let mut scratch = Scratch::with_path(path).expect("path is available");
+                for mode in [ActQuant::Q8, ActQuant::Q8x2] {
+                    let (us, min) = median_us(samples, || {
+                        m.matmul(black_box(&x), n, &mut out, mode, &mut scratch)
+                            .expect("valid shapes");
+                        black_box(&out);
+                    });
+                    println!(
+                        "| {shape} | {mode:?}, {} outliers | {path} | {us:.1} | {min:.1} | {:.2} |",
+                        outl.len(),
+                        flops / us / 1e3
+                    );
+                }
             }
         }
         let (us, min) = median_us(samples.min(5), || {

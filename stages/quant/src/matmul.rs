@@ -151,8 +151,9 @@ pub struct Q8Matrix {
     qs: Vec<i8>,
     scales: Vec<f32>,
     outliers: Vec<u32>,
-    /// rows x outliers.len(), row-major.
-    outlier_weights: Vec<f32>,
+    /// Exact weights of the outlier columns, one contiguous column of `rows` values per
+    /// outlier (outliers.len() x rows), so that adding them is a vectorizable axpy.
+    outlier_cols: Vec<f32>,
 }
 
 impl Q8Matrix {
@@ -203,7 +204,7 @@ impl Q8Matrix {
             qs.extend(blk[2..].iter().map(|&b| b as i8));
         }
         let no = outliers.len();
-        let outlier_weights = match exact_outlier_weights {
+        let outlier_cols: Vec<f32> = match exact_outlier_weights {
             Some(w) => {
                 if w.len() != rows * no {
                     return Err(Error::Shape {
@@ -214,18 +215,19 @@ impl Q8Matrix {
                     });
                 }
                 check_finite("exact outlier weights", w)?;
-                w.to_vec()
+                (0..no)
+                    .flat_map(|c| (0..rows).map(move |row| w[row * no + c]))
+                    .collect()
             }
-            None => {
-                let mut w = Vec::with_capacity(rows * no);
-                for row in 0..rows {
-                    for &o in outliers {
-                        let o = o as usize;
-                        w.push(scales[row * nb + o / QK8_0] * f32::from(qs[row * k + o]));
-                    }
-                }
-                w
-            }
+            None => outliers
+                .iter()
+                .flat_map(|&o| {
+                    let o = o as usize;
+                    let (qs, scales) = (&qs, &scales);
+                    (0..rows)
+                        .map(move |row| scales[row * nb + o / QK8_0] * f32::from(qs[row * k + o]))
+                })
+                .collect(),
         };
         Ok(Q8Matrix {
             rows,
@@ -233,7 +235,7 @@ impl Q8Matrix {
             qs,
             scales,
             outliers: outliers.to_vec(),
-            outlier_weights,
+            outlier_cols,
         })
     }
 
@@ -267,14 +269,16 @@ impl Q8Matrix {
         self.k
     }
 
-    /// The outlier input channels, in the order of [`Q8Matrix::outlier_weights`] columns.
+    /// The outlier input channels, in the order of [`Q8Matrix::outlier_column`].
     pub fn outliers(&self) -> &[u32] {
         &self.outliers
     }
 
-    /// The f32 weights of the outlier columns, `rows x outliers().len()`, row-major.
-    pub fn outlier_weights(&self) -> &[f32] {
-        &self.outlier_weights
+    /// The f32 weights (`rows` values) of the `idx`-th outlier column (input channel
+    /// `outliers()[idx]`), as used by [`Q8Matrix::matmul`].
+    pub fn outlier_column(&self, idx: usize) -> Option<&[f32]> {
+        (idx < self.outliers.len())
+            .then(|| &self.outlier_cols[idx * self.rows..(idx + 1) * self.rows])
     }
 
     /// The int8 part as standard Q8_0 bytes (exactly the bytes it was built from).
@@ -341,7 +345,6 @@ impl Q8Matrix {
                 mode,
             );
         }
-        let no = self.outliers.len();
         for i in 0..n {
             let act = ActRow {
                 q: &q[i * k..(i + 1) * k],
@@ -350,14 +353,16 @@ impl Q8Matrix {
             };
             let out_row = &mut out[i * rows..(i + 1) * rows];
             dot_rows(*path, act, &self.qs, &self.scales, out_row);
-            if no > 0 {
-                let xi = &x[i * k..(i + 1) * k];
-                for (o_row, w_row) in out_row
-                    .iter_mut()
-                    .zip(self.outlier_weights.chunks_exact(no))
+            // y[i, :] += x[i, o] * w_exact[:, o], one outlier after the other.
+            if rows > 0 {
+                for (&c, col) in self
+                    .outliers
+                    .iter()
+                    .zip(self.outlier_cols.chunks_exact(rows))
                 {
-                    for (&c, &wv) in self.outliers.iter().zip(w_row) {
-                        *o_row += xi[c as usize] * wv;
+                    let xo = x[i * k + c as usize];
+                    for (y, &wv) in out_row.iter_mut().zip(col) {
+                        *y += xo * wv;
                     }
                 }
             }
@@ -564,9 +569,14 @@ mod tests {
         let bytes = quantize_q8_0(&w).unwrap();
         let m = Q8Matrix::from_q8_0_bytes(&bytes, rows, k, &[5], None).unwrap();
         assert_eq!(m.to_q8_0_bytes(), bytes);
-        assert_eq!(m.outlier_weights().len(), rows);
+        assert_eq!(m.outlier_column(0).unwrap().len(), rows);
+        assert!(m.outlier_column(1).is_none());
         let deq = crate::q8::dequantize_q8_0(&bytes, rows * k).unwrap();
-        assert_eq!(m.outlier_weights()[1], deq[k + 5]);
+        assert_eq!(m.outlier_column(0).unwrap()[1], deq[k + 5]);
+        // Exact weights given row-major (rows x outliers) land in the right columns.
+        let exact: Vec<f32> = (0..rows * 2).map(|i| i as f32).collect();
+        let m2 = Q8Matrix::from_q8_0_bytes(&bytes, rows, k, &[5, 9], Some(&exact)).unwrap();
+        assert_eq!(m2.outlier_column(1).unwrap(), &[1.0, 3.0, 5.0]);
         assert!(matches!(
             Q8Matrix::from_q8_0_bytes(&bytes[1..], rows, k, &[], None),
             Err(Error::Q8Bytes { .. })

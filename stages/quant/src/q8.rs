@@ -58,6 +58,12 @@ pub const META_OUTLIER_RATIO: &str = "skycmd.quant.outlier_ratio";
 /// GGUF metadata key for the blake3 hex digest of the calibration file (string).
 pub const META_CALIBRATION_DIGEST: &str = "skycmd.quant.calibration_digest";
 
+/// The GGUF metadata key holding the outlier columns of `tensor_name`
+/// (`skycmd.quant.outliers.<tensor name>`).
+pub fn outlier_key(tensor_name: &str) -> String {
+    format!("{META_OUTLIERS_PREFIX}{tensor_name}")
+}
+
 /// Weight given to an outlier column's squared error when choosing a block scale.
 pub const OUTLIER_ERROR_WEIGHT: f64 = 1e4;
 
@@ -210,46 +216,50 @@ fn weighted_error_plain(x: &[f32], is_outlier: &[bool]) -> f64 {
 
 /// Chooses the scale of one block that contains at least one outlier column.
 ///
-/// The candidates are the scales that make the largest outlier weight `w_o` an exact
-/// multiple without clipping the block:
+/// The candidates are the scales that make an outlier weight `w_o` an exact multiple
+/// without clipping the block:
 ///
-/// - `t = f16(|w_o|)` (the largest-magnitude outlier of the block, rounded to f16 because only
-///   f16 scales can be stored);
+/// - `t = f16(|w_o|)` (rounded to f16 because only f16 scales can be stored);
 /// - for every integer `m` in `1..=127`: `d = f16(t / m)`, kept only if it is a normal or
 ///   subnormal non-zero f16, if `m * d == t` exactly (the check uses the f16-rounded `d`,
 ///   since that is the scale the file stores; `m * d` is exact in f32 because `d` has 11
 ///   significant bits and `m` 7), and if no value of the block clips (`|round(x / d)| <= 127`;
 ///   this is what bounds `m` from above by about `127 * |w_o| / amax`).
 ///
+/// `w_o` is the largest-magnitude outlier of the block first; when the block holds several
+/// outlier columns, the scales anchored on each of the others are candidates too (a superset,
+/// so the weighted error can only drop: on s1-pico, where channels 45 and 49 share a block,
+/// this is what lets the second outlier come back exactly as well).
+///
 /// The candidate with the lowest weighted squared error
 /// `sum_i c_i * (x_i - d * round(x_i / d))^2` (`c_i` = 1e4 for outlier columns, 1 otherwise)
 /// wins if it beats the plain ggml scale `amax / 127` under the same measure; otherwise the
-/// block stays plain. Ties prefer the larger `m` (the finer scale).
+/// block stays plain. Ties prefer the larger anchor, then the larger `m` (finer scale).
 fn quantize_block_exact(x: &[f32], is_outlier: &[bool], dst: &mut [u8]) {
-    let w_o = x
+    let mut anchors: Vec<f32> = x
         .iter()
         .zip(is_outlier)
         .filter(|(_, &o)| o)
-        .map(|(v, _)| v.abs())
-        .fold(0.0f32, f32::max);
-    let t = round_to_f16(w_o);
-    if t == 0.0 || !t.is_finite() {
-        quantize_block_plain(x, dst);
-        return;
-    }
+        .map(|(v, _)| round_to_f16(v.abs()))
+        .filter(|t| *t != 0.0 && t.is_finite())
+        .collect();
+    anchors.sort_by(|a, b| b.total_cmp(a));
+    anchors.dedup();
     let mut best: Option<(f64, f32)> = None;
-    for m in (1..=127u8).rev() {
-        let m = f32::from(m);
-        let d = round_to_f16(t / m);
-        if d == 0.0 || !d.is_finite() || m * d != t {
-            continue;
-        }
-        if x.iter().any(|&v| (v / d).round().abs() > 127.0) {
-            continue;
-        }
-        let err = weighted_error(x, is_outlier, d);
-        if best.is_none_or(|(e, _)| err < e) {
-            best = Some((err, d));
+    for t in anchors {
+        for m in (1..=127u8).rev() {
+            let m = f32::from(m);
+            let d = round_to_f16(t / m);
+            if d == 0.0 || !d.is_finite() || m * d != t {
+                continue;
+            }
+            if x.iter().any(|&v| (v / d).round().abs() > 127.0) {
+                continue;
+            }
+            let err = weighted_error(x, is_outlier, d);
+            if best.is_none_or(|(e, _)| err < e) {
+                best = Some((err, d));
+            }
         }
     }
     match best {
@@ -267,9 +277,10 @@ fn quantize_block_exact(x: &[f32], is_outlier: &[bool], dst: &mut [u8]) {
 /// Outlier-aware Q8_0 of a `rows x k` row-major weight matrix (PyTorch `[out, in]`), blocks
 /// along `k`. Blocks that contain none of `outlier_cols` are byte-identical to plain Q8_0;
 /// blocks that contain one get the scale chosen as described on the (private) block function:
-/// among the f16 scales `d = f16(|w_o|) / m` that represent the block's largest outlier weight
-/// exactly and clip nothing, the one with the lowest weighted error (outlier columns weigh
-/// 1e4), or the plain scale if none is better. The result is standard Q8_0 bytes.
+/// among the f16 scales `d = f16(|w_o|) / m` that represent an outlier weight of the block
+/// (the largest first, then the others) exactly and clip nothing, the one with the lowest
+/// weighted error (outlier columns weigh 1e4), or the plain scale if none is better. The result
+/// is standard Q8_0 bytes.
 ///
 /// Errors: `k` not a multiple of 32, `w.len() != rows * k`, a non-finite weight, an outlier
 /// column `>= k` or listed twice.

@@ -28,11 +28,10 @@ pub(crate) struct Matcher {
     first_byte: Vec<bool>,
 }
 
-/// `\w` of the Rust `regex` crate HF uses for `single_word`: Alphabetic, marks, decimal
-/// numbers, connector punctuation, join controls. Marks and `Pc` beyond `_` are approximated
-/// by `is_alphanumeric` (which also admits `Nl`/`No`); no shipped tokenizer uses single_word.
+/// `\w` as HF's `single_word` check sees it (the Rust `regex` crate's Unicode word class,
+/// probed from HF into `unicode_tables::WORD`).
 fn is_word_char(c: char) -> bool {
-    c.is_alphanumeric() || c == '_' || c == '\u{200c}' || c == '\u{200d}'
+    crate::pretok::in_ranges(crate::unicode_tables::WORD, c as u32)
 }
 
 impl Matcher {

@@ -107,13 +107,74 @@ impl TokenizerParts {
         }
     }
 
-    /// GGUF `tokenizer.ggml.token_type` values: 1 normal, 3 control (special added tokens),
-    /// 4 user-defined (non-special added tokens).
+    /// Parts from GGUF tokenizer metadata: `tokenizer.ggml.tokens`, `tokenizer.ggml.token_type`
+    /// and `tokenizer.ggml.merges` (`"left right"` strings). Control tokens (type 3) become
+    /// special added tokens matched on the raw text, user-defined ones (4) plain added tokens
+    /// matched after NFC (HF's defaults for each); the other settings are those of
+    /// [`TokenizerParts::new`]. GGUF does not store `lstrip`/`rstrip`: set them on `added`
+    /// afterwards if the model needs them (ModernBERT's `[MASK]`).
+    pub fn from_gguf(
+        tokens: Vec<String>,
+        token_types: &[i32],
+        merges: &[String],
+    ) -> Result<TokenizerParts, Error> {
+        if token_types.len() != tokens.len() {
+            return Err(Error::Parts(format!(
+                "{} token types for {} tokens",
+                token_types.len(),
+                tokens.len()
+            )));
+        }
+        let mut added = Vec::new();
+        for (id, (content, &ty)) in tokens.iter().zip(token_types).enumerate() {
+            if ty == 3 || ty == 4 {
+                let id = u32::try_from(id)
+                    .map_err(|_| Error::Parts(format!("token id {id} does not fit u32")))?;
+                added.push(AddedToken {
+                    id,
+                    content: content.clone(),
+                    special: ty == 3,
+                    lstrip: false,
+                    rstrip: false,
+                    normalized: ty == 4,
+                    single_word: false,
+                });
+            }
+        }
+        let merges = merges
+            .iter()
+            .enumerate()
+            .map(|(i, m)| match m.split_once(' ') {
+                Some((a, b)) if !a.is_empty() && !b.is_empty() && !b.contains(' ') => {
+                    Ok((a.to_string(), b.to_string()))
+                }
+                _ => Err(Error::Parts(format!(
+                    "merge #{i} {m:?} is not \"left right\""
+                ))),
+            })
+            .collect::<Result<Vec<_>, Error>>()?;
+        Ok(TokenizerParts::new(tokens, merges, added))
+    }
+
+    /// GGUF `tokenizer.ggml.token_type` values as the upstream converter assigns them
+    /// (laya-gguf spec 7): 1 normal, 3 control (special added tokens, or added tokens that
+    /// look special: `<|..|>`, `<｜..｜>`, `<unused..>`, `<pad>`, `<mask>`, `<2mass>`,
+    /// `[@BOS@]`), 4 user-defined (other added tokens).
     pub fn token_types(&self) -> Vec<i32> {
+        let looks_special = |t: &str| {
+            matches!(t, "<pad>" | "<mask>" | "<2mass>" | "[@BOS@]")
+                || (t.starts_with("<|") && t.ends_with("|>"))
+                || (t.starts_with("<\u{ff5c}") && t.ends_with("\u{ff5c}>"))
+                || (t.starts_with("<unused") && t.ends_with('>'))
+        };
         let mut types = vec![1; self.vocab.len()];
         for t in &self.added {
             if let Some(slot) = types.get_mut(t.id as usize) {
-                *slot = if t.special { 3 } else { 4 };
+                *slot = if t.special || looks_special(&t.content) {
+                    3
+                } else {
+                    4
+                };
             }
         }
         types
@@ -253,7 +314,8 @@ impl Tokenizer {
         self.token_ids.get(token).copied()
     }
 
-    /// The token string of an id.
+    /// The token string of an id ([`TokenizerParts::vocab`]; for added tokens, their content
+    /// as declared).
     pub fn id_to_token(&self, id: u32) -> Option<&str> {
         self.parts.vocab.get(id as usize).map(String::as_str)
     }
@@ -360,7 +422,8 @@ impl Tokenizer {
     }
 
     /// Decodes ids to text, skipping special tokens: HF `tokenizer.decode(ids)` with the
-    /// ByteLevel decoder. Unknown ids are skipped; invalid UTF-8 becomes U+FFFD.
+    /// ByteLevel decoder. Unknown ids are skipped; invalid UTF-8 becomes U+FFFD. Added tokens
+    /// with `normalized: true` decode as their NFC form, as in HF.
     pub fn decode(&self, ids: &[u32]) -> String {
         self.decode_impl(ids, true)
     }
@@ -427,6 +490,11 @@ mod tests {
         assert_eq!(t.id_to_token(2), Some("[CLS]"));
         assert_eq!(t.id_to_token(5000), None);
         assert_eq!(p.token_types()[..6], [3, 3, 3, 3, 3, 1]);
+        let mut p = p.clone();
+        p.added[0].special = false;
+        p.added[1].special = false;
+        p.added[1].content = "<|x|>".into();
+        assert_eq!(p.token_types()[..3], [4, 3, 3]);
         assert!(t.is_special(0) && !t.is_special(5));
     }
 
@@ -467,6 +535,21 @@ mod tests {
         for text in ["The quick brown fox.", "[MASK] déjà vu 👨‍👩‍👧", "  \t\r\n x"] {
             assert_eq!(again.encode(text), t.encode(text));
         }
+    }
+
+    #[test]
+    fn gguf_metadata_round_trip() {
+        let t = pico();
+        let p = t.parts();
+        let merges: Vec<String> = p.merges.iter().map(|(a, b)| format!("{a} {b}")).collect();
+        let back = match TokenizerParts::from_gguf(p.vocab.clone(), &p.token_types(), &merges) {
+            Ok(back) => back,
+            Err(e) => panic!("from_gguf: {e}"),
+        };
+        assert_eq!(&back, p);
+        let bad = TokenizerParts::from_gguf(p.vocab.clone(), &p.token_types(), &["ab".into()]);
+        assert!(matches!(bad, Err(Error::Parts(m)) if m.contains("merge #0")));
+        assert!(TokenizerParts::from_gguf(p.vocab.clone(), &[1], &merges).is_err());
     }
 
     fn err_of(json: &str) -> String {

@@ -245,6 +245,24 @@ mod tests {
     }
 
     #[test]
+    fn generated_tables_are_sorted_disjoint_ranges() {
+        use crate::unicode_tables::*;
+        for table in [
+            LETTER,
+            NUMBER,
+            WHITE_SPACE,
+            NFC_DECOMPOSABLE,
+            NFC_NONZERO_CCC,
+            WORD,
+        ] {
+            for w in table.windows(2) {
+                assert!(w[0].0 <= w[0].1 && w[0].1 < w[1].0, "{w:?}");
+            }
+        }
+        assert!(in_ranges(WORD, '_' as u32) && !in_ranges(WORD, '\u{bd}' as u32));
+    }
+
+    #[test]
     fn byte_level_alphabet_is_gpt2s() {
         assert_eq!(BYTE_TO_CHAR[b' ' as usize], 'Ġ');
         assert_eq!(BYTE_TO_CHAR[b'\n' as usize], 'Ċ');

@@ -362,6 +362,25 @@ fn variants(dir: &Path) -> Vec<PathBuf> {
     v["pre_tokenizer"]["add_prefix_space"] = true.into();
     save("ignore_merges_prefix_space", v);
 
+    // Unknown bytes: drop "z", "7" and "!" (in no merge) from the vocab, giving their ids to
+    // the last three tokens, and declare an unk token, with and without fuse_unk.
+    for fuse in [false, true] {
+        let mut v = base("models/s1-pico/tokenizer/tokenizer.json");
+        let vocab = v["model"]["vocab"]
+            .as_object_mut()
+            .unwrap_or_else(|| panic!("vocab"));
+        let last: Vec<String> = vocab.keys().rev().take(3).cloned().collect();
+        for (gone, moved) in ["z", "7", "!"].iter().zip(&last) {
+            let id = vocab
+                .remove(*gone)
+                .unwrap_or_else(|| panic!("{gone} not in vocab"));
+            vocab.insert(moved.clone(), id);
+        }
+        v["model"]["unk_token"] = "[UNK]".into();
+        v["model"]["fuse_unk"] = fuse.into();
+        save(if fuse { "unk_fused" } else { "unk_unfused" }, v);
+    }
+
     let mut v = base("models/s1-pico/tokenizer/tokenizer.json");
     v["pre_tokenizer"]["use_regex"] = false.into();
     v["normalizer"] = Value::Null;
@@ -391,6 +410,11 @@ fn added_token_texts() -> Vec<String> {
         " ha",
         "ha",
         "  ha  ",
+        "zz7!z a7b !!! z7!x",
+        "pizza 777 wow!",
+        "z",
+        "!z!",
+        "cat\u{301} x cat\u{200d} \u{5d0}cat cat\u{203f}x 7cat \u{663}cat \u{2167}cat \u{bd}cat cat\u{b2}",
         "[CLS] cat [SEP] café [MASK] <r> ha",
     ]
     .iter()

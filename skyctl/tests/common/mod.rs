@@ -1,0 +1,212 @@
+//! Test helpers: a temp workspace and the real `skyctl` binary.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The binary under test.
+pub fn skyctl_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_skyctl")
+}
+
+/// A workspace in a temp dir.
+pub struct Ws {
+    pub dir: tempfile::TempDir,
+}
+
+/// What a `--json` build printed.
+#[derive(Debug)]
+pub struct BuildRun {
+    pub code: i32,
+    pub events: Vec<serde_json::Value>,
+    pub summary: serde_json::Value,
+    pub stderr: String,
+}
+
+impl BuildRun {
+    /// Ids of nodes with a given finished status.
+    pub fn with_status(&self, status: &str) -> Vec<String> {
+        let mut v: Vec<String> = self
+            .events
+            .iter()
+            .filter(|e| e["event"] == "finished" && e["status"] == status)
+            .map(|e| e["node"].as_str().unwrap_or_default().to_string())
+            .collect();
+        v.sort();
+        v
+    }
+    pub fn executed(&self) -> Vec<String> {
+        self.with_status("executed")
+    }
+    pub fn count(&self, what: &str) -> u64 {
+        self.summary[what].as_u64().unwrap_or(u64::MAX)
+    }
+    /// The `why` of the node's started/finished event.
+    pub fn why(&self, node: &str) -> serde_json::Value {
+        self.events
+            .iter()
+            .find(|e| e["event"] == "finished" && e["node"] == node)
+            .map(|e| e["why"].clone())
+            .unwrap_or(serde_json::Value::Null)
+    }
+}
+
+impl Ws {
+    pub fn new() -> Ws {
+        Ws { dir: tempfile::tempdir().expect("tempdir") }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn p(&self, rel: &str) -> PathBuf {
+        self.dir.path().join(rel)
+    }
+
+    pub fn write(&self, rel: &str, content: &str) {
+        let p = self.p(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, content).unwrap();
+    }
+
+    pub fn read(&self, rel: &str) -> String {
+        std::fs::read_to_string(self.p(rel)).unwrap_or_else(|e| panic!("reading {rel}: {e}"))
+    }
+
+    pub fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(skyctl_bin());
+        c.args(args).current_dir(self.path()).env_remove("SKYCTL_STORE");
+        c
+    }
+
+    pub fn run(&self, args: &[&str]) -> Output {
+        self.cmd(args).output().expect("running skyctl")
+    }
+
+    /// `skyctl build --json ARGS`.
+    pub fn build(&self, args: &[&str]) -> BuildRun {
+        let mut all = vec!["build", "--json"];
+        all.extend_from_slice(args);
+        parse_build(self.run(&all))
+    }
+
+    /// stderr of a command expected to exit with `code`.
+    pub fn fails(&self, args: &[&str], code: i32) -> String {
+        let out = self.run(args);
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(code), "skyctl {args:?}: stdout {} stderr {stderr}", String::from_utf8_lossy(&out.stdout));
+        stderr
+    }
+}
+
+pub fn parse_build(out: Output) -> BuildRun {
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let mut events = Vec::new();
+    let mut summary = serde_json::Value::Null;
+    for line in stdout.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("bad JSON line {line:?}: {e}\nstderr: {stderr}"));
+        if v.get("summary").is_some() {
+            summary = v["summary"].clone();
+        } else {
+            events.push(v);
+        }
+    }
+    BuildRun { code: out.status.code().unwrap_or(-1), events, summary, stderr }
+}
+
+/// A pipeline shaped like the model pipeline, out of command nodes: per model
+/// convert.f32 -> calibrate (+ prompts) -> quantize, convert.f16, bench (volatile,
+/// exclusive); one manifest over all models; published files.
+pub fn model_shaped_pipeline(models: &[&str]) -> String {
+    let mut s = String::new();
+    for m in models {
+        s += &format!(
+            r#"
+[[command]]
+name = "{m}/convert.f32"
+run = "cat models/{m}/* > build/{m}/{m}.f32.gguf"
+inputs = ["models/{m}"]
+outputs = ["build/{m}/{m}.f32.gguf"]
+
+[[command]]
+name = "{m}/convert.f16"
+run = "cat models/{m}/* | tr a-z A-Z > build/{m}/{m}.f16.gguf"
+inputs = ["models/{m}"]
+outputs = ["build/{m}/{m}.f16.gguf"]
+
+[[command]]
+name = "{m}/calibrate"
+run = "cat build/{m}/{m}.f32.gguf prompts/default.jsonl | wc -c > build/{m}/calibration.json"
+inputs = ["build/{m}/{m}.f32.gguf", "prompts/default.jsonl"]
+outputs = ["build/{m}/calibration.json"]
+
+[[command]]
+name = "{m}/quantize.q8_0"
+run = "cat build/{m}/{m}.f32.gguf build/{m}/calibration.json > build/{m}/{m}.q8_0.gguf"
+inputs = ["build/{m}/{m}.f32.gguf", "build/{m}/calibration.json"]
+outputs = ["build/{m}/{m}.q8_0.gguf"]
+
+[[command]]
+name = "{m}/bench"
+run = "wc -c build/{m}/{m}.f16.gguf build/{m}/{m}.q8_0.gguf > build/{m}/bench.json"
+inputs = ["node:{m}/convert.f16", "node:{m}/quantize.q8_0"]
+outputs = ["build/{m}/bench.json"]
+exclusive = true
+volatile = true
+
+[[release.publish]]
+from = "build/{m}/{m}.q8_0.gguf"
+to = "models/"
+"#
+        );
+    }
+    let inputs: Vec<String> = models
+        .iter()
+        .flat_map(|m| [format!("\"build/{m}/{m}.q8_0.gguf\""), format!("\"build/{m}/bench.json\"")])
+        .collect();
+    s += &format!(
+        r#"
+[[command]]
+name = "manifest"
+run = "ls -1 build/*/*.q8_0.gguf > build/manifest.json"
+inputs = [{}]
+outputs = ["build/manifest.json"]
+
+[[release.publish]]
+from = "build/manifest.json"
+to = "manifest.json"
+"#,
+        inputs.join(", ")
+    );
+    s
+}
+
+/// Write the model-shaped pipeline and its sources.
+pub fn model_workspace(models: &[&str]) -> Ws {
+    let ws = Ws::new();
+    ws.write("pipeline.toml", &model_shaped_pipeline(models));
+    for m in models {
+        ws.write(&format!("models/{m}/model.safetensors"), &format!("weights of {m}\n"));
+        ws.write(&format!("models/{m}/config.json"), &format!("{{\"name\": \"{m}\"}}\n"));
+    }
+    ws.write("prompts/default.jsonl", "{\"prompt\": \"is it raining?\"}\n");
+    ws
+}
+
+/// Every file under `dir` (relative path -> bytes), for tree comparisons.
+pub fn snapshot(dir: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    let mut out = std::collections::BTreeMap::new();
+    if !dir.exists() {
+        return out;
+    }
+    for e in walkdir::WalkDir::new(dir).into_iter().flatten() {
+        if e.file_type().is_file() {
+            let rel = e.path().strip_prefix(dir).unwrap().to_string_lossy().into_owned();
+            out.insert(rel, std::fs::read(e.path()).unwrap());
+        }
+    }
+    out
+}

@@ -1,0 +1,94 @@
+//! Every manifest error is reported before anything runs, with file:line:column.
+
+mod common;
+
+use common::*;
+
+fn error_of(manifest: &str) -> String {
+    let ws = Ws::new();
+    ws.write("pipeline.toml", manifest);
+    ws.write("in.txt", "x");
+    let err = ws.fails(&["build"], 2);
+    // Nothing ran: no outputs, no state.
+    assert!(!ws.p("out").exists(), "a node ran despite: {err}");
+    err
+}
+
+#[test]
+fn unknown_key_with_did_you_mean() {
+    let e = error_of("[[command]]\nname = \"a\"\nrun = \"true\"\noutptus = [\"out/a\"]\n");
+    assert!(e.contains("pipeline.toml:4:1: unknown key `outptus` (did you mean `outputs`?)"), "{e}");
+}
+
+#[test]
+fn toml_syntax_error_is_located() {
+    let e = error_of("[[command]]\nname = \"a\nrun = \"true\"\n");
+    assert!(e.contains("pipeline.toml:2:"), "{e}");
+}
+
+#[test]
+fn wrong_value_type_says_what_was_expected() {
+    let e = error_of("[[command]]\nname = \"a\"\nrun = \"true\"\nexclusive = \"yes\"\n");
+    assert!(e.contains("pipeline.toml:4:13:") && e.contains("expected a boolean"), "{e}");
+}
+
+#[test]
+fn reference_to_missing_node() {
+    let e = error_of("[[command]]\nname = \"make-a\"\nrun = \"true\"\noutputs = [\"out/a\"]\n[[command]]\nname = \"b\"\nrun = \"true\"\ninputs = [\"node:make-b\"]\noutputs = [\"out/b\"]\n");
+    assert!(e.contains("pipeline.toml:8:11: node `b`: input `node:make-b` refers to no node named `make-b` (did you mean `make-a`?)"), "{e}");
+}
+
+#[test]
+fn reference_to_missing_model() {
+    let e = error_of("[[model]]\nname = \"s1-pico\"\nsource = \"m\"\n[[golden]]\nname = \"g\"\nkind = \"model\"\nmodel = \"s1-pcio\"\ncases = \"c\"\nexpected = \"e\"\n");
+    assert!(e.contains("pipeline.toml:7:9: golden `g`: no [[model]] named `s1-pcio` (did you mean `s1-pico`?)"), "{e}");
+}
+
+#[test]
+fn cycle_is_printed() {
+    let e = error_of(
+        "[[command]]\nname = \"a\"\nrun = \"true\"\ninputs = [\"out/c\"]\noutputs = [\"out/a\"]\n\
+         [[command]]\nname = \"b\"\nrun = \"true\"\ninputs = [\"out/a\"]\noutputs = [\"out/b\"]\n\
+         [[command]]\nname = \"c\"\nrun = \"true\"\ninputs = [\"out/b\"]\noutputs = [\"out/c\"]\n",
+    );
+    assert!(e.contains("dependency cycle: a -> c -> b -> a"), "{e}");
+}
+
+#[test]
+fn two_nodes_writing_one_output() {
+    let e = error_of("[[command]]\nname = \"a\"\nrun = \"true\"\noutputs = [\"out/x\"]\n[[command]]\nname = \"b\"\nrun = \"true\"\noutputs = [\"out/x\"]\n");
+    assert!(e.contains("pipeline.toml:6:8: node `b`: output `out/x` also written by node `a`"), "{e}");
+}
+
+#[test]
+fn output_paths_outside_the_workspace() {
+    let e = error_of("[[command]]\nname = \"a\"\nrun = \"true\"\noutputs = [\"../escape\"]\n");
+    assert!(e.contains("pipeline.toml:4:12: output `../escape`: `..` is not allowed"), "{e}");
+    let e = error_of("[[command]]\nname = \"a\"\nrun = \"true\"\noutputs = [\"/tmp/escape\"]\n");
+    assert!(e.contains("absolute paths are not allowed"), "{e}");
+}
+
+#[test]
+fn output_through_a_symlink_leading_out() {
+    let ws = Ws::new();
+    let outside = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(outside.path(), ws.p("link")).unwrap();
+    ws.write("pipeline.toml", "[[command]]\nname = \"a\"\nrun = \"echo x > link/f\"\noutputs = [\"link/f\"]\n");
+    let e = ws.fails(&["build"], 2);
+    assert!(e.contains("`link` is a symlink leading out of the workspace"), "{e}");
+    assert!(!outside.path().join("f").exists());
+}
+
+#[test]
+fn missing_source_input_is_an_error_before_running() {
+    let e = error_of("[[command]]\nname = \"a\"\nrun = \"mkdir out\"\ninputs = [\"nope.txt\"]\noutputs = [\"out/a\"]\n");
+    assert!(e.contains("node `a`: input `nope.txt` does not exist"), "{e}");
+}
+
+#[test]
+fn unknown_target_suggests() {
+    let ws = Ws::new();
+    ws.write("pipeline.toml", "[[command]]\nname = \"alpha\"\nrun = \"true\"\n");
+    let e = ws.fails(&["build", "alpah"], 2);
+    assert!(e.contains("no node, model or kind named `alpah` (did you mean `alpha`?)"), "{e}");
+}

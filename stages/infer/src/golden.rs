@@ -1,0 +1,124 @@
+//! Model golden suites: run every case of a suite and compare with the reference outputs of
+//! the Python Laya runtime. Token ids and markers must match exactly; probabilities within a
+//! tolerance (the seed's table: 1e-3 for f32 from safetensors and for F32/F16 GGUF).
+
+use crate::engine::Engine;
+use crate::error::{bad_request, Result};
+use crate::forward::Workspace;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Tolerance of the f32 paths (f32 from safetensors, F32 or F16 GGUF), max |Δp|.
+pub const F32_TOLERANCE: f64 = 1e-3;
+
+/// One expected record (the fields of a `fixtures/laya-ref/goldens/*.jsonl` line this check
+/// uses; others are ignored).
+#[derive(Debug, Clone, Deserialize, Serialize)]
+pub struct Expected {
+    /// Case id.
+    pub id: String,
+    /// Token ids.
+    pub input_ids: Vec<u32>,
+    /// Marker positions.
+    pub markers: Vec<usize>,
+    /// Probabilities in option order.
+    pub probabilities: Vec<f64>,
+    /// Raw scores (informative).
+    #[serde(default)]
+    pub scores: Vec<f64>,
+}
+
+/// The outcome of one suite.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct GoldenReport {
+    /// Cases run.
+    pub cases: usize,
+    /// Largest |p - p_expected| over every option of every case whose ids matched.
+    pub max_abs_err: f64,
+    /// The case where that happened.
+    pub worst_case: Option<String>,
+    /// Cases whose token ids or markers differ (or that failed to run, or have no expected record).
+    pub mismatched_ids: Vec<String>,
+    /// Why each mismatched case failed.
+    pub failures: Vec<String>,
+    /// The tolerance applied.
+    pub tolerance: f64,
+    /// Every id/marker matched and max_abs_err <= tolerance.
+    pub passed: bool,
+}
+
+fn jsonl<T: for<'de> Deserialize<'de>>(text: &str, what: &str) -> Result<Vec<T>> {
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| serde_json::from_str(l).map_err(|e| bad_request(format!("{what}:{}", i + 1), e.to_string())))
+        .collect()
+}
+
+/// Parse a cases file (one `{"id", "type", "instructions", "criteria", "state"}` per line).
+pub fn parse_cases(text: &str) -> Result<Vec<Value>> {
+    jsonl(text, "cases")
+}
+
+/// Parse an expected-outputs file (one [`Expected`] per line).
+pub fn parse_expected(text: &str) -> Result<Vec<Expected>> {
+    jsonl(text, "expected")
+}
+
+/// Run every case on `engine` and compare with `expected` (matched by id).
+pub fn check_golden(engine: &Engine, cases: &[Value], expected: &[Expected], tolerance: f64) -> GoldenReport {
+    let mut ws = Workspace::new();
+    let mut report = GoldenReport {
+        cases: cases.len(),
+        max_abs_err: 0.0,
+        worst_case: None,
+        mismatched_ids: Vec::new(),
+        failures: Vec::new(),
+        tolerance,
+        passed: false,
+    };
+    for (i, case) in cases.iter().enumerate() {
+        let id = case.get("id").and_then(Value::as_str).map_or_else(|| format!("#{}", i + 1), str::to_string);
+        let mut fail = |why: String| {
+            report.mismatched_ids.push(id.clone());
+            report.failures.push(format!("{id}: {why}"));
+        };
+        let Some(want) = expected.iter().find(|e| e.id == id) else {
+            fail("no expected record".into());
+            continue;
+        };
+        let got = match engine.run_case(&mut ws, case) {
+            Ok((_, r)) => r,
+            Err(e) => {
+                fail(e.to_string());
+                continue;
+            }
+        };
+        if got.ids != want.input_ids || got.markers != want.markers {
+            let at = got.ids.iter().zip(&want.input_ids).position(|(a, b)| a != b);
+            fail(format!(
+                "token ids/markers differ ({} vs {} tokens, first differing position {at:?}, markers {:?} vs {:?})",
+                got.ids.len(),
+                want.input_ids.len(),
+                got.markers,
+                want.markers
+            ));
+            continue;
+        }
+        if got.probabilities.len() != want.probabilities.len() {
+            fail(format!("{} probabilities, expected {}", got.probabilities.len(), want.probabilities.len()));
+            continue;
+        }
+        for (p, q) in got.probabilities.iter().zip(&want.probabilities) {
+            let err = (*p as f64 - q).abs();
+            // NaN counts as the worst possible error.
+            let err = if err.is_nan() { f64::INFINITY } else { err };
+            if report.worst_case.is_none() || err > report.max_abs_err {
+                report.max_abs_err = err;
+                report.worst_case = Some(id.clone());
+            }
+        }
+    }
+    report.passed = report.mismatched_ids.is_empty() && report.max_abs_err <= tolerance && report.cases > 0;
+    report
+}

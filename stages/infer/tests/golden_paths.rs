@@ -1,0 +1,88 @@
+//! Every shipped golden suite (golden/laya: s1-pico, s1-nano, s1-micro x all 41 cases) on
+//! every f32 compute path: the Laya directory (F16 safetensors computed in f32), the f32
+//! safetensors copy of pico, and F32 / F16 GGUF files converted with sky-laya. Tolerance
+//! 1e-3 (seed table) against the PyTorch float32 runtime; the error against the float64
+//! goldens is measured and printed (`--nocapture`) and bounded at 1e-4.
+
+mod common;
+
+use sky_gguf::GgmlType;
+use sky_infer::engine::Engine;
+use sky_infer::golden::{check_golden, parse_cases, parse_expected, Expected, F32_TOLERANCE};
+
+fn suite(model: &str) -> (Vec<serde_json::Value>, Vec<Expected>) {
+    let root = common::repo_root().join("golden/laya");
+    let cases = parse_cases(&std::fs::read_to_string(root.join("cases.jsonl")).unwrap()).unwrap();
+    let expected = parse_expected(&std::fs::read_to_string(root.join(format!("{model}.expected.jsonl"))).unwrap()).unwrap();
+    (cases, expected)
+}
+
+fn f64_expected(model: &str) -> Vec<Expected> {
+    let text = std::fs::read_to_string(common::repo_root().join(format!("fixtures/laya-ref/goldens/{model}.f64.jsonl"))).unwrap();
+    parse_expected(&text).unwrap()
+}
+
+fn gguf(model: &str, ty: GgmlType, dir: &std::path::Path) -> Engine {
+    let ckpt = sky_laya::LayaCheckpoint::open(common::model_dir(model)).unwrap();
+    let opts = sky_laya::ConvertOptions {
+        policy: sky_laya::TypePolicy { ftype: ty, head_type: GgmlType::F32, rules: Vec::new() },
+        ..Default::default()
+    };
+    let out = dir.join(format!("{model}.{ty:?}.gguf"));
+    sky_laya::convert(&ckpt, &opts, &out).unwrap();
+    sky_infer::load::open(&out).unwrap()
+}
+
+fn run(label: &str, engine: &Engine, golden_model: &str) {
+    let (cases, expected) = suite(golden_model);
+    let r = check_golden(engine, &cases, &expected, F32_TOLERANCE);
+    let r64 = check_golden(engine, &cases, &f64_expected(golden_model), 1e-4);
+    eprintln!(
+        "{label}: {} cases, max |Δp| vs f32 golden {:.2e} ({}), vs f64 golden {:.2e} ({})",
+        r.cases,
+        r.max_abs_err,
+        r.worst_case.as_deref().unwrap_or("-"),
+        r64.max_abs_err,
+        r64.worst_case.as_deref().unwrap_or("-")
+    );
+    assert!(r.passed, "{label}: {r:?}");
+    assert!(r64.passed, "{label} vs f64: {r64:?}");
+    assert_eq!(r.cases, 41);
+}
+
+fn all_paths(model: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    run(&format!("{model} laya dir"), &sky_infer::load::open(&common::model_dir(model)).unwrap(), model);
+    run(&format!("{model} F32 GGUF"), &gguf(model, GgmlType::F32, dir.path()), model);
+    run(&format!("{model} F16 GGUF"), &gguf(model, GgmlType::F16, dir.path()), model);
+}
+
+#[test]
+fn pico_all_paths() {
+    all_paths("s1-pico");
+    run("s1-pico-f32 laya dir", &sky_infer::load::open(&common::model_dir("s1-pico-f32")).unwrap(), "s1-pico");
+}
+
+#[test]
+fn nano_all_paths() {
+    all_paths("s1-nano");
+}
+
+#[test]
+fn micro_all_paths() {
+    all_paths("s1-micro");
+}
+
+/// A wrong expected record is caught: the check can fail.
+#[test]
+fn a_perturbed_golden_fails() {
+    let engine = sky_infer::load::open(&common::model_dir("s1-pico")).unwrap();
+    let (cases, mut expected) = suite("s1-pico");
+    expected[3].probabilities[0] += 0.01;
+    expected[5].input_ids[2] += 1;
+    let r = check_golden(&engine, &cases, &expected, F32_TOLERANCE);
+    assert!(!r.passed);
+    assert_eq!(r.worst_case.as_deref(), Some(expected[3].id.as_str()));
+    assert!(r.max_abs_err > 0.009);
+    assert_eq!(r.mismatched_ids, vec![expected[5].id.clone()]);
+}

@@ -8,5 +8,6 @@
 pub mod cli;
 pub mod commands;
 pub mod engine;
+pub mod golden_table;
 pub mod pipeline_args;
 pub mod progress;

@@ -20,10 +20,11 @@ pub struct WorkspaceArgs {
 impl WorkspaceArgs {
     /// Open the workspace these arguments name.
     pub fn open(&self) -> anyhow::Result<Workspace> {
-        let store = self
-            .store
-            .clone()
-            .or_else(|| std::env::var_os("SKYCTL_STORE").filter(|s| !s.is_empty()).map(PathBuf::from));
+        let store = self.store.clone().or_else(|| {
+            std::env::var_os("SKYCTL_STORE")
+                .filter(|s| !s.is_empty())
+                .map(PathBuf::from)
+        });
         let cwd = std::env::current_dir()?;
         Ok(Workspace::open(&cwd, self.manifest.as_deref(), store)?)
     }

@@ -45,7 +45,12 @@ pub struct Console {
 impl Console {
     /// A reporter for `mode`; `verbose` also prints cache hits.
     pub fn new(mode: Mode, verbose: bool) -> Console {
-        Console { mode, verbose, bar: None, running: BTreeSet::new() }
+        Console {
+            mode,
+            verbose,
+            bar: None,
+            running: BTreeSet::new(),
+        }
     }
 
     fn line(&self, s: &str) {
@@ -59,7 +64,11 @@ impl Console {
         if let Some(b) = &self.bar {
             let names: Vec<&str> = self.running.iter().map(String::as_str).take(4).collect();
             let more = self.running.len().saturating_sub(names.len());
-            let tail = if more > 0 { format!(" +{more}") } else { String::new() };
+            let tail = if more > 0 {
+                format!(" +{more}")
+            } else {
+                String::new()
+            };
             b.set_message(format!("{}{tail}", names.join(", ")));
         }
     }
@@ -91,7 +100,9 @@ impl Reporter for Console {
             Event::Plan { total } => {
                 if let Mode::Tty = self.mode {
                     let bar = ProgressBar::new(*total as u64);
-                    if let Ok(style) = ProgressStyle::with_template("{bar:30} {pos}/{len} {elapsed} {wide_msg}") {
+                    if let Ok(style) =
+                        ProgressStyle::with_template("{bar:30} {pos}/{len} {elapsed} {wide_msg}")
+                    {
                         bar.set_style(style);
                     }
                     self.bar = Some(bar);
@@ -101,7 +112,15 @@ impl Reporter for Console {
                 self.running.insert(node.clone());
                 self.refresh();
             }
-            Event::Finished { node, status, why, seconds, error, log_tail, .. } => {
+            Event::Finished {
+                node,
+                status,
+                why,
+                seconds,
+                error,
+                log_tail,
+                ..
+            } => {
                 self.running.remove(node);
                 if let Some(b) = &self.bar {
                     b.inc(1);
@@ -109,13 +128,18 @@ impl Reporter for Console {
                 self.refresh();
                 let why = why.as_ref().map(|w| format!(" ({w})")).unwrap_or_default();
                 match status {
-                    NodeStatus::Executed => self.line(&format!("executed  {node}{why} {seconds:.2}s")),
+                    NodeStatus::Executed => {
+                        self.line(&format!("executed  {node}{why} {seconds:.2}s"))
+                    }
                     NodeStatus::Restored => self.line(&format!("restored  {node}{why}")),
                     NodeStatus::Cached if self.verbose => self.line(&format!("cached    {node}")),
                     NodeStatus::Cached => {}
                     NodeStatus::Skipped => self.line(&format!("skipped   {node}")),
                     NodeStatus::Failed => {
-                        self.line(&format!("FAILED    {node}{why}: {}", error.as_deref().unwrap_or("failed")));
+                        self.line(&format!(
+                            "FAILED    {node}{why}: {}",
+                            error.as_deref().unwrap_or("failed")
+                        ));
                         if let Some(tail) = log_tail {
                             for l in tail.lines() {
                                 self.line(&format!("  | {l}"));

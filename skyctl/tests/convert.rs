@@ -309,7 +309,8 @@ fn missing_files_and_keys() {
     }
     let src = random_pico(t, "k");
     let cfg = src.join("encoder/config.json");
-    let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&cfg).unwrap()).unwrap();
+    let good = std::fs::read_to_string(&cfg).unwrap();
+    let mut v: Value = serde_json::from_str(&good).unwrap();
     v.as_object_mut().unwrap().remove("hidden_size");
     std::fs::write(&cfg, v.to_string()).unwrap();
     expect_refusal(
@@ -318,6 +319,7 @@ fn missing_files_and_keys() {
         &[],
         &["encoder/config.json", "\"hidden_size\"", "missing"],
     );
+    std::fs::write(&cfg, good).unwrap();
     let agent = src.join("rl_agent_config.json");
     std::fs::write(&agent, "{\"head_layers\": \"two\"}").unwrap();
     expect_refusal(
@@ -333,7 +335,6 @@ fn missing_files_and_keys() {
         &[],
         &["rl_agent_config.json", "invalid JSON"],
     );
-    std::fs::remove_file(src.join("tokenizer/tokenizer_config.json")).unwrap();
 }
 
 #[test]

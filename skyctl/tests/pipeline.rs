@@ -19,7 +19,12 @@ fn noop_build_executes_zero_nodes() {
     assert!(ws.p("site/public/manifest.json").is_file());
     // status agrees: nothing stale, exit 0.
     let out = ws.run(&["status"]);
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
 }
 
 #[test]
@@ -50,9 +55,20 @@ fn changing_one_model_source_reruns_only_its_chain_and_the_manifest() {
 fn changing_a_calibration_prompt_reruns_only_calibrate_and_dependents() {
     let ws = model_workspace(&["pico"]);
     assert_eq!(ws.build(&[]).code, 0);
-    ws.write("prompts/default.jsonl", "{\"prompt\": \"is it snowing today?\"}\n");
+    ws.write(
+        "prompts/default.jsonl",
+        "{\"prompt\": \"is it snowing today?\"}\n",
+    );
     let run = ws.build(&[]);
-    assert_eq!(run.executed(), vec!["manifest", "pico/bench", "pico/calibrate", "pico/quantize.q8_0"]);
+    assert_eq!(
+        run.executed(),
+        vec![
+            "manifest",
+            "pico/bench",
+            "pico/calibrate",
+            "pico/quantize.q8_0"
+        ]
+    );
     assert_eq!(
         run.why("pico/calibrate"),
         serde_json::json!({"reason": "input_changed", "path": "prompts/default.jsonl"})
@@ -95,7 +111,12 @@ fn two_clones_in_different_folders_compute_the_same_keys_and_share_a_store() {
         let out = ws.run(&["graph", "--format", "json"]);
         assert_eq!(out.status.code(), Some(0));
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        v["nodes"].as_array().unwrap().iter().map(|n| (n["id"].to_string(), n["key"].to_string())).collect::<Vec<_>>()
+        v["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| (n["id"].to_string(), n["key"].to_string()))
+            .collect::<Vec<_>>()
     };
     // Before any build, only source-only nodes have keys; those must agree.
     assert_eq!(keys(&a), keys(&b));
@@ -115,9 +136,18 @@ fn two_clones_in_different_folders_compute_the_same_keys_and_share_a_store() {
     assert_eq!(snapshot(&a.p("build")), snapshot(&b.p("build")));
     let ka = keys(&a);
     assert!(ka.iter().all(|(_, k)| k != "null"));
-    let out = b.cmd(&["graph", "--format", "json", "--store"]).arg(&store).output().unwrap();
+    let out = b
+        .cmd(&["graph", "--format", "json", "--store"])
+        .arg(&store)
+        .output()
+        .unwrap();
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let kb: Vec<_> = v["nodes"].as_array().unwrap().iter().map(|n| (n["id"].to_string(), n["key"].to_string())).collect();
+    let kb: Vec<_> = v["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| (n["id"].to_string(), n["key"].to_string()))
+        .collect();
     assert_eq!(ka, kb);
 }
 
@@ -128,7 +158,11 @@ fn corrupted_blob_is_detected_and_rebuilt() {
     let good = ws.read("build/pico/pico.f16.gguf");
     // Corrupt the blob holding convert.f16's output.
     let digest = blake3::hash(good.as_bytes()).to_hex().to_string();
-    let blob = ws.p(&format!(".skyctl/store-v1/blobs/{}/{}", &digest[..2], &digest[2..]));
+    let blob = ws.p(&format!(
+        ".skyctl/store-v1/blobs/{}/{}",
+        &digest[..2],
+        &digest[2..]
+    ));
     assert!(blob.is_file());
     std::fs::set_permissions(&blob, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
     std::fs::write(&blob, "garbage").unwrap();
@@ -141,7 +175,12 @@ fn corrupted_blob_is_detected_and_rebuilt() {
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert_eq!(run.executed(), vec!["pico/convert.f16"]);
     assert_eq!(run.why("pico/convert.f16")["reason"], "store_damaged");
-    assert!(run.events.iter().any(|e| e["event"] == "note" && e["message"].as_str().unwrap_or("").contains("corrupted")));
+    assert!(
+        run.events
+            .iter()
+            .any(|e| e["event"] == "note"
+                && e["message"].as_str().unwrap_or("").contains("corrupted"))
+    );
     assert_eq!(ws.read("build/pico/pico.f16.gguf"), good);
     assert_eq!(ws.run(&["store", "check"]).status.code(), Some(0));
 }
@@ -171,7 +210,10 @@ fn rerun_forces_volatile_nodes_and_targets_limit_scope() {
     ws.write("models/pico/config.json", "{}\n");
     ws.write("models/nano/config.json", "{\"n\": 1}\n");
     let run = ws.build(&["nano/quantize.q8_0"]);
-    assert_eq!(run.executed(), vec!["nano/calibrate", "nano/convert.f32", "nano/quantize.q8_0"]);
+    assert_eq!(
+        run.executed(),
+        vec!["nano/calibrate", "nano/convert.f32", "nano/quantize.q8_0"]
+    );
 }
 
 #[test]
@@ -182,11 +224,27 @@ fn dry_run_lists_what_would_run_and_why() {
     let out = ws.run(&["build", "--dry-run"]);
     assert_eq!(out.status.code(), Some(0));
     let s = String::from_utf8_lossy(&out.stdout);
-    assert!(s.contains("run      pico/calibrate") && s.contains("input `prompts/default.jsonl` changed"), "{s}");
-    assert!(s.contains("may run  pico/quantize.q8_0") && s.contains("upstream node `pico/calibrate` is stale"), "{s}");
+    assert!(
+        s.contains("run      pico/calibrate")
+            && s.contains("input `prompts/default.jsonl` changed"),
+        "{s}"
+    );
+    assert!(
+        s.contains("may run  pico/quantize.q8_0")
+            && s.contains("upstream node `pico/calibrate` is stale"),
+        "{s}"
+    );
     assert!(!s.contains("convert"), "{s}");
     // Nothing ran.
-    assert_eq!(ws.build(&[]).executed(), vec!["manifest", "pico/bench", "pico/calibrate", "pico/quantize.q8_0"]);
+    assert_eq!(
+        ws.build(&[]).executed(),
+        vec![
+            "manifest",
+            "pico/bench",
+            "pico/calibrate",
+            "pico/quantize.q8_0"
+        ]
+    );
 }
 
 #[test]
@@ -199,7 +257,10 @@ fn status_and_explain_give_reasons() {
     ws.write("models/pico/config.json", "{\"name\": \"other\"}\n");
     let out = ws.run(&["status"]);
     let s = String::from_utf8_lossy(&out.stdout);
-    assert!(s.contains("pico/convert.f32") && s.contains("input `models/pico` changed"), "{s}");
+    assert!(
+        s.contains("pico/convert.f32") && s.contains("input `models/pico` changed"),
+        "{s}"
+    );
     std::fs::remove_file(ws.p("build/pico/calibration.json")).unwrap();
     let out = ws.run(&["explain", "pico/convert.f16"]);
     let s = String::from_utf8_lossy(&out.stdout);
@@ -226,13 +287,31 @@ outputs = ["out/env.txt"]
 env = ["DECLARED"]
 "#,
     );
-    let out = ws.cmd(&["build"]).env("DECLARED", "one").env("SECRET", "s").output().unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = ws
+        .cmd(&["build"])
+        .env("DECLARED", "one")
+        .env("SECRET", "s")
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(ws.read("out/env.txt"), "one unset\n");
     // A declared variable's value is part of the key.
-    let run = parse_build(ws.cmd(&["build", "--json"]).env("DECLARED", "two").output().unwrap());
+    let run = parse_build(
+        ws.cmd(&["build", "--json"])
+            .env("DECLARED", "two")
+            .output()
+            .unwrap(),
+    );
     assert_eq!(run.executed(), vec!["env"]);
-    assert_eq!(run.why("env"), serde_json::json!({"reason": "params_changed", "field": "env"}));
+    assert_eq!(
+        run.why("env"),
+        serde_json::json!({"reason": "params_changed", "field": "env"})
+    );
 }
 
 #[test]
@@ -275,14 +354,29 @@ outputs = ["out/copy.txt"]
             .map(|e| e["error"].as_str().unwrap_or_default().to_string())
             .unwrap_or_default()
     };
-    assert!(err("lazy").contains("declared output `out/never.txt` was not written"), "{}", err("lazy"));
-    assert!(err("sneaky").contains("wrote into the release directory `site/public`"), "{}", err("sneaky"));
+    assert!(
+        err("lazy").contains("declared output `out/never.txt` was not written"),
+        "{}",
+        err("lazy")
+    );
+    assert!(
+        err("sneaky").contains("wrote into the release directory `site/public`"),
+        "{}",
+        err("sneaky")
+    );
     assert_eq!(run.summary["failed"], 2);
     // A failing command's log tail is reported.
     ws.write("pipeline.toml", "[[command]]\nname = \"bad\"\nrun = \"echo oops-on-stderr >&2; exit 3\"\noutputs = [\"o\"]\n");
     let run = ws.build(&[]);
-    let fin = run.events.iter().find(|e| e["node"] == "bad" && e["event"] == "finished").unwrap();
-    assert!(fin["error"].as_str().unwrap().contains("exited with status 3"));
+    let fin = run
+        .events
+        .iter()
+        .find(|e| e["node"] == "bad" && e["event"] == "finished")
+        .unwrap();
+    assert!(fin["error"]
+        .as_str()
+        .unwrap()
+        .contains("exited with status 3"));
     assert!(fin["log_tail"].as_str().unwrap().contains("oops-on-stderr"));
 }
 
@@ -319,9 +413,13 @@ outputs = ["out/slow.txt"]
     // The second waited (and said so), then found everything built.
     assert_eq!(ra.count("executed") + rb.count("executed"), 1);
     let waited = [&ra, &rb].iter().any(|r| {
-        r.events
-            .iter()
-            .any(|e| e["event"] == "note" && e["message"].as_str().unwrap_or("").contains("waiting for another skyctl build"))
+        r.events.iter().any(|e| {
+            e["event"] == "note"
+                && e["message"]
+                    .as_str()
+                    .unwrap_or("")
+                    .contains("waiting for another skyctl build")
+        })
     });
     assert!(waited);
     assert_eq!(ws.read("trace.txt"), "start\nend\n");
@@ -338,7 +436,10 @@ fn init_writes_an_example_and_missing_kinds_are_reported() {
     ws.write("models/s1-pico/model.safetensors", "x");
     ws.write("docs/a.md", "# a\n");
     let err = ws.fails(&["build"], 2);
-    assert!(err.contains("stage kind `convert` is not available in this build"), "{err}");
+    assert!(
+        err.contains("stage kind `convert` is not available in this build"),
+        "{err}"
+    );
     let out = ws.run(&["graph", "--format", "mermaid"]);
     assert_eq!(out.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&out.stdout).contains("s1-pico/quantize.q8_0"));
@@ -347,7 +448,9 @@ fn init_writes_an_example_and_missing_kinds_are_reported() {
 #[test]
 fn gc_keeps_the_last_builds_and_store_check_passes() {
     let ws = Ws::new();
-    let p = |v: &str| format!("[[command]]\nname = \"n\"\nrun = \"mkdir -p o && echo {v} > o/x\"\noutputs = [\"o/x\"]\n");
+    let p = |v: &str| {
+        format!("[[command]]\nname = \"n\"\nrun = \"mkdir -p o && echo {v} > o/x\"\noutputs = [\"o/x\"]\n")
+    };
     ws.write("pipeline.toml", &p("one"));
     assert_eq!(ws.build(&[]).code, 0);
     ws.write("pipeline.toml", &p("two"));
@@ -361,4 +464,27 @@ fn gc_keeps_the_last_builds_and_store_check_passes() {
     ws.run(&["clean"]);
     assert_eq!(ws.build(&[]).count("executed"), 0);
     assert_eq!(ws.read("o/x"), "two\n");
+}
+
+#[test]
+fn two_workspaces_sharing_one_store_build_concurrently() {
+    let a = model_workspace(&["pico", "nano"]);
+    let b = model_workspace(&["pico", "nano"]);
+    let store = tempfile::tempdir().unwrap();
+    let spawn = |ws: &Ws| {
+        ws.cmd(&["build", "--json", "-j", "3"])
+            .env("SKYCTL_STORE", store.path())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (pa, pb) = (spawn(&a), spawn(&b));
+    let ra = parse_build(pa.wait_with_output().unwrap());
+    let rb = parse_build(pb.wait_with_output().unwrap());
+    assert_eq!((ra.code, rb.code), (0, 0), "{} {}", ra.stderr, rb.stderr);
+    assert_eq!(snapshot(&a.p("site/public")), snapshot(&b.p("site/public")));
+    assert_eq!(snapshot(&a.p("build")), snapshot(&b.p("build")));
+    let check = a.cmd(&["store", "check"]).env("SKYCTL_STORE", store.path()).output().unwrap();
+    assert_eq!(check.status.code(), Some(0), "{}", String::from_utf8_lossy(&check.stdout));
 }

@@ -12,7 +12,11 @@ use common::*;
 fn slow_pipeline() -> String {
     let mut s = String::new();
     for i in 0..6 {
-        let input = if i == 0 { "in.txt".to_string() } else { format!("out/n{}", i - 1) };
+        let input = if i == 0 {
+            "in.txt".to_string()
+        } else {
+            format!("out/n{}", i - 1)
+        };
         s += &format!(
             "[[command]]\nname = \"n{i}\"\nrun = \"mkdir -p out && head -c 3 {input} > out/n{i} && sleep 0.12 && echo step{i} >> out/n{i}\"\ninputs = [\"{input}\"]\noutputs = [\"out/n{i}\"]\n\n"
         );
@@ -50,17 +54,27 @@ fn kill_9_at_several_points_then_rebuild_matches_a_clean_build() {
             .unwrap();
         std::thread::sleep(Duration::from_millis(delay_ms));
         // The whole group: skyctl and the commands it started.
-        let _ = std::process::Command::new("kill").args(["-9", "--", &format!("-{}", child.id())]).status();
+        let _ = std::process::Command::new("kill")
+            .args(["-9", "--", &format!("-{}", child.id())])
+            .status();
         let _ = child.wait();
         // Every kill leaves a store that checks clean (temp files do not count).
         let check = ws.run(&["store", "check"]);
-        assert_eq!(check.status.code(), Some(0), "after kill at {delay_ms} ms: {}", String::from_utf8_lossy(&check.stdout));
+        assert_eq!(
+            check.status.code(),
+            Some(0),
+            "after kill at {delay_ms} ms: {}",
+            String::from_utf8_lossy(&check.stdout)
+        );
     }
     let run = ws.build(&[]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert_eq!(snapshot(&ws.p("out")), snapshot(&reference.p("out")));
     assert_eq!(snapshot(&ws.p("side")), snapshot(&reference.p("side")));
-    assert_eq!(snapshot(&ws.p("site/public")), snapshot(&reference.p("site/public")));
+    assert_eq!(
+        snapshot(&ws.p("site/public")),
+        snapshot(&reference.p("site/public"))
+    );
     assert!(!snapshot(&ws.p("site/public")).is_empty());
     assert_eq!(ws.run(&["store", "check"]).status.code(), Some(0));
     assert_eq!(ws.build(&[]).count("executed"), 0);

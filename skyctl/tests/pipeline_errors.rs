@@ -17,7 +17,10 @@ fn error_of(manifest: &str) -> String {
 #[test]
 fn unknown_key_with_did_you_mean() {
     let e = error_of("[[command]]\nname = \"a\"\nrun = \"true\"\noutptus = [\"out/a\"]\n");
-    assert!(e.contains("pipeline.toml:4:1: unknown key `outptus` (did you mean `outputs`?)"), "{e}");
+    assert!(
+        e.contains("pipeline.toml:4:1: unknown key `outptus` (did you mean `outputs`?)"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -29,7 +32,10 @@ fn toml_syntax_error_is_located() {
 #[test]
 fn wrong_value_type_says_what_was_expected() {
     let e = error_of("[[command]]\nname = \"a\"\nrun = \"true\"\nexclusive = \"yes\"\n");
-    assert!(e.contains("pipeline.toml:4:13:") && e.contains("expected a boolean"), "{e}");
+    assert!(
+        e.contains("pipeline.toml:4:13:") && e.contains("expected a boolean"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -41,7 +47,12 @@ fn reference_to_missing_node() {
 #[test]
 fn reference_to_missing_model() {
     let e = error_of("[[model]]\nname = \"s1-pico\"\nsource = \"m\"\n[[golden]]\nname = \"g\"\nkind = \"model\"\nmodel = \"s1-pcio\"\ncases = \"c\"\nexpected = \"e\"\n");
-    assert!(e.contains("pipeline.toml:7:9: golden `g`: no [[model]] named `s1-pcio` (did you mean `s1-pico`?)"), "{e}");
+    assert!(
+        e.contains(
+            "pipeline.toml:7:9: golden `g`: no [[model]] named `s1-pcio` (did you mean `s1-pico`?)"
+        ),
+        "{e}"
+    );
 }
 
 #[test]
@@ -57,13 +68,19 @@ fn cycle_is_printed() {
 #[test]
 fn two_nodes_writing_one_output() {
     let e = error_of("[[command]]\nname = \"a\"\nrun = \"true\"\noutputs = [\"out/x\"]\n[[command]]\nname = \"b\"\nrun = \"true\"\noutputs = [\"out/x\"]\n");
-    assert!(e.contains("pipeline.toml:6:8: node `b`: output `out/x` also written by node `a`"), "{e}");
+    assert!(
+        e.contains("pipeline.toml:6:8: node `b`: output `out/x` also written by node `a`"),
+        "{e}"
+    );
 }
 
 #[test]
 fn output_paths_outside_the_workspace() {
     let e = error_of("[[command]]\nname = \"a\"\nrun = \"true\"\noutputs = [\"../escape\"]\n");
-    assert!(e.contains("pipeline.toml:4:12: output `../escape`: `..` is not allowed"), "{e}");
+    assert!(
+        e.contains("pipeline.toml:4:12: output `../escape`: `..` is not allowed"),
+        "{e}"
+    );
     let e = error_of("[[command]]\nname = \"a\"\nrun = \"true\"\noutputs = [\"/tmp/escape\"]\n");
     assert!(e.contains("absolute paths are not allowed"), "{e}");
 }
@@ -73,22 +90,37 @@ fn output_through_a_symlink_leading_out() {
     let ws = Ws::new();
     let outside = tempfile::tempdir().unwrap();
     std::os::unix::fs::symlink(outside.path(), ws.p("link")).unwrap();
-    ws.write("pipeline.toml", "[[command]]\nname = \"a\"\nrun = \"echo x > link/f\"\noutputs = [\"link/f\"]\n");
+    ws.write(
+        "pipeline.toml",
+        "[[command]]\nname = \"a\"\nrun = \"echo x > link/f\"\noutputs = [\"link/f\"]\n",
+    );
     let e = ws.fails(&["build"], 2);
-    assert!(e.contains("`link` is a symlink leading out of the workspace"), "{e}");
+    assert!(
+        e.contains("`link` is a symlink leading out of the workspace"),
+        "{e}"
+    );
     assert!(!outside.path().join("f").exists());
 }
 
 #[test]
 fn missing_source_input_is_an_error_before_running() {
     let e = error_of("[[command]]\nname = \"a\"\nrun = \"mkdir out\"\ninputs = [\"nope.txt\"]\noutputs = [\"out/a\"]\n");
-    assert!(e.contains("node `a`: input `nope.txt` does not exist"), "{e}");
+    assert!(
+        e.contains("node `a`: input `nope.txt` does not exist"),
+        "{e}"
+    );
 }
 
 #[test]
 fn unknown_target_suggests() {
     let ws = Ws::new();
-    ws.write("pipeline.toml", "[[command]]\nname = \"alpha\"\nrun = \"true\"\n");
+    ws.write(
+        "pipeline.toml",
+        "[[command]]\nname = \"alpha\"\nrun = \"true\"\n",
+    );
     let e = ws.fails(&["build", "alpah"], 2);
-    assert!(e.contains("no node, model or kind named `alpah` (did you mean `alpha`?)"), "{e}");
+    assert!(
+        e.contains("no node, model or kind named `alpah` (did you mean `alpha`?)"),
+        "{e}"
+    );
 }

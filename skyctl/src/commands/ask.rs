@@ -1,12 +1,85 @@
-//! `skyctl ask`.
+//! `skyctl ask`: answer decision questions with a model (a .gguf file or a Laya directory).
 
+#![allow(clippy::print_stdout)]
+
+use std::io::Write as _;
+use std::path::PathBuf;
 use std::process::ExitCode;
+
+use sky_infer::engine::{error_response, parse_json_bytes};
+use sky_infer::forward::Workspace;
 
 /// Arguments of `skyctl ask`.
 #[derive(clap::Args, Debug)]
-pub struct Args {}
+#[command(group(clap::ArgGroup::new("input").required(true).args(["request", "requests"])))]
+pub struct Args {
+    /// The model: a .gguf file or a Laya checkpoint directory.
+    pub model: PathBuf,
+    /// A `/v1/systemone` request (`{"state": ..., "questions": {...}}`); prints the response.
+    #[arg(long, value_name = "FILE.json")]
+    pub request: Option<PathBuf>,
+    /// One case per line (`{"id", "type", "instructions", "criteria", "state"}`); prints one
+    /// JSON object per line (id, ids, markers, scores, temperature, probabilities, answer).
+    #[arg(long, value_name = "FILE.jsonl")]
+    pub requests: Option<PathBuf>,
+    /// Machine-readable output (the response JSON; errors as the spec's error object).
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn read(path: &PathBuf) -> anyhow::Result<Vec<u8>> {
+    std::fs::read(path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
+}
 
 /// Run `skyctl ask`.
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("`skyctl ask` is not available in this build yet")
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let engine = sky_infer::load::open(&args.model)?;
+    let mut ws = Workspace::new();
+    let mut out = std::io::stdout().lock();
+    if let Some(path) = &args.request {
+        let what = path.display().to_string();
+        let result = parse_json_bytes(&read(path)?, &what).and_then(|req| engine.systemone(&mut ws, &req));
+        match result {
+            Ok(resp) if args.json => writeln!(out, "{resp}")?,
+            Ok(resp) => writeln!(out, "{}", serde_json::to_string_pretty(&resp)?)?,
+            Err(e) if args.json => {
+                writeln!(out, "{}", error_response(&e))?;
+                return Ok(ExitCode::from(crate::cli::EXIT_USAGE));
+            }
+            Err(e) => anyhow::bail!("{what}: {e}"),
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let Some(path) = &args.requests else { anyhow::bail!("give --request or --requests") };
+    let bytes = read(path)?;
+    let mut failed = 0usize;
+    for (i, line) in bytes.split(|&b| b == b'\n').enumerate() {
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let what = format!("{}:{}", path.display(), i + 1);
+        match parse_json_bytes(line, &what).and_then(|case| engine.run_case(&mut ws, &case)) {
+            Ok((id, r)) if args.json => writeln!(out, "{}", r.line(&id))?,
+            Ok((id, r)) => writeln!(out, "{id}\t{}\t{}", r.answer, serde_json::to_string(&r.probabilities)?)?,
+            Err(e) => {
+                failed += 1;
+                if args.json {
+                    let mut err = error_response(&e);
+                    err["id"] = serde_json::json!(what);
+                    writeln!(out, "{err}")?;
+                } else {
+                    eprintln_err(&format!("{what}: {e}"));
+                }
+            }
+        }
+    }
+    if failed > 0 {
+        anyhow::bail!("{failed} case(s) of {} failed", path.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[allow(clippy::print_stderr)]
+fn eprintln_err(msg: &str) {
+    eprintln!("skyctl: {msg}");
 }

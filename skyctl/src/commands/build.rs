@@ -42,11 +42,19 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let opts = BuildOptions {
         targets: args.targets,
         rerun: args.rerun,
-        jobs: args.jobs.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)),
+        jobs: args.jobs.unwrap_or_else(|| {
+            std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1)
+        }),
         keep_going: args.keep_going,
     };
     let mut console = Console::new(Mode::pick(args.json), args.verbose);
     let summary = engine::build(&ws, &registry(), &opts, &mut console)?;
     console.summary(&summary);
-    Ok(if summary.failed > 0 || summary.skipped > 0 { ExitCode::from(crate::cli::EXIT_FAILED) } else { ExitCode::SUCCESS })
+    Ok(if summary.failed > 0 || summary.skipped > 0 {
+        ExitCode::from(crate::cli::EXIT_FAILED)
+    } else {
+        ExitCode::SUCCESS
+    })
 }

@@ -40,13 +40,24 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 .iter()
                 .map(|v| serde_json::json!({"id": v.id, "kind": v.kind, "key": v.key, "deps": v.deps, "outputs": v.outputs}))
                 .collect();
-            println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "nodes": nodes }))?);
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&serde_json::json!({ "nodes": nodes }))?
+            );
         }
         Format::Dot => {
             println!("digraph pipeline {{\n  rankdir=LR;");
             for v in &views {
-                let style = if v.stale.is_some() { ", style=bold, color=red" } else { "" };
-                println!("  {:?} [label={:?}{style}];", v.id, format!("{}\n{}", v.id, v.kind));
+                let style = if v.stale.is_some() {
+                    ", style=bold, color=red"
+                } else {
+                    ""
+                };
+                println!(
+                    "  {:?} [label={:?}{style}];",
+                    v.id,
+                    format!("{}\n{}", v.id, v.kind)
+                );
                 for d in &v.deps {
                     println!("  {d:?} -> {:?};", v.id);
                 }
@@ -55,7 +66,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         Format::Mermaid => {
             println!("flowchart LR");
-            let ids: std::collections::BTreeMap<&str, usize> = views.iter().enumerate().map(|(i, v)| (v.id.as_str(), i)).collect();
+            let ids: std::collections::BTreeMap<&str, usize> = views
+                .iter()
+                .enumerate()
+                .map(|(i, v)| (v.id.as_str(), i))
+                .collect();
             for (i, v) in views.iter().enumerate() {
                 println!("  n{i}[\"{} ({})\"]", v.id.replace('"', "'"), v.kind);
                 for d in &v.deps {

@@ -20,12 +20,17 @@ pub struct Args {
 
 /// Run `skyctl init`: write the commented example pipeline.toml; never overwrite one.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    std::fs::create_dir_all(&args.dir).with_context(|| format!("creating `{}`", args.dir.display()))?;
+    std::fs::create_dir_all(&args.dir)
+        .with_context(|| format!("creating `{}`", args.dir.display()))?;
     let path = args.dir.join(MANIFEST);
     if path.exists() {
         bail!("`{}` already exists; not overwriting it", path.display());
     }
-    crate::engine::fsutil::write_atomic(&path, EXAMPLE.as_bytes(), true).with_context(|| format!("writing `{}`", path.display()))?;
-    println!("wrote {} (an example pipeline; edit it, then run `skyctl build`)", path.display());
+    crate::engine::fsutil::write_atomic(&path, EXAMPLE.as_bytes(), true)
+        .with_context(|| format!("writing `{}`", path.display()))?;
+    println!(
+        "wrote {} (an example pipeline; edit it, then run `skyctl build`)",
+        path.display()
+    );
     Ok(ExitCode::SUCCESS)
 }

@@ -29,7 +29,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 }
 
 /// Print the stale nodes of `targets` with their reasons.
-pub fn report(ws: &Workspace, targets: &[String], rerun: &[String], json: bool, dry_run: bool) -> anyhow::Result<ExitCode> {
+pub fn report(
+    ws: &Workspace,
+    targets: &[String],
+    rerun: &[String],
+    json: bool,
+    dry_run: bool,
+) -> anyhow::Result<ExitCode> {
     let graph = ws.graph()?;
     let plan = Plan::new(&graph, &resolve(&graph, targets)?, &resolve(&graph, rerun)?);
     let views = query::scan(ws, &graph, &registry(), &plan.forced)?;
@@ -44,7 +50,10 @@ pub fn report(ws: &Workspace, targets: &[String], rerun: &[String], json: bool, 
             (false, _, _) => "stale",
         };
         if json {
-            println!("{}", serde_json::json!({"node": v.id, "kind": v.kind, "action": verb, "why": why, "key": v.key}));
+            println!(
+                "{}",
+                serde_json::json!({"node": v.id, "kind": v.kind, "action": verb, "why": why, "key": v.key})
+            );
         } else {
             println!("{verb:<8} {:<32} {why}", v.id);
         }
@@ -52,5 +61,9 @@ pub fn report(ws: &Workspace, targets: &[String], rerun: &[String], json: bool, 
     if !json && stale == 0 {
         println!("up to date ({} nodes)", plan.len());
     }
-    Ok(if stale > 0 && !dry_run { ExitCode::from(crate::cli::EXIT_FAILED) } else { ExitCode::SUCCESS })
+    Ok(if stale > 0 && !dry_run {
+        ExitCode::from(crate::cli::EXIT_FAILED)
+    } else {
+        ExitCode::SUCCESS
+    })
 }

@@ -27,7 +27,11 @@ pub struct Args {
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let ws = args.workspace.open()?;
     let mut targets: Vec<String> = if args.suites.is_empty() {
-        ws.manifest.golden.iter().map(|g| g.name.get_ref().clone()).collect()
+        ws.manifest
+            .golden
+            .iter()
+            .map(|g| g.name.get_ref().clone())
+            .collect()
     } else {
         args.suites
     };
@@ -41,11 +45,19 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let opts = BuildOptions {
         targets,
         rerun: Vec::new(),
-        jobs: args.jobs.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)),
+        jobs: args.jobs.unwrap_or_else(|| {
+            std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1)
+        }),
         keep_going: true,
     };
     let mut console = Console::new(Mode::pick(args.json), false);
     let summary = engine::build(&ws, &registry(), &opts, &mut console)?;
     console.summary(&summary);
-    Ok(if summary.failed > 0 || summary.skipped > 0 { ExitCode::from(crate::cli::EXIT_FAILED) } else { ExitCode::SUCCESS })
+    Ok(if summary.failed > 0 || summary.skipped > 0 {
+        ExitCode::from(crate::cli::EXIT_FAILED)
+    } else {
+        ExitCode::SUCCESS
+    })
 }

@@ -19,8 +19,8 @@ use super::release;
 use super::report::{Event, NodeStatus, Reporter, Summary};
 use super::scan::{DirtyReason, Freshness, Scanner};
 use super::scheduler::{Driver, Scheduler, Start};
-use super::state::{LastBuild, NodeState};
 use super::statcache::StatCache;
+use super::state::{LastBuild, NodeState};
 use super::store::{ActionRecord, OutputRecord, Store};
 use super::tree::{list_files, Tree, TreeEntry};
 use super::workspace::Workspace;
@@ -56,13 +56,22 @@ pub fn resolve(graph: &Graph, names: &[String]) -> Result<Vec<NodeIdx>> {
 
 /// Build. Errors are usage/manifest/store problems (exit 2); node failures are counted in the
 /// summary (exit 1).
-pub fn build(ws: &Workspace, registry: &Registry, opts: &BuildOptions, reporter: &mut dyn Reporter) -> Result<Summary> {
+pub fn build(
+    ws: &Workspace,
+    registry: &Registry,
+    opts: &BuildOptions,
+    reporter: &mut dyn Reporter,
+) -> Result<Summary> {
     let t0 = Instant::now();
     let graph = ws.graph()?;
     let targets = resolve(&graph, &opts.targets)?;
     let rerun = resolve(&graph, &opts.rerun)?;
     let plan = Plan::new(&graph, &targets, &rerun);
-    let _lock = ws.lock(&mut |msg| reporter.event(&Event::Note { message: msg.to_string() }))?;
+    let _lock = ws.lock(&mut |msg| {
+        reporter.event(&Event::Note {
+            message: msg.to_string(),
+        })
+    })?;
     let store = ws.store()?;
     let _store_lock = store.lock(false)?;
     let last = LastBuild::load(&ws.state.last_build());
@@ -97,10 +106,23 @@ pub fn build(ws: &Workspace, registry: &Registry, opts: &BuildOptions, reporter:
         .iter()
         .map(|n| n.exclusive || registry.get(&n.kind).is_some_and(|k| k.exclusive()))
         .collect();
-    let scheduler = Scheduler { deps: &graph.deps, exclusive, jobs: opts.jobs.max(1), keep_going: opts.keep_going };
+    let scheduler = Scheduler {
+        deps: &graph.deps,
+        exclusive,
+        jobs: opts.jobs.max(1),
+        keep_going: opts.keep_going,
+    };
     scheduler.run(&plan.selected, &graph.order, &mut driver);
 
-    let BuildDriver { mut scanner, mut new_last, mut summary, outputs, materials, reporter, .. } = driver;
+    let BuildDriver {
+        mut scanner,
+        mut new_last,
+        mut summary,
+        outputs,
+        materials,
+        reporter,
+        ..
+    } = driver;
     // The release tree: only from a full, successful build.
     if plan.full && summary.failed == 0 && summary.skipped == 0 {
         if let Some(files) = release::expected(&graph, &outputs) {
@@ -108,7 +130,11 @@ pub fn build(ws: &Workspace, registry: &Registry, opts: &BuildOptions, reporter:
             if !release::up_to_date(&mut scanner, &graph, &ws.root, &files, last_release) {
                 release::write(&store, &ws.root, &graph.release_dir, &files)?;
                 reporter.event(&Event::Note {
-                    message: format!("release `{}` updated ({} files)", graph.release_dir, files.len()),
+                    message: format!(
+                        "release `{}` updated ({} files)",
+                        graph.release_dir,
+                        files.len()
+                    ),
                 });
             }
             new_last.release = Some(files);
@@ -121,7 +147,10 @@ pub fn build(ws: &Workspace, registry: &Registry, opts: &BuildOptions, reporter:
         || summary.cached != plan.len()
         || new_last.release != last.release
         || new_last.nodes.len() != last.nodes.len()
-        || new_last.nodes.iter().any(|(id, st)| last.nodes.get(id).map(|o| o.key) != Some(st.key));
+        || new_last
+            .nodes
+            .iter()
+            .any(|(id, st)| last.nodes.get(id).map(|o| o.key) != Some(st.key));
     if changed {
         new_last
             .save(&ws.state.last_build())
@@ -150,7 +179,14 @@ struct BuildDriver<'a> {
 }
 
 impl BuildDriver<'_> {
-    fn finished(&mut self, n: NodeIdx, status: NodeStatus, seconds: f64, error: Option<String>, log: Option<&[u8]>) {
+    fn finished(
+        &mut self,
+        n: NodeIdx,
+        status: NodeStatus,
+        seconds: f64,
+        error: Option<String>,
+        log: Option<&[u8]>,
+    ) {
         let node = &self.graph.nodes[n];
         match status {
             NodeStatus::Executed => self.summary.executed += 1,
@@ -178,7 +214,11 @@ impl BuildDriver<'_> {
         if let Some((material, key)) = &self.materials[n] {
             self.new_last.nodes.insert(
                 self.graph.nodes[n].id.clone(),
-                NodeState { key: *key, material: material.clone(), outputs: outputs.clone() },
+                NodeState {
+                    key: *key,
+                    material: material.clone(),
+                    outputs: outputs.clone(),
+                },
             );
         }
         self.outputs[n] = Some(outputs);
@@ -187,7 +227,11 @@ impl BuildDriver<'_> {
     /// Copy the outputs that do not match from the store.
     fn restore(&mut self, outputs: &[OutputRecord]) -> Result<()> {
         for o in outputs {
-            if self.scanner.check_outputs(std::slice::from_ref(o)).is_some() {
+            if self
+                .scanner
+                .check_outputs(std::slice::from_ref(o))
+                .is_some()
+            {
                 self.scanner.statcache.forget(&o.path);
                 self.store.restore(o, &self.root.join(&o.path))?;
             }
@@ -211,7 +255,9 @@ impl<'a> Driver<'a, JobOutput> for BuildDriver<'a> {
             }
         };
         let key = material.key();
-        let (fresh, outs) = self.scanner.freshness(n, &material, &key, self.plan.forced[n]);
+        let (fresh, outs) = self
+            .scanner
+            .freshness(n, &material, &key, self.plan.forced[n]);
         self.materials[n] = Some((material.clone(), key));
         let reason = match fresh {
             Freshness::Fresh => {
@@ -231,7 +277,10 @@ impl<'a> Driver<'a, JobOutput> for BuildDriver<'a> {
                     Err(e) => {
                         let message = e.to_string();
                         self.reporter.event(&Event::Note {
-                            message: format!("node `{}`: {message}; re-running it", self.graph.nodes[n].id),
+                            message: format!(
+                                "node `{}`: {message}; re-running it",
+                                self.graph.nodes[n].id
+                            ),
                         });
                         DirtyReason::StoreDamaged { message }
                     }
@@ -241,9 +290,17 @@ impl<'a> Driver<'a, JobOutput> for BuildDriver<'a> {
         };
         let node = &self.graph.nodes[n];
         self.reasons[n] = Some(reason.clone());
-        self.reporter.event(&Event::Started { node: node.id.clone(), kind: node.kind.clone(), why: reason });
+        self.reporter.event(&Event::Started {
+            node: node.id.clone(),
+            kind: node.kind.clone(),
+            why: reason,
+        });
         let Some(kind) = self.registry.get(&node.kind) else {
-            let msg = EngineError::UnknownKind { node: node.id.clone(), kind: node.kind.clone() }.to_string();
+            let msg = EngineError::UnknownKind {
+                node: node.id.clone(),
+                kind: node.kind.clone(),
+            }
+            .to_string();
             self.finished(n, NodeStatus::Failed, 0.0, Some(msg), None);
             return Start::Done(false);
         };
@@ -266,12 +323,20 @@ impl<'a> Driver<'a, JobOutput> for BuildDriver<'a> {
 
     fn finish(&mut self, n: NodeIdx, result: std::result::Result<JobOutput, String>) -> bool {
         match result {
-            Ok(JobOutput { result: Ok(outs), seconds, .. }) => {
+            Ok(JobOutput {
+                result: Ok(outs),
+                seconds,
+                ..
+            }) => {
                 self.record(n, outs);
                 self.finished(n, NodeStatus::Executed, seconds, None, None);
                 true
             }
-            Ok(JobOutput { result: Err(e), log, seconds }) => {
+            Ok(JobOutput {
+                result: Err(e),
+                log,
+                seconds,
+            }) => {
                 self.finished(n, NodeStatus::Failed, seconds, Some(e), Some(&log));
                 false
             }
@@ -283,7 +348,13 @@ impl<'a> Driver<'a, JobOutput> for BuildDriver<'a> {
     }
 
     fn skip(&mut self, n: NodeIdx) {
-        self.finished(n, NodeStatus::Skipped, 0.0, Some("not run: a dependency failed or the build stopped".into()), None);
+        self.finished(
+            n,
+            NodeStatus::Skipped,
+            0.0,
+            Some("not run: a dependency failed or the build stopped".into()),
+            None,
+        );
     }
 
     fn tick(&mut self) {
@@ -309,7 +380,11 @@ impl Job<'_> {
         let t0 = Instant::now();
         let mut log = Vec::new();
         let result = self.run_inner(&mut log);
-        JobOutput { result, log, seconds: t0.elapsed().as_secs_f64() }
+        JobOutput {
+            result,
+            log,
+            seconds: t0.elapsed().as_secs_f64(),
+        }
     }
 
     fn run_inner(&self, log: &mut Vec<u8>) -> std::result::Result<Vec<OutputRecord>, String> {
@@ -320,9 +395,11 @@ impl Job<'_> {
         let mut out_paths = Vec::with_capacity(node.outputs.len());
         for o in &node.outputs {
             let abs = self.root.join(&o.path);
-            super::fsutil::remove_path(&abs).map_err(|e| format!("cannot remove old output `{}`: {e}", o.path))?;
+            super::fsutil::remove_path(&abs)
+                .map_err(|e| format!("cannot remove old output `{}`: {e}", o.path))?;
             if let Some(parent) = abs.parent() {
-                std::fs::create_dir_all(parent).map_err(|e| format!("cannot create `{}`: {e}", parent.display()))?;
+                std::fs::create_dir_all(parent)
+                    .map_err(|e| format!("cannot create `{}`: {e}", parent.display()))?;
             }
             out_paths.push(abs);
         }
@@ -332,7 +409,11 @@ impl Job<'_> {
             .iter()
             .map(|i| {
                 let path = self.root.join(&i.path);
-                StageInput { dir: path.is_dir(), rel: i.path.clone(), path }
+                StageInput {
+                    dir: path.is_dir(),
+                    rel: i.path.clone(),
+                    path,
+                }
             })
             .collect();
         let before = fingerprint(self.release_abs);
@@ -345,7 +426,11 @@ impl Job<'_> {
             log,
         };
         let run = self.kind.run(&mut ctx);
-        let log_digest = if ctx.log.is_empty() { None } else { self.store.put_bytes(ctx.log).ok() };
+        let log_digest = if ctx.log.is_empty() {
+            None
+        } else {
+            self.store.put_bytes(ctx.log).ok()
+        };
         run.map_err(|e| format!("{e:#}"))?;
         if fingerprint(self.release_abs) != before {
             return Err(format!(
@@ -365,14 +450,17 @@ impl Job<'_> {
             log: log_digest,
             volatile: node.volatile || self.kind.volatile(),
         };
-        self.store.put_action(&self.key, &rec).map_err(|e| e.to_string())?;
+        self.store
+            .put_action(&self.key, &rec)
+            .map_err(|e| e.to_string())?;
         Ok(outputs)
     }
 
     /// Check one declared output and copy it into the store.
     fn ingest(&self, rel: &str, dir: bool) -> std::result::Result<OutputRecord, String> {
         let abs = self.root.join(rel);
-        let md = std::fs::symlink_metadata(&abs).map_err(|_| format!("declared output `{rel}` was not written"))?;
+        let md = std::fs::symlink_metadata(&abs)
+            .map_err(|_| format!("declared output `{rel}` was not written"))?;
         if dir != md.is_dir() || md.file_type().is_symlink() {
             let want = if dir { "a directory" } else { "a regular file" };
             return Err(format!("declared output `{rel}` is not {want}"));
@@ -380,7 +468,13 @@ impl Job<'_> {
         if !dir {
             let (digest, size) = self.store.put_file(&abs).map_err(|e| e.to_string())?;
             let exec = std::os::unix::fs::PermissionsExt::mode(&md.permissions()) & 0o111 != 0;
-            return Ok(OutputRecord { path: rel.to_string(), digest, size, dir: false, exec });
+            return Ok(OutputRecord {
+                path: rel.to_string(),
+                digest,
+                size,
+                dir: false,
+                exec,
+            });
         }
         let files = list_files(&abs).map_err(|e| format!("output `{rel}`: {e}"))?;
         let mut tree = Tree::default();
@@ -392,10 +486,24 @@ impl Job<'_> {
                 .map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o111 != 0)
                 .unwrap_or(false);
             total += size;
-            tree.entries.push(TreeEntry { path: f, digest, size, exec });
+            tree.entries.push(TreeEntry {
+                path: f,
+                digest,
+                size,
+                exec,
+            });
         }
-        let digest = self.store.put_bytes(&tree.encode()).map_err(|e| e.to_string())?;
-        Ok(OutputRecord { path: rel.to_string(), digest, size: total, dir: true, exec: false })
+        let digest = self
+            .store
+            .put_bytes(&tree.encode())
+            .map_err(|e| e.to_string())?;
+        Ok(OutputRecord {
+            path: rel.to_string(),
+            digest,
+            size: total,
+            dir: true,
+            exec: false,
+        })
     }
 }
 
@@ -411,7 +519,124 @@ fn fingerprint(dir: &Path) -> Vec<(PathBuf, u64, i64, u64)> {
         .flatten()
         .filter_map(|e| {
             let md = e.metadata().ok()?;
-            Some((e.into_path(), md.len(), md.mtime() * 1_000_000_000 + md.mtime_nsec(), md.ino()))
+            Some((
+                e.into_path(),
+                md.len(),
+                md.mtime() * 1_000_000_000 + md.mtime_nsec(),
+                md.ino(),
+            ))
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    //! The engine with an in-process kind: no processes are spawned.
+
+    use super::*;
+    use crate::engine::report::Collect;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    /// Registered as `command`: writes the first 3 bytes of its concatenated inputs (so some
+    /// input changes leave the output identical), or panics when the command says "panic".
+    struct Head3(Arc<AtomicUsize>);
+
+    impl StageKind for Head3 {
+        fn name(&self) -> &'static str {
+            "command"
+        }
+        fn version(&self) -> u32 {
+            1
+        }
+        fn run(&self, ctx: &mut StageCtx<'_>) -> anyhow::Result<()> {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            if ctx.params["run"][2] == "panic" {
+                panic!("stage exploded");
+            }
+            let mut all = Vec::new();
+            for i in &ctx.inputs {
+                all.extend(std::fs::read(&i.path)?);
+            }
+            all.truncate(3);
+            for o in &ctx.outputs {
+                std::fs::write(o, &all)?;
+            }
+            Ok(())
+        }
+    }
+
+    fn setup(manifest: &str) -> (tempfile::TempDir, Workspace, Registry, Arc<AtomicUsize>) {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("pipeline.toml"), manifest).unwrap();
+        std::fs::write(dir.path().join("in.txt"), "abcdef").unwrap();
+        let ws = Workspace::open(dir.path(), None, None).unwrap();
+        let runs = Arc::new(AtomicUsize::new(0));
+        let mut reg = Registry::default();
+        reg.add(Head3(runs.clone()));
+        (dir, ws, reg, runs)
+    }
+
+    const CHAIN: &str = "[[command]]\nname = \"a\"\nrun = \"x\"\ninputs = [\"in.txt\"]\noutputs = [\"o/a\"]\n\
+                         [[command]]\nname = \"b\"\nrun = \"x\"\ninputs = [\"o/a\"]\noutputs = [\"o/b\"]\n";
+
+    fn opts() -> BuildOptions {
+        BuildOptions {
+            jobs: 2,
+            ..BuildOptions::default()
+        }
+    }
+
+    #[test]
+    fn noop_and_early_cutoff_without_processes() {
+        let (dir, ws, reg, runs) = setup(CHAIN);
+        let s = build(&ws, &reg, &opts(), &mut Collect::default()).unwrap();
+        assert_eq!((s.executed, s.cached), (2, 0));
+        let s = build(&ws, &reg, &opts(), &mut Collect::default()).unwrap();
+        assert_eq!((s.executed, s.cached), (0, 2));
+        // Same first three bytes: `a` re-runs, `b` is cut off.
+        std::fs::write(dir.path().join("in.txt"), "abcXYZ").unwrap();
+        let mut events = Collect::default();
+        let s = build(&ws, &reg, &opts(), &mut events).unwrap();
+        assert_eq!((s.executed, s.cached), (1, 1));
+        assert_eq!(runs.load(Ordering::SeqCst), 3);
+        let why_a = events.0.iter().find_map(|e| match e {
+            Event::Started { node, why, .. } if node == "a" => Some(why.clone()),
+            _ => None,
+        });
+        assert_eq!(
+            why_a,
+            Some(DirtyReason::InputChanged {
+                path: "in.txt".into()
+            })
+        );
+    }
+
+    #[test]
+    fn a_panicking_stage_fails_its_node_and_the_build_ends() {
+        let (_dir, ws, reg, _) =
+            setup("[[command]]\nname = \"p\"\nrun = \"panic\"\noutputs = [\"o/p\"]\n");
+        let mut events = Collect::default();
+        let s = build(&ws, &reg, &opts(), &mut events).unwrap();
+        assert_eq!(s.failed, 1);
+        let err = events.0.iter().find_map(|e| match e {
+            Event::Finished {
+                error: Some(err), ..
+            } => Some(err.clone()),
+            _ => None,
+        });
+        assert!(err
+            .unwrap_or_default()
+            .contains("stage panicked: stage exploded"));
+    }
+
+    #[test]
+    fn unknown_kind_is_an_error_before_running() {
+        let (_dir, ws, _, _) = setup(CHAIN);
+        let e = build(&ws, &Registry::default(), &opts(), &mut Collect::default()).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "node `a`: stage kind `command` is not available in this build"
+        );
+    }
 }

@@ -11,7 +11,10 @@ static COUNTER: AtomicU64 = AtomicU64::new(0);
 /// A temp path beside `target` (same directory, so a rename is atomic), unique per process and
 /// call, ending in `.tmp` (ignored by git).
 pub fn temp_beside(target: &Path) -> PathBuf {
-    let name = target.file_name().and_then(|n| n.to_str()).unwrap_or("file");
+    let name = target
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or("file");
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
     target.with_file_name(format!(".{name}.{}-{n}.tmp", std::process::id()))
 }
@@ -67,7 +70,13 @@ impl From<std::io::Error> for CopyError {
 
 /// Copy `src` to `dst` through a temp file beside `dst`, hashing as it goes; the rename happens
 /// only if the content hashes to `expected`. Sets the executable bit when `exec`.
-pub fn copy_verified(src: &Path, dst: &Path, expected: &Digest, exec: bool, fsync: bool) -> Result<(), CopyError> {
+pub fn copy_verified(
+    src: &Path,
+    dst: &Path,
+    expected: &Digest,
+    exec: bool,
+    fsync: bool,
+) -> Result<(), CopyError> {
     if let Some(parent) = dst.parent() {
         std::fs::create_dir_all(parent)?;
     }

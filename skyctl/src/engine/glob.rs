@@ -20,7 +20,12 @@ impl Glob {
             if b[i] == b'[' {
                 match b[i + 1..].iter().position(|&c| c == b']') {
                     Some(p) if p > 0 => i += p + 1,
-                    _ => return Err(format!("unclosed `[` at character {} of `{pattern}`", i + 1)),
+                    _ => {
+                        return Err(format!(
+                            "unclosed `[` at character {} of `{pattern}`",
+                            i + 1
+                        ))
+                    }
                 }
             }
             i += 1;
@@ -28,6 +33,11 @@ impl Glob {
         Ok(Glob {
             pattern: pattern.to_string(),
         })
+    }
+
+    /// The pattern as written.
+    pub fn as_str(&self) -> &str {
+        &self.pattern
     }
 
     /// Whether `text` matches the whole pattern.

@@ -145,7 +145,11 @@ impl Graph {
 }
 
 fn model_file(m: &Manifest, model: &str, variant: Variant) -> String {
-    format!("{}/{model}/{model}.{}.gguf", m.project.build_dir.get_ref(), variant.name())
+    format!(
+        "{}/{model}/{model}.{}.gguf",
+        m.project.build_dir.get_ref(),
+        variant.name()
+    )
 }
 
 impl Builder<'_> {
@@ -159,20 +163,30 @@ impl Builder<'_> {
             let run = match c.run.get_ref() {
                 toml::Value::String(s) => json!(["sh", "-c", s]),
                 toml::Value::Array(a) => Value::Array(
-                    a.iter().map(|v| Value::String(v.as_str().unwrap_or_default().to_string())).collect(),
+                    a.iter()
+                        .map(|v| Value::String(v.as_str().unwrap_or_default().to_string()))
+                        .collect(),
                 ),
                 _ => Value::Null,
             };
             let cwd = match &c.cwd {
                 Some(cwd) => {
-                    let p = clean_rel(cwd.get_ref()).map_err(|e| self.m.error_at(cwd.span(), format!("cwd: {e}")))?;
-                    if p.is_empty() { ".".to_string() } else { p }
+                    let p = clean_rel(cwd.get_ref())
+                        .map_err(|e| self.m.error_at(cwd.span(), format!("cwd: {e}")))?;
+                    if p.is_empty() {
+                        ".".to_string()
+                    } else {
+                        p
+                    }
                 }
                 None => ".".to_string(),
             };
             let mut envs = serde_json::Map::new();
             for e in &c.env {
-                envs.insert(e.get_ref().clone(), env(e.get_ref()).map(Value::String).unwrap_or(Value::Null));
+                envs.insert(
+                    e.get_ref().clone(),
+                    env(e.get_ref()).map(Value::String).unwrap_or(Value::Null),
+                );
             }
             let mut outputs = Vec::new();
             for o in &c.outputs {
@@ -194,7 +208,11 @@ impl Builder<'_> {
                 model: None,
                 span: c.name.span(),
             };
-            let inputs = c.inputs.iter().map(|i| (i.get_ref().clone(), i.span())).collect();
+            let inputs = c
+                .inputs
+                .iter()
+                .map(|i| (i.get_ref().clone(), i.span()))
+                .collect();
             self.push(node, inputs);
         }
         Ok(())
@@ -202,9 +220,14 @@ impl Builder<'_> {
 
     fn output(&self, raw: &str, span: Range<usize>) -> Result<Output> {
         let dir = raw.ends_with('/');
-        let path = clean_rel(raw).map_err(|e| self.m.error_at(span.clone(), format!("output `{raw}`: {e}")))?;
+        let path = clean_rel(raw).map_err(|e| {
+            self.m
+                .error_at(span.clone(), format!("output `{raw}`: {e}"))
+        })?;
         if path.is_empty() {
-            return Err(self.m.error_at(span, "output `.`: the workspace root cannot be an output"));
+            return Err(self
+                .m
+                .error_at(span, "output `.`: the workspace root cannot be an output"));
         }
         Ok(Output { path, dir })
     }
@@ -236,8 +259,11 @@ impl Builder<'_> {
         let wants = |v: Variant| model.variants.contains(&v);
         let need_f32 = wants(Variant::F32) || wants(Variant::Q8_0);
         if need_f32 {
-            let params = json!({"type": "f32", "head_type": "f32", "rules": []});
-            self.push(node("convert.f32", "convert", params, vec![file(Variant::F32)]), vec![checkpoint.clone()]);
+            let params = json!({"type": "f32", "head_type": "f32", "rules": [], "name": name});
+            self.push(
+                node("convert.f32", "convert", params, vec![file(Variant::F32)]),
+                vec![checkpoint.clone()],
+            );
         }
         if wants(Variant::F16) {
             let policy = m.policy_for(model.policy.get_ref()).unwrap_or_default();
@@ -245,8 +271,12 @@ impl Builder<'_> {
                 "type": policy.default_type.name(),
                 "head_type": policy.head_type.name(),
                 "rules": policy.rule.iter().map(|r| json!({"match": r.pattern.get_ref(), "type": r.tensor_type.name()})).collect::<Vec<_>>(),
+                "name": name,
             });
-            self.push(node("convert.f16", "convert", params, vec![file(Variant::F16)]), vec![checkpoint.clone()]);
+            self.push(
+                node("convert.f16", "convert", params, vec![file(Variant::F16)]),
+                vec![checkpoint.clone()],
+            );
         }
         let f32_file = (model_file(m, &name, Variant::F32), span.clone());
         if wants(Variant::Q8_0) {
@@ -265,10 +295,23 @@ impl Builder<'_> {
                 dir: false,
             };
             let calib_path = calib_out.path.clone();
-            self.push(node("calibrate", "calibrate", json!({"prompts": prompts_param}), vec![calib_out]), inputs);
+            self.push(
+                node(
+                    "calibrate",
+                    "calibrate",
+                    json!({"prompts": prompts_param}),
+                    vec![calib_out],
+                ),
+                inputs,
+            );
             let params = json!({"outlier_ratio": model.quantize.outlier_ratio});
             self.push(
-                node("quantize.q8_0", "quantize", params, vec![file(Variant::Q8_0)]),
+                node(
+                    "quantize.q8_0",
+                    "quantize",
+                    params,
+                    vec![file(Variant::Q8_0)],
+                ),
                 vec![f32_file, (calib_path, span.clone())],
             );
         }
@@ -282,7 +325,12 @@ impl Builder<'_> {
                 path: format!("{}/{name}/bench.json", m.project.build_dir.get_ref()),
                 dir: false,
             };
-            let mut n = node("bench", "bench", serde_json::to_value(bench).unwrap_or(Value::Null), vec![out]);
+            let mut n = node(
+                "bench",
+                "bench",
+                serde_json::to_value(bench).unwrap_or(Value::Null),
+                vec![out],
+            );
             n.exclusive = true;
             n.volatile = true;
             self.push(n, inputs);
@@ -322,11 +370,19 @@ impl Builder<'_> {
             }));
         }
         let outputs = vec![
-            Output { path: format!("{build}/manifest.json"), dir: false },
-            Output { path: format!("{build}/bench.json"), dir: false },
+            Output {
+                path: format!("{build}/manifest.json"),
+                dir: false,
+            },
+            Output {
+                path: format!("{build}/bench.json"),
+                dir: false,
+            },
         ];
-        self.release.push(("manifest.json".into(), outputs[0].path.clone(), 0..0));
-        self.release.push(("bench.json".into(), outputs[1].path.clone(), 0..0));
+        self.release
+            .push(("manifest.json".into(), outputs[0].path.clone(), 0..0));
+        self.release
+            .push(("bench.json".into(), outputs[1].path.clone(), 0..0));
         let node = Node {
             id: "manifest".into(),
             kind: "manifest".into(),
@@ -350,25 +406,61 @@ impl Builder<'_> {
             let mut inputs = Vec::new();
             let (kind, params) = match g.kind {
                 GoldenKind::Model => {
-                    let model = g.model.as_ref().map(|x| x.get_ref().clone()).unwrap_or_default();
-                    let variant = g.variant.as_ref().map(|v| *v.get_ref()).unwrap_or(Variant::F16);
+                    let model = g
+                        .model
+                        .as_ref()
+                        .map(|x| x.get_ref().clone())
+                        .unwrap_or_default();
+                    let variant = g
+                        .variant
+                        .as_ref()
+                        .map(|v| *v.get_ref())
+                        .unwrap_or(Variant::F16);
                     inputs.push((model_file(m, &model, variant), span.clone()));
                     for f in [&g.cases, &g.expected].into_iter().flatten() {
                         inputs.push((f.get_ref().clone(), f.span()));
                     }
-                    ("golden_model", json!({"tolerance": g.tolerance.unwrap_or(1e-3), "variant": variant.name()}))
+                    (
+                        "golden_model",
+                        json!({"tolerance": g.tolerance.unwrap_or(1e-3), "variant": variant.name(), "suite": name}),
+                    )
                 }
                 GoldenKind::Kernels => {
-                    if let Some(p) = &g.path {
-                        inputs.push((p.get_ref().clone(), p.span()));
-                    }
-                    for s in &g.sources {
-                        inputs.push((s.get_ref().clone(), s.span()));
-                    }
-                    if let Some(h) = &g.harness {
-                        inputs.push((format!("node:{}", h.get_ref()), h.span()));
-                    }
-                    ("golden_kernels", json!({}))
+                    // Chain: goldens (generated, or committed at `path`) -> harness run
+                    // (volatile) -> this check node. See kinds/kernel_harness.rs.
+                    let dir = format!("{build}/golden/{name}");
+                    let chain_node = |id: &str, kind: &str, params: Value, out: &str, volatile: bool| Node {
+                        id: format!("golden/{name}/{id}"),
+                        kind: kind.into(),
+                        params,
+                        inputs: Vec::new(),
+                        outputs: vec![Output {
+                            path: format!("{dir}/{out}"),
+                            dir: true,
+                        }],
+                        exclusive: false,
+                        volatile,
+                        model: None,
+                        span: span.clone(),
+                    };
+                    let gold = match &g.path {
+                        Some(p) => (p.get_ref().clone(), p.span()),
+                        None => {
+                            let generator = g.generator.as_ref().map_or("qwen35moe", |x| x.get_ref().as_str());
+                            let gen = chain_node("gen", "golden_gen", json!({"generator": generator}), "gold", false);
+                            self.push(gen, Vec::new());
+                            (format!("node:golden/{name}/gen"), span.clone())
+                        }
+                    };
+                    let mut run_inputs = vec![gold.clone()];
+                    run_inputs.extend(g.sources.iter().map(|s| (s.get_ref().clone(), s.span())));
+                    let harness = g.harness.as_ref().map(|h| h.get_ref().clone());
+                    let run = chain_node("run", "kernel_harness", json!({"harness": harness}), "out", true);
+                    self.push(run, run_inputs);
+                    inputs.push(gold);
+                    inputs.push((format!("node:golden/{name}/run"), span.clone()));
+                    let path = if g.harness.is_some() { "harness" } else { "cpu" };
+                    ("golden_kernels", json!({"suite": name, "path": path}))
                 }
             };
             let node = Node {
@@ -376,7 +468,10 @@ impl Builder<'_> {
                 kind: kind.into(),
                 params,
                 inputs: Vec::new(),
-                outputs: vec![Output { path: format!("{build}/golden/{name}.json"), dir: false }],
+                outputs: vec![Output {
+                    path: format!("{build}/golden/{name}.json"),
+                    dir: false,
+                }],
                 exclusive: false,
                 volatile: false,
                 model: g.model.as_ref().map(|x| x.get_ref().clone()),
@@ -409,16 +504,31 @@ impl Builder<'_> {
                         n.id, o.path)));
                 }
                 if under(&o.path, ".skyctl") || (!store.is_empty() && under(&o.path, &store)) {
-                    return Err(m.error_at(at, format!("node `{}`: output `{}` is inside the store", n.id, o.path)));
+                    return Err(m.error_at(
+                        at,
+                        format!("node `{}`: output `{}` is inside the store", n.id, o.path),
+                    ));
                 }
-                check_no_symlink_escape(root, &o.path)
-                    .map_err(|e| m.error_at(at.clone(), format!("node `{}`: output `{}`: {e}", n.id, o.path)))?;
+                check_no_symlink_escape(root, &o.path).map_err(|e| {
+                    m.error_at(
+                        at.clone(),
+                        format!("node `{}`: output `{}`: {e}", n.id, o.path),
+                    )
+                })?;
                 for (other, &(on, _)) in owners.range::<str, _>(..) {
                     if other == &o.path || under(other, &o.path) || under(&o.path, other) {
-                        let what = if other == &o.path { "also written by" } else { "overlaps an output of" };
-                        return Err(m.error_at(at, format!(
-                            "node `{}`: output `{}` {what} node `{}` (`{other}`)",
-                            n.id, o.path, self.nodes[on].id)));
+                        let what = if other == &o.path {
+                            "also written by"
+                        } else {
+                            "overlaps an output of"
+                        };
+                        return Err(m.error_at(
+                            at,
+                            format!(
+                                "node `{}`: output `{}` {what} node `{}` (`{other}`)",
+                                n.id, o.path, self.nodes[on].id
+                            ),
+                        ));
                     }
                 }
                 owners.insert(o.path.clone(), (ni, oi));
@@ -432,26 +542,51 @@ impl Builder<'_> {
                 let id = self.nodes[ni].id.clone();
                 if let Some(target) = raw.strip_prefix("node:") {
                     let Some(&t) = by_id.get(target) else {
-                        return Err(m.error_at(span, format!(
-                            "node `{id}`: input `{raw}` refers to no node named `{target}`{}",
-                            super::manifest::did_you_mean(target, by_id.keys().map(String::as_str)))));
+                        return Err(m.error_at(
+                            span,
+                            format!(
+                                "node `{id}`: input `{raw}` refers to no node named `{target}`{}",
+                                super::manifest::did_you_mean(
+                                    target,
+                                    by_id.keys().map(String::as_str)
+                                )
+                            ),
+                        ));
                     };
                     if self.nodes[t].outputs.is_empty() {
-                        return Err(m.error_at(span, format!("node `{id}`: input `{raw}`: node `{target}` declares no outputs")));
+                        return Err(m.error_at(
+                            span,
+                            format!(
+                                "node `{id}`: input `{raw}`: node `{target}` declares no outputs"
+                            ),
+                        ));
                     }
                     for oi in 0..self.nodes[t].outputs.len() {
-                        inputs.push(Input::Output { node: t, output: oi });
+                        inputs.push(Input::Output {
+                            node: t,
+                            output: oi,
+                        });
                     }
                     continue;
                 }
-                let path = clean_rel(&raw).map_err(|e| m.error_at(span.clone(), format!("node `{id}`: input `{raw}`: {e}")))?;
+                let path = clean_rel(&raw).map_err(|e| {
+                    m.error_at(span.clone(), format!("node `{id}`: input `{raw}`: {e}"))
+                })?;
                 if Glob::is_glob(&path) {
-                    let g = Glob::new(&path).map_err(|e| m.error_at(span.clone(), format!("node `{id}`: input: {e}")))?;
-                    if let Some(o) = owners.keys().find(|o| under(o, g.literal_dir()) || under(g.literal_dir(), o)) {
-                        if !g.literal_dir().is_empty() || owners.keys().any(|k| g.matches(k)) {
-                            return Err(m.error_at(span, format!(
-                                "node `{id}`: input glob `{raw}` reaches into output `{o}`; name built outputs explicitly or with `node:<name>`")));
-                        }
+                    let g = Glob::new(&path).map_err(|e| {
+                        m.error_at(span.clone(), format!("node `{id}`: input: {e}"))
+                    })?;
+                    // A glob must not pick up built files: their content is only known after
+                    // their node ran, so they must be named (path or `node:`) to be ordered.
+                    let reaches = |o: &String| {
+                        let (on, oi) = owners[o];
+                        let dir_out = self.nodes[on].outputs[oi].dir;
+                        g.matches(o)
+                            || (dir_out && (under(o, g.literal_dir()) || o == g.literal_dir()))
+                    };
+                    if let Some(o) = owners.keys().find(|o| reaches(o)) {
+                        return Err(m.error_at(span, format!(
+                            "node `{id}`: input glob `{raw}` matches output `{o}`; name built outputs explicitly or with `node:<name>`")));
                     }
                     inputs.push(Input::Glob(g));
                     continue;
@@ -462,10 +597,16 @@ impl Builder<'_> {
                     .find(|(o, _)| **o == path || under(&path, o))
                     .map(|(_, &v)| v);
                 match owner {
-                    Some((on, oi)) => inputs.push(Input::Output { node: on, output: oi }),
+                    Some((on, oi)) => inputs.push(Input::Output {
+                        node: on,
+                        output: oi,
+                    }),
                     None => {
                         if path.is_empty() {
-                            return Err(m.error_at(span, format!("node `{id}`: the whole workspace cannot be an input")));
+                            return Err(m.error_at(
+                                span,
+                                format!("node `{id}`: the whole workspace cannot be an input"),
+                            ));
                         }
                         inputs.push(Input::Source(path))
                     }
@@ -492,7 +633,10 @@ impl Builder<'_> {
             .collect();
         let order = topo_order(&self.nodes, &deps).map_err(|cycle| {
             let names: Vec<&str> = cycle.iter().map(|&n| self.nodes[n].id.as_str()).collect();
-            m.error_at(self.nodes[cycle[0]].span.clone(), format!("dependency cycle: {}", names.join(" -> ")))
+            m.error_at(
+                self.nodes[cycle[0]].span.clone(),
+                format!("dependency cycle: {}", names.join(" -> ")),
+            )
         })?;
         // Release entries.
         let mut release: Vec<ReleaseEntry> = Vec::new();
@@ -512,15 +656,27 @@ impl Builder<'_> {
         let mut all = std::mem::take(&mut self.release);
         all.append(&mut explicit);
         for (to_raw, from_raw, span) in all {
-            let to = clean_rel(&to_raw).map_err(|e| m.error_at(span.clone(), format!("release path `{to_raw}`: {e}")))?;
-            let from = clean_rel(&from_raw).map_err(|e| m.error_at(span.clone(), format!("publish `{from_raw}`: {e}")))?;
+            let to = clean_rel(&to_raw)
+                .map_err(|e| m.error_at(span.clone(), format!("release path `{to_raw}`: {e}")))?;
+            let from = clean_rel(&from_raw)
+                .map_err(|e| m.error_at(span.clone(), format!("publish `{from_raw}`: {e}")))?;
             let Some(&(node, output)) = owners.get(&from) else {
-                return Err(m.error_at(span, format!(
-                    "publish `{from_raw}` is not a declared output of any node{}",
-                    super::manifest::did_you_mean(&from, owners.keys().map(String::as_str)))));
+                return Err(m.error_at(
+                    span,
+                    format!(
+                        "publish `{from_raw}` is not a declared output of any node{}",
+                        super::manifest::did_you_mean(&from, owners.keys().map(String::as_str))
+                    ),
+                ));
             };
-            if let Some(prev) = release.iter().find(|r| r.to == to || under(&r.to, &to) || under(&to, &r.to)) {
-                return Err(m.error_at(span, format!("release path `{to}` collides with `{}`", prev.to)));
+            if let Some(prev) = release
+                .iter()
+                .find(|r| r.to == to || under(&r.to, &to) || under(&to, &r.to))
+            {
+                return Err(m.error_at(
+                    span,
+                    format!("release path `{to}` collides with `{}`", prev.to),
+                ));
             }
             release.push(ReleaseEntry { to, node, output });
         }
@@ -537,7 +693,10 @@ impl Builder<'_> {
 
 /// Kahn's algorithm in declaration order; on a cycle, returns the nodes of one cycle, first
 /// node repeated at the end.
-fn topo_order(nodes: &[Node], deps: &[Vec<NodeIdx>]) -> std::result::Result<Vec<NodeIdx>, Vec<NodeIdx>> {
+fn topo_order(
+    nodes: &[Node],
+    deps: &[Vec<NodeIdx>],
+) -> std::result::Result<Vec<NodeIdx>, Vec<NodeIdx>> {
     let n = nodes.len();
     let mut indeg: Vec<usize> = deps.iter().map(Vec::len).collect();
     let mut rdeps = vec![Vec::new(); n];
@@ -546,7 +705,8 @@ fn topo_order(nodes: &[Node], deps: &[Vec<NodeIdx>]) -> std::result::Result<Vec<
             rdeps[x].push(i);
         }
     }
-    let mut ready: std::collections::VecDeque<NodeIdx> = (0..n).filter(|&i| indeg[i] == 0).collect();
+    let mut ready: std::collections::VecDeque<NodeIdx> =
+        (0..n).filter(|&i| indeg[i] == 0).collect();
     let mut order = Vec::with_capacity(n);
     while let Some(i) = ready.pop_front() {
         order.push(i);
@@ -593,8 +753,11 @@ pub fn under(path: &str, dir: &str) -> bool {
 /// Normalise a workspace-relative path: drop `.` components and a trailing `/`; reject absolute
 /// paths, `..`, backslashes and empty components.
 pub fn clean_rel(raw: &str) -> std::result::Result<String, String> {
-    if raw.starts_with('/') || raw.starts_with('~') || (raw.len() > 1 && raw.as_bytes()[1] == b':') {
-        return Err("absolute paths are not allowed; use a path relative to the workspace root".into());
+    if raw.starts_with('/') || raw.starts_with('~') || (raw.len() > 1 && raw.as_bytes()[1] == b':')
+    {
+        return Err(
+            "absolute paths are not allowed; use a path relative to the workspace root".into(),
+        );
     }
     if raw.contains('\\') {
         return Err("use `/` as the path separator".into());
@@ -620,7 +783,9 @@ fn check_no_symlink_escape(root: &Path, rel: &str) -> std::result::Result<(), St
         p.push(c);
         match std::fs::symlink_metadata(&p) {
             Ok(md) if md.file_type().is_symlink() => {
-                let target = p.canonicalize().map_err(|_| format!("`{}` is a dangling symlink", p.display()))?;
+                let target = p
+                    .canonicalize()
+                    .map_err(|_| format!("`{}` is a dangling symlink", p.display()))?;
                 if !target.starts_with(&root_real) {
                     return Err(format!(
                         "`{}` is a symlink leading out of the workspace (to `{}`)",
@@ -653,7 +818,8 @@ mod tests {
 
     #[test]
     fn path_inputs_become_dependencies() {
-        let g = graph(&(cmd("a", &["src.txt"], &["out/a"]) + &cmd("b", &["out/a"], &["out/b"]))).unwrap();
+        let g = graph(&(cmd("a", &["src.txt"], &["out/a"]) + &cmd("b", &["out/a"], &["out/b"])))
+            .unwrap();
         let b = g.by_id["b"];
         assert_eq!(g.deps[b], vec![g.by_id["a"]]);
         assert_eq!(g.order, vec![0, 1]);
@@ -664,19 +830,27 @@ mod tests {
         let e = graph(&(cmd("a", &["out/b"], &["out/a"]) + &cmd("b", &["node:a"], &["out/b"])))
             .unwrap_err()
             .to_string();
-        assert!(e.contains("dependency cycle: a -> b -> a") || e.contains("dependency cycle: b -> a -> b"), "{e}");
+        assert!(
+            e.contains("dependency cycle: a -> b -> a")
+                || e.contains("dependency cycle: b -> a -> b"),
+            "{e}"
+        );
     }
 
     #[test]
     fn two_writers_of_one_output() {
-        let e = graph(&(cmd("a", &[], &["out/x"]) + &cmd("b", &[], &["out/x"]))).unwrap_err().to_string();
+        let e = graph(&(cmd("a", &[], &["out/x"]) + &cmd("b", &[], &["out/x"])))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("output `out/x` also written by node `a`"), "{e}");
         assert!(e.starts_with("pipeline.toml:7:8:"), "{e}");
     }
 
     #[test]
     fn nested_outputs_overlap() {
-        let e = graph(&(cmd("a", &[], &["out/"]) + &cmd("b", &[], &["out/x"]))).unwrap_err().to_string();
+        let e = graph(&(cmd("a", &[], &["out/"]) + &cmd("b", &[], &["out/x"])))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("overlaps an output of node `a`"), "{e}");
     }
 
@@ -690,13 +864,29 @@ mod tests {
 
     #[test]
     fn unknown_node_reference() {
-        let e = graph(&(cmd("alpha", &[], &["o"]) + &cmd("b", &["node:alpah"], &["p"]))).unwrap_err().to_string();
-        assert!(e.contains("refers to no node named `alpah` (did you mean `alpha`?)"), "{e}");
+        let e = graph(&(cmd("alpha", &[], &["o"]) + &cmd("b", &["node:alpah"], &["p"])))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("refers to no node named `alpah` (did you mean `alpha`?)"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn globs_must_not_match_outputs() {
+        let e = graph(&(cmd("a", &[], &["out/a.txt"]) + &cmd("b", &["out/*.txt"], &["b"])))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("input glob `out/*.txt` matches output `out/a.txt`"), "{e}");
+        assert!(graph(&(cmd("a", &[], &["out/a.bin"]) + &cmd("b", &["out/*.txt"], &["b"]))).is_ok());
     }
 
     #[test]
     fn output_in_release_tree_is_rejected() {
-        let e = graph(&cmd("a", &[], &["site/public/x"])).unwrap_err().to_string();
+        let e = graph(&cmd("a", &[], &["site/public/x"]))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("inside the release directory"), "{e}");
     }
 
@@ -704,11 +894,21 @@ mod tests {
     fn model_expands_into_chain() {
         let g = graph("[calibration.default]\nprompts = \"builtin\"\n[[model]]\nname = \"m\"\nsource = \"models/m\"\nvariants = [\"f16\", \"q8_0\"]\npublish = [\"q8_0\"]\nbench = { modes = [\"f32\"] }\n").unwrap();
         let ids: Vec<&str> = g.order.iter().map(|&n| g.nodes[n].id.as_str()).collect();
-        for id in ["m/convert.f32", "m/convert.f16", "m/calibrate", "m/quantize.q8_0", "m/bench", "manifest"] {
+        for id in [
+            "m/convert.f32",
+            "m/convert.f16",
+            "m/calibrate",
+            "m/quantize.q8_0",
+            "m/bench",
+            "manifest",
+        ] {
             assert!(ids.contains(&id), "{id} missing from {ids:?}");
         }
         let q = g.by_id["m/quantize.q8_0"];
-        assert_eq!(g.deps[q], vec![g.by_id["m/convert.f32"], g.by_id["m/calibrate"]]);
+        assert_eq!(
+            g.deps[q],
+            vec![g.by_id["m/convert.f32"], g.by_id["m/calibrate"]]
+        );
         assert!(g.nodes[g.by_id["m/bench"]].exclusive);
         assert_eq!(g.release.len(), 3);
         assert_eq!(g.resolve_target("m").unwrap().len(), 5);

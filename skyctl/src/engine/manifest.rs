@@ -260,7 +260,10 @@ impl Default for QuantizeSettings {
     }
 }
 
-fn ser_spanned<S: serde::Serializer>(v: &Spanned<String>, s: S) -> std::result::Result<S::Ok, S::Error> {
+fn ser_spanned<S: serde::Serializer>(
+    v: &Spanned<String>,
+    s: S,
+) -> std::result::Result<S::Ok, S::Error> {
     s.serialize_str(v.get_ref())
 }
 
@@ -322,8 +325,12 @@ pub struct Golden {
     pub tolerance: Option<f64>,
     /// (kernels) directory of PNGOLDEN1 files.
     pub path: Option<Spanned<String>>,
-    /// (kernels) a command node that runs the kernel harness (e.g. on a GPU host).
+    /// (kernels) the shell command that runs the kernels under test (e.g. on a GPU host),
+    /// with placeholders `{inputs}`, `{outputs}`, `{input_paths}`, `{input_files}`,
+    /// `{output_files}`, `{skyctl}`; absent: the built-in CPU harness.
     pub harness: Option<Spanned<String>>,
+    /// (kernels) the golden generator (default `qwen35moe`) when `path` is not given.
+    pub generator: Option<Spanned<String>>,
     /// (kernels) source files of the kernels under test.
     #[serde(default)]
     pub sources: Vec<Spanned<String>>,
@@ -386,7 +393,10 @@ impl Manifest {
     /// Parse manifest text; `file` is only used in messages.
     pub fn parse(source: &str, file: &Path) -> Result<Manifest> {
         let raw: RawManifest = toml::from_str(source).map_err(|e| {
-            let (line, col) = e.span().map(|s| line_col(source, s.start)).unwrap_or((1, 1));
+            let (line, col) = e
+                .span()
+                .map(|s| line_col(source, s.start))
+                .unwrap_or((1, 1));
             EngineError::Manifest {
                 file: file.to_path_buf(),
                 line,
@@ -454,7 +464,10 @@ impl Manifest {
             if let Some(prev) = names.insert(name.get_ref(), what) {
                 return Err(self.error_at(
                     name.span(),
-                    format!("duplicate name `{}` (already used by a {prev})", name.get_ref()),
+                    format!(
+                        "duplicate name `{}` (already used by a {prev})",
+                        name.get_ref()
+                    ),
                 ));
             }
         }
@@ -465,8 +478,16 @@ impl Manifest {
                 })?;
             }
         }
-        let model_names: BTreeSet<&str> = self.model.iter().map(|m| m.name.get_ref().as_str()).collect();
-        let command_names: Vec<&str> = self.command.iter().map(|c| c.name.get_ref().as_str()).collect();
+        let model_names: BTreeSet<&str> = self
+            .model
+            .iter()
+            .map(|m| m.name.get_ref().as_str())
+            .collect();
+        let command_names: Vec<&str> = self
+            .command
+            .iter()
+            .map(|c| c.name.get_ref().as_str())
+            .collect();
         for m in &self.model {
             self.validate_model(m, &command_names)?;
         }
@@ -526,7 +547,10 @@ impl Manifest {
             ));
         }
         if m.variants.is_empty() {
-            return Err(self.error_at(m.name.span(), format!("model `{name}`: `variants` is empty")));
+            return Err(self.error_at(
+                m.name.span(),
+                format!("model `{name}`: `variants` is empty"),
+            ));
         }
         if m.variants.contains(&Variant::Q8_0) {
             let c = &m.quantize.calibration;
@@ -561,14 +585,22 @@ impl Manifest {
         Ok(())
     }
 
-    fn validate_golden(&self, g: &Golden, models: &BTreeSet<&str>, commands: &[&str]) -> Result<()> {
+    fn validate_golden(
+        &self,
+        g: &Golden,
+        models: &BTreeSet<&str>,
+        commands: &[&str],
+    ) -> Result<()> {
         let name = g.name.get_ref();
         let need = |field: Option<&Spanned<String>>, key: &str| -> Result<()> {
             match field {
                 Some(_) => Ok(()),
                 None => Err(self.error_at(
                     g.name.span(),
-                    format!("golden `{name}`: kind = \"{}\" needs `{key}`", kind_name(g.kind)),
+                    format!(
+                        "golden `{name}`: kind = \"{}\" needs `{key}`",
+                        kind_name(g.kind)
+                    ),
                 )),
             }
         };
@@ -576,7 +608,10 @@ impl Manifest {
             if present {
                 Err(self.error_at(
                     g.name.span(),
-                    format!("golden `{name}`: `{key}` is not a key of kind = \"{}\"", kind_name(g.kind)),
+                    format!(
+                        "golden `{name}`: `{key}` is not a key of kind = \"{}\"",
+                        kind_name(g.kind)
+                    ),
                 ))
             } else {
                 Ok(())
@@ -590,6 +625,7 @@ impl Manifest {
                 forbid(g.path.is_some(), "path")?;
                 forbid(g.harness.is_some(), "harness")?;
                 forbid(!g.sources.is_empty(), "sources")?;
+                forbid(g.generator.is_some(), "generator")?;
                 if let Some(m) = &g.model {
                     if !models.contains(m.get_ref().as_str()) {
                         return Err(self.error_at(
@@ -602,37 +638,69 @@ impl Manifest {
                         ));
                     }
                     let model = self.model.iter().find(|x| x.name.get_ref() == m.get_ref());
-                    let variant = g.variant.as_ref().map(|v| *v.get_ref()).unwrap_or(Variant::F16);
+                    let variant = g
+                        .variant
+                        .as_ref()
+                        .map(|v| *v.get_ref())
+                        .unwrap_or(Variant::F16);
                     if let Some(model) = model {
                         if !model.variants.contains(&variant) {
-                            let span = g.variant.as_ref().map(|v| v.span()).unwrap_or(g.name.span());
+                            let span = g
+                                .variant
+                                .as_ref()
+                                .map(|v| v.span())
+                                .unwrap_or(g.name.span());
                             return Err(self.error_at(
                                 span,
-                                format!("golden `{name}`: model `{}` does not build variant `{}`", m.get_ref(), variant.name()),
+                                format!(
+                                    "golden `{name}`: model `{}` does not build variant `{}`",
+                                    m.get_ref(),
+                                    variant.name()
+                                ),
                             ));
                         }
                     }
                 }
                 if let Some(t) = g.tolerance {
                     if !(t.is_finite() && t >= 0.0) {
-                        return Err(self.error_at(g.name.span(), format!("golden `{name}`: tolerance must be a number >= 0")));
+                        return Err(self.error_at(
+                            g.name.span(),
+                            format!("golden `{name}`: tolerance must be a number >= 0"),
+                        ));
                     }
                 }
             }
             GoldenKind::Kernels => {
-                need(g.path.as_ref(), "path")?;
                 forbid(g.model.is_some(), "model")?;
                 forbid(g.variant.is_some(), "variant")?;
                 forbid(g.cases.is_some(), "cases")?;
                 forbid(g.expected.is_some(), "expected")?;
+                if let (Some(_), Some(gen)) = (&g.path, &g.generator) {
+                    return Err(self.error_at(
+                        gen.span(),
+                        format!("golden `{name}`: give either `path` (committed goldens) or `generator`, not both"),
+                    ));
+                }
+                let generators = super::kinds::golden_gen::GENERATORS;
+                if let Some(gen) = g.generator.as_ref().filter(|x| !generators.contains(&x.get_ref().as_str())) {
+                    return Err(self.error_at(
+                        gen.span(),
+                        format!(
+                            "golden `{name}`: unknown generator `{}`; expected one of {}",
+                            gen.get_ref(),
+                            generators.join(", ")
+                        ),
+                    ));
+                }
                 if let Some(h) = &g.harness {
-                    if !commands.contains(&h.get_ref().as_str()) {
+                    let h_str = h.get_ref().trim();
+                    if h_str.is_empty() || commands.contains(&h_str) {
                         return Err(self.error_at(
                             h.span(),
                             format!(
-                                "golden `{name}`: harness refers to no [[command]] named `{}`{}",
-                                h.get_ref(),
-                                did_you_mean(h.get_ref(), commands.iter().copied())
+                                "golden `{name}`: `harness` is the shell command that runs the kernels, e.g. \
+                                 \"{{skyctl}} kernels run --impl cpu {{inputs}} {{outputs}}\" (leave it out for the \
+                                 built-in CPU harness), not a [[command]] name"
                             ),
                         ));
                     }
@@ -653,8 +721,10 @@ fn kind_name(k: GoldenKind) -> &'static str {
 fn check_name(m: &Manifest, name: &Spanned<String>) -> Result<()> {
     let n = name.get_ref();
     let ok = !n.is_empty()
-        && n.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'/'))
-        && n.split('/').all(|part| !part.is_empty() && !part.starts_with('.'))
+        && n.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'/'))
+        && n.split('/')
+            .all(|part| !part.is_empty() && !part.starts_with('.'))
         && !n.starts_with("node:");
     if ok {
         Ok(())
@@ -693,7 +763,12 @@ pub fn line_col(source: &str, pos: usize) -> (usize, usize) {
     }
     let before = &source[..pos];
     let line = before.matches('\n').count() + 1;
-    let col = before.rsplit('\n').next().map(|l| l.chars().count()).unwrap_or(0) + 1;
+    let col = before
+        .rsplit('\n')
+        .next()
+        .map(|l| l.chars().count())
+        .unwrap_or(0)
+        + 1;
     (line, col)
 }
 
@@ -719,14 +794,22 @@ fn explain_toml_error(msg: &str) -> String {
             let word = &rest[..end];
             let tail = &rest[end + 1..];
             let candidates: Vec<&str> = tail.split('`').skip(1).step_by(2).collect();
-            let what = if prefix.contains("field") { "unknown key" } else { "unknown value" };
+            let what = if prefix.contains("field") {
+                "unknown key"
+            } else {
+                "unknown value"
+            };
             return format!(
                 "{what} `{word}`{}; expected one of {}",
                 did_you_mean(word, candidates.iter().copied()),
                 if candidates.is_empty() {
                     "no keys here".to_string()
                 } else {
-                    candidates.iter().map(|c| format!("`{c}`")).collect::<Vec<_>>().join(", ")
+                    candidates
+                        .iter()
+                        .map(|c| format!("`{c}`"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 }
             );
         }
@@ -763,7 +846,10 @@ mod tests {
     #[test]
     fn unknown_key_is_located_with_suggestion() {
         let e = err("[[command]]\nname = \"a\"\nrun = \"true\"\noutptus = [\"x\"]\n");
-        assert!(e.starts_with("pipeline.toml:4:1: unknown key `outptus` (did you mean `outputs`?)"), "{e}");
+        assert!(
+            e.starts_with("pipeline.toml:4:1: unknown key `outptus` (did you mean `outputs`?)"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -797,7 +883,10 @@ mod tests {
     #[test]
     fn duplicate_names_are_rejected() {
         let e = err("[[command]]\nname = \"a\"\nrun = \"true\"\n[[command]]\nname = \"a\"\nrun = \"true\"\n");
-        assert!(e.starts_with("pipeline.toml:5:8: duplicate name `a`"), "{e}");
+        assert!(
+            e.starts_with("pipeline.toml:5:8: duplicate name `a`"),
+            "{e}"
+        );
     }
 
     #[test]

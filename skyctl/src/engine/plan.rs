@@ -31,7 +31,11 @@ impl Plan {
             forced[r] = selected[r];
         }
         let full = selected.iter().all(|&s| s);
-        Plan { selected, forced, full }
+        Plan {
+            selected,
+            forced,
+            full,
+        }
     }
 
     /// Number of selected nodes.

@@ -9,8 +9,8 @@ use super::graph::{Graph, NodeIdx};
 use super::key::{Digest, KeyMaterial};
 use super::kinds::Registry;
 use super::scan::{diff_all, DirtyReason, Freshness, Scanner};
-use super::state::LastBuild;
 use super::statcache::StatCache;
+use super::state::LastBuild;
 use super::store::OutputRecord;
 use super::workspace::Workspace;
 
@@ -37,7 +37,12 @@ pub struct NodeView {
 }
 
 /// Scan every node (`selected`, or all) without running anything.
-pub fn scan(ws: &Workspace, graph: &Graph, registry: &Registry, forced: &[bool]) -> Result<Vec<NodeView>> {
+pub fn scan(
+    ws: &Workspace,
+    graph: &Graph,
+    registry: &Registry,
+    forced: &[bool],
+) -> Result<Vec<NodeView>> {
     let store = ws.store()?;
     let last = LastBuild::load(&ws.state.last_build());
     let statcache = StatCache::load(&ws.state.statcache());
@@ -52,20 +57,31 @@ pub fn scan(ws: &Workspace, graph: &Graph, registry: &Registry, forced: &[bool])
             key: None,
             stale: None,
             restore_only: false,
-            deps: graph.deps[n].iter().map(|&d| graph.nodes[d].id.clone()).collect(),
+            deps: graph.deps[n]
+                .iter()
+                .map(|&d| graph.nodes[d].id.clone())
+                .collect(),
             outputs: node.outputs.iter().map(|o| o.path.clone()).collect(),
             material: None,
         };
         if scanner.version(n).is_err() {
-            view.stale = Some(DirtyReason::KindChanged { old: node.kind.clone(), new: format!("{} (not available in this build)", node.kind) });
+            view.stale = Some(DirtyReason::KindChanged {
+                old: node.kind.clone(),
+                new: format!("{} (not available in this build)", node.kind),
+            });
             views[n] = Some(view);
             continue;
         }
         match scanner.material(n, &known)? {
-            Err(up) => view.stale = Some(DirtyReason::UpstreamChanged { node: graph.nodes[up].id.clone() }),
+            Err(up) => {
+                view.stale = Some(DirtyReason::UpstreamChanged {
+                    node: graph.nodes[up].id.clone(),
+                })
+            }
             Ok(material) => {
                 let key = material.key();
-                let (fresh, outs) = scanner.freshness(n, &material, &key, forced.get(n).copied().unwrap_or(false));
+                let (fresh, outs) =
+                    scanner.freshness(n, &material, &key, forced.get(n).copied().unwrap_or(false));
                 view.key = Some(key);
                 view.material = Some(material);
                 match fresh {
@@ -82,7 +98,11 @@ pub fn scan(ws: &Workspace, graph: &Graph, registry: &Registry, forced: &[bool])
         views[n] = Some(view);
     }
     let _ = scanner.statcache.save(&ws.state.statcache());
-    Ok(graph.order.iter().filter_map(|&n| views[n].take()).collect())
+    Ok(graph
+        .order
+        .iter()
+        .filter_map(|&n| views[n].take())
+        .collect())
 }
 
 /// What `skyctl explain NODE` shows.
@@ -99,7 +119,12 @@ pub struct Explanation {
 }
 
 /// Explain one node.
-pub fn explain(ws: &Workspace, graph: &Graph, registry: &Registry, node: &str) -> Result<Explanation> {
+pub fn explain(
+    ws: &Workspace,
+    graph: &Graph,
+    registry: &Registry,
+    node: &str,
+) -> Result<Explanation> {
     let Some(&n) = graph.by_id.get(node) else {
         return Err(EngineError::UnknownTarget {
             name: node.into(),
@@ -107,10 +132,13 @@ pub fn explain(ws: &Workspace, graph: &Graph, registry: &Registry, node: &str) -
         });
     };
     let views = scan(ws, graph, registry, &[])?;
-    let view = views.into_iter().find(|v| v.id == graph.nodes[n].id).ok_or_else(|| EngineError::UnknownTarget {
-        name: node.into(),
-        hint: String::new(),
-    })?;
+    let view = views
+        .into_iter()
+        .find(|v| v.id == graph.nodes[n].id)
+        .ok_or_else(|| EngineError::UnknownTarget {
+            name: node.into(),
+            hint: String::new(),
+        })?;
     let last = LastBuild::load(&ws.state.last_build());
     let last_state = last.nodes.get(node);
     let differences = match (&view.material, last_state) {

@@ -20,14 +20,25 @@ pub fn expected(graph: &Graph, outputs: &[Option<Vec<OutputRecord>>]) -> Option<
     let mut files = Vec::with_capacity(graph.release.len());
     for r in &graph.release {
         let o = outputs.get(r.node)?.as_ref()?.get(r.output)?;
-        files.push(ReleaseFile { to: r.to.clone(), digest: o.digest, dir: o.dir, exec: o.exec });
+        files.push(ReleaseFile {
+            to: r.to.clone(),
+            digest: o.digest,
+            dir: o.dir,
+            exec: o.exec,
+        });
     }
     files.sort_by(|a, b| a.to.cmp(&b.to));
     Some(files)
 }
 
 /// Whether the release directory already holds exactly `files` (as last written by us).
-pub fn up_to_date(scanner: &mut Scanner<'_>, graph: &Graph, root: &Path, files: &[ReleaseFile], last: Option<&[ReleaseFile]>) -> bool {
+pub fn up_to_date(
+    scanner: &mut Scanner<'_>,
+    graph: &Graph,
+    root: &Path,
+    files: &[ReleaseFile],
+    last: Option<&[ReleaseFile]>,
+) -> bool {
     if last != Some(files) {
         return false;
     }
@@ -50,14 +61,23 @@ pub fn up_to_date(scanner: &mut Scanner<'_>, graph: &Graph, root: &Path, files: 
 /// Build the new tree beside the old one and swap it in.
 pub fn write(store: &Store, root: &Path, release_dir: &str, files: &[ReleaseFile]) -> Result<()> {
     let target = root.join(release_dir);
-    let parent = target.parent().map(Path::to_path_buf).unwrap_or_else(|| root.to_path_buf());
+    let parent = target
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| root.to_path_buf());
     std::fs::create_dir_all(&parent).map_err(|e| EngineError::io("create", &parent, e))?;
     remove_leftovers(&target);
     let staging = sibling(&target, "new");
     let res = (|| {
         std::fs::create_dir_all(&staging).map_err(|e| EngineError::io("create", &staging, e))?;
         for f in files {
-            let rec = OutputRecord { path: f.to.clone(), digest: f.digest, size: 0, dir: f.dir, exec: f.exec };
+            let rec = OutputRecord {
+                path: f.to.clone(),
+                digest: f.digest,
+                size: 0,
+                dir: f.dir,
+                exec: f.exec,
+            };
             store.restore(&rec, &staging.join(&f.to))?;
         }
         swap_in(&staging, &target)
@@ -68,13 +88,17 @@ pub fn write(store: &Store, root: &Path, release_dir: &str, files: &[ReleaseFile
 
 /// `<parent>/.<name>.<what>-<pid>.tmp`
 fn sibling(target: &Path, what: &str) -> PathBuf {
-    let name = target.file_name().and_then(|n| n.to_str()).unwrap_or("release");
+    let name = target
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or("release");
     target.with_file_name(format!(".{name}.{what}-{}.tmp", std::process::id()))
 }
 
 /// Remove staging trees left by a killed build.
 fn remove_leftovers(target: &Path) {
-    let (Some(parent), Some(name)) = (target.parent(), target.file_name().and_then(|n| n.to_str())) else {
+    let (Some(parent), Some(name)) = (target.parent(), target.file_name().and_then(|n| n.to_str()))
+    else {
         return;
     };
     let prefix = format!(".{name}.");
@@ -105,7 +129,8 @@ fn swap_in(staging: &Path, target: &Path) -> Result<()> {
         Err(_) => {
             let old = sibling(target, "old");
             std::fs::rename(target, &old).map_err(|e| EngineError::io("rename", target, e))?;
-            let r = std::fs::rename(staging, target).map_err(|e| EngineError::io("rename", target, e));
+            let r =
+                std::fs::rename(staging, target).map_err(|e| EngineError::io("rename", target, e));
             let _ = fsutil::remove_path(&old);
             r
         }

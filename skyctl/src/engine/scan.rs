@@ -14,8 +14,8 @@ use super::error::{EngineError, Result};
 use super::graph::{Graph, Input, NodeIdx};
 use super::key::{Digest, KeyInput, KeyMaterial};
 use super::kinds::Registry;
-use super::state::{LastBuild, NodeState};
 use super::statcache::StatCache;
+use super::state::{LastBuild, NodeState};
 use super::store::{OutputRecord, Store};
 use super::tree::{list_files, Tree, TreeEntry};
 
@@ -85,8 +85,12 @@ impl fmt::Display for DirtyReason {
         match self {
             DirtyReason::Forced => write!(f, "forced by --rerun"),
             DirtyReason::NewNode => write!(f, "new node"),
-            DirtyReason::KindChanged { old, new } => write!(f, "kind changed from `{old}` to `{new}`"),
-            DirtyReason::StageVersionChanged { old, new } => write!(f, "stage version changed from {old} to {new}"),
+            DirtyReason::KindChanged { old, new } => {
+                write!(f, "kind changed from `{old}` to `{new}`")
+            }
+            DirtyReason::StageVersionChanged { old, new } => {
+                write!(f, "stage version changed from {old} to {new}")
+            }
             DirtyReason::ParamsChanged { field } => write!(f, "parameter `{field}` changed"),
             DirtyReason::InputChanged { path } => write!(f, "input `{path}` changed"),
             DirtyReason::InputAdded { path } => write!(f, "input `{path}` added"),
@@ -120,12 +124,29 @@ pub struct Scanner<'a> {
     /// The stat cache (saved by the caller).
     pub statcache: StatCache,
     sources: HashMap<String, Option<Digest>>,
+    globs: HashMap<String, Vec<KeyInput>>,
 }
 
 impl<'a> Scanner<'a> {
     /// A scanner over `graph` in workspace `root`.
-    pub fn new(root: &'a Path, graph: &'a Graph, registry: &'a Registry, store: &'a Store, last: &'a LastBuild, statcache: StatCache) -> Self {
-        Scanner { root, graph, registry, store, last, statcache, sources: HashMap::new() }
+    pub fn new(
+        root: &'a Path,
+        graph: &'a Graph,
+        registry: &'a Registry,
+        store: &'a Store,
+        last: &'a LastBuild,
+        statcache: StatCache,
+    ) -> Self {
+        Scanner {
+            root,
+            graph,
+            registry,
+            store,
+            last,
+            statcache,
+            sources: HashMap::new(),
+            globs: HashMap::new(),
+        }
     }
 
     /// The kind version, or an error naming the node if the kind is not in this build.
@@ -134,7 +155,10 @@ impl<'a> Scanner<'a> {
         self.registry
             .get(&node.kind)
             .map(|k| k.version())
-            .ok_or_else(|| EngineError::UnknownKind { node: node.id.clone(), kind: node.kind.clone() })
+            .ok_or_else(|| EngineError::UnknownKind {
+                node: node.id.clone(),
+                kind: node.kind.clone(),
+            })
     }
 
     /// Check every node's kind exists (before anything runs).
@@ -150,16 +174,27 @@ impl<'a> Scanner<'a> {
     /// Digest of a source file or directory (memoised).
     fn source(&mut self, node: &str, rel: &str) -> Result<Digest> {
         if let Some(d) = self.sources.get(rel) {
-            return d.ok_or_else(|| EngineError::MissingInput { node: node.into(), path: rel.into() });
+            return d.ok_or_else(|| EngineError::MissingInput {
+                node: node.into(),
+                path: rel.into(),
+            });
         }
         let abs = self.root.join(rel);
         let d = match std::fs::metadata(&abs) {
             Ok(md) if md.is_dir() => Some(self.tree_digest(rel)?),
-            Ok(_) => Some(self.statcache.digest(self.root, rel).map_err(|e| EngineError::io("hash", &abs, e))?.0),
+            Ok(_) => Some(
+                self.statcache
+                    .digest(self.root, rel)
+                    .map_err(|e| EngineError::io("hash", &abs, e))?
+                    .0,
+            ),
             Err(_) => None,
         };
         self.sources.insert(rel.to_string(), d);
-        d.ok_or_else(|| EngineError::MissingInput { node: node.into(), path: rel.into() })
+        d.ok_or_else(|| EngineError::MissingInput {
+            node: node.into(),
+            path: rel.into(),
+        })
     }
 
     /// Tree digest of a workspace directory, files hashed through the stat cache.
@@ -169,32 +204,63 @@ impl<'a> Scanner<'a> {
         let mut tree = Tree::default();
         for f in files {
             let frel = format!("{rel}/{f}");
-            let (digest, st) = self.statcache.digest(self.root, &frel).map_err(|e| EngineError::io("hash", self.root.join(&frel), e))?;
-            tree.entries.push(TreeEntry { path: f, digest, size: st.size, exec: st.exec });
+            let (digest, st) = self
+                .statcache
+                .digest(self.root, &frel)
+                .map_err(|e| EngineError::io("hash", self.root.join(&frel), e))?;
+            tree.entries.push(TreeEntry {
+                path: f,
+                digest,
+                size: st.size,
+                exec: st.exec,
+            });
         }
         Ok(Digest::of(&tree.encode()))
     }
 
     fn glob(&mut self, node: &str, g: &super::glob::Glob) -> Result<Vec<KeyInput>> {
+        if let Some(hit) = self.globs.get(g.as_str()) {
+            return Ok(hit.clone());
+        }
+        let found = self.walk_glob(node, g)?;
+        self.globs.insert(g.as_str().to_string(), found.clone());
+        Ok(found)
+    }
+
+    fn walk_glob(&mut self, node: &str, g: &super::glob::Glob) -> Result<Vec<KeyInput>> {
         let base = g.literal_dir().to_string();
-        let abs = if base.is_empty() { self.root.to_path_buf() } else { self.root.join(&base) };
+        let abs = if base.is_empty() {
+            self.root.to_path_buf()
+        } else {
+            self.root.join(&base)
+        };
         let mut out = Vec::new();
         if !abs.is_dir() {
             return Ok(out);
         }
-        let walker = walkdir::WalkDir::new(&abs).sort_by_file_name().into_iter().filter_entry(|e| {
-            // Never descend into our own state or VCS metadata.
-            !(e.depth() > 0 && e.file_type().is_dir() && matches!(e.file_name().to_str(), Some(".skyctl" | ".git")))
-        });
+        let walker = walkdir::WalkDir::new(&abs)
+            .sort_by_file_name()
+            .into_iter()
+            .filter_entry(|e| {
+                // Never descend into our own state or VCS metadata.
+                !(e.depth() > 0
+                    && e.file_type().is_dir()
+                    && matches!(e.file_name().to_str(), Some(".skyctl" | ".git")))
+            });
         for e in walker.filter_map(|e| e.ok()) {
             if !e.file_type().is_file() {
                 continue;
             }
-            let Ok(rel) = e.path().strip_prefix(self.root) else { continue };
+            let Ok(rel) = e.path().strip_prefix(self.root) else {
+                continue;
+            };
             let Some(rel) = rel.to_str() else { continue };
             if g.matches(rel) {
                 let d = self.source(node, rel)?;
-                out.push(KeyInput { path: rel.to_string(), digest: d });
+                out.push(KeyInput {
+                    path: rel.to_string(),
+                    digest: d,
+                });
             }
         }
         out.sort_by(|a, b| a.path.cmp(&b.path));
@@ -222,7 +288,11 @@ impl<'a> Scanner<'a> {
 
     /// The key material of node `n`, given the outputs of finished upstream nodes; `Ok(None)`
     /// names an upstream node whose outputs are not known yet.
-    pub fn material(&mut self, n: NodeIdx, known: &[Option<Vec<OutputRecord>>]) -> Result<std::result::Result<KeyMaterial, NodeIdx>> {
+    pub fn material(
+        &mut self,
+        n: NodeIdx,
+        known: &[Option<Vec<OutputRecord>>],
+    ) -> Result<std::result::Result<KeyMaterial, NodeIdx>> {
         let graph = self.graph;
         let node = &graph.nodes[n];
         let mut inputs = Vec::with_capacity(node.inputs.len());
@@ -230,17 +300,32 @@ impl<'a> Scanner<'a> {
             match input {
                 Input::Source(rel) => {
                     let digest = self.source(&node.id, rel)?;
-                    inputs.push(KeyInput { path: rel.clone(), digest });
+                    inputs.push(KeyInput {
+                        path: rel.clone(),
+                        digest,
+                    });
                 }
                 Input::Glob(g) => inputs.extend(self.glob(&node.id, g)?),
                 Input::Output { node: up, output } => {
-                    let Some(outs) = known.get(*up).and_then(|o| o.as_ref()) else { return Ok(Err(*up)) };
-                    let Some(o) = outs.get(*output) else { return Ok(Err(*up)) };
-                    inputs.push(KeyInput { path: o.path.clone(), digest: o.digest });
+                    let Some(outs) = known.get(*up).and_then(|o| o.as_ref()) else {
+                        return Ok(Err(*up));
+                    };
+                    let Some(o) = outs.get(*output) else {
+                        return Ok(Err(*up));
+                    };
+                    inputs.push(KeyInput {
+                        path: o.path.clone(),
+                        digest: o.digest,
+                    });
                 }
             }
         }
-        Ok(Ok(KeyMaterial { kind: node.kind.clone(), version: self.version(n)?, params: node.params.clone(), inputs }))
+        Ok(Ok(KeyMaterial {
+            kind: node.kind.clone(),
+            version: self.version(n)?,
+            params: node.params.clone(),
+            inputs,
+        }))
     }
 
     /// Recorded outputs for `key`: from the last build when it had the same key (no parsing),
@@ -271,14 +356,23 @@ impl<'a> Scanner<'a> {
     }
 
     /// Fresh, restore, or dirty (with the reason), for a node whose key material is known.
-    pub fn freshness(&mut self, n: NodeIdx, material: &KeyMaterial, key: &Digest, forced: bool) -> (Freshness, Option<Vec<OutputRecord>>) {
+    pub fn freshness(
+        &mut self,
+        n: NodeIdx,
+        material: &KeyMaterial,
+        key: &Digest,
+        forced: bool,
+    ) -> (Freshness, Option<Vec<OutputRecord>>) {
         if forced {
             return (Freshness::Dirty(DirtyReason::Forced), None);
         }
         match self.recorded_outputs(n, key) {
             Some(outputs) => match self.check_outputs(&outputs) {
                 None => (Freshness::Fresh, Some(outputs)),
-                Some(path) => (Freshness::Restore(DirtyReason::OutputMissing { path }), Some(outputs)),
+                Some(path) => (
+                    Freshness::Restore(DirtyReason::OutputMissing { path }),
+                    Some(outputs),
+                ),
             },
             None => (Freshness::Dirty(self.why(n, material, key)), None),
         }
@@ -308,36 +402,72 @@ pub fn diff(old: &KeyMaterial, new: &KeyMaterial) -> Option<DirtyReason> {
 pub fn diff_all(old: &KeyMaterial, new: &KeyMaterial) -> Vec<DirtyReason> {
     let mut out = Vec::new();
     if old.kind != new.kind {
-        out.push(DirtyReason::KindChanged { old: old.kind.clone(), new: new.kind.clone() });
+        out.push(DirtyReason::KindChanged {
+            old: old.kind.clone(),
+            new: new.kind.clone(),
+        });
     }
     if old.version != new.version {
-        out.push(DirtyReason::StageVersionChanged { old: old.version, new: new.version });
+        out.push(DirtyReason::StageVersionChanged {
+            old: old.version,
+            new: new.version,
+        });
     }
     if old.params != new.params {
         match (old.params.as_object(), new.params.as_object()) {
             (Some(a), Some(b)) => {
-                let mut fields: Vec<&String> = a.keys().chain(b.keys()).filter(|k| a.get(*k) != b.get(*k)).collect();
+                let mut fields: Vec<&String> = a
+                    .keys()
+                    .chain(b.keys())
+                    .filter(|k| a.get(*k) != b.get(*k))
+                    .collect();
                 fields.sort();
                 fields.dedup();
-                out.extend(fields.into_iter().map(|f| DirtyReason::ParamsChanged { field: f.clone() }));
+                out.extend(
+                    fields
+                        .into_iter()
+                        .map(|f| DirtyReason::ParamsChanged { field: f.clone() }),
+                );
             }
-            _ => out.push(DirtyReason::ParamsChanged { field: String::new() }),
+            _ => out.push(DirtyReason::ParamsChanged {
+                field: String::new(),
+            }),
         }
     }
-    let old_map: HashMap<&str, &Digest> = old.inputs.iter().map(|i| (i.path.as_str(), &i.digest)).collect();
-    let new_map: HashMap<&str, &Digest> = new.inputs.iter().map(|i| (i.path.as_str(), &i.digest)).collect();
+    let old_map: HashMap<&str, &Digest> = old
+        .inputs
+        .iter()
+        .map(|i| (i.path.as_str(), &i.digest))
+        .collect();
+    let new_map: HashMap<&str, &Digest> = new
+        .inputs
+        .iter()
+        .map(|i| (i.path.as_str(), &i.digest))
+        .collect();
     for i in &new.inputs {
         match old_map.get(i.path.as_str()) {
-            None => out.push(DirtyReason::InputAdded { path: i.path.clone() }),
-            Some(d) if **d != i.digest => out.push(DirtyReason::InputChanged { path: i.path.clone() }),
+            None => out.push(DirtyReason::InputAdded {
+                path: i.path.clone(),
+            }),
+            Some(d) if **d != i.digest => out.push(DirtyReason::InputChanged {
+                path: i.path.clone(),
+            }),
             _ => {}
         }
     }
-    for i in old.inputs.iter().filter(|i| !new_map.contains_key(i.path.as_str())) {
-        out.push(DirtyReason::InputRemoved { path: i.path.clone() });
+    for i in old
+        .inputs
+        .iter()
+        .filter(|i| !new_map.contains_key(i.path.as_str()))
+    {
+        out.push(DirtyReason::InputRemoved {
+            path: i.path.clone(),
+        });
     }
     if out.is_empty() && old.inputs != new.inputs {
-        out.push(DirtyReason::ParamsChanged { field: "input order".into() });
+        out.push(DirtyReason::ParamsChanged {
+            field: "input order".into(),
+        });
     }
     out
 }
@@ -352,7 +482,10 @@ mod tests {
             kind: "command".into(),
             version: 1,
             params: json!({"run": ["a"], "cwd": "."}),
-            inputs: vec![KeyInput { path: "in".into(), digest: Digest::of(b"1") }],
+            inputs: vec![KeyInput {
+                path: "in".into(),
+                digest: Digest::of(b"1"),
+            }],
         }
     }
 
@@ -361,19 +494,42 @@ mod tests {
         assert_eq!(diff(&mat(), &mat()), None);
         let mut m = mat();
         m.version = 2;
-        assert_eq!(diff(&mat(), &m), Some(DirtyReason::StageVersionChanged { old: 1, new: 2 }));
+        assert_eq!(
+            diff(&mat(), &m),
+            Some(DirtyReason::StageVersionChanged { old: 1, new: 2 })
+        );
         let mut m = mat();
         m.params["cwd"] = json!("sub");
-        assert_eq!(diff(&mat(), &m), Some(DirtyReason::ParamsChanged { field: "cwd".into() }));
+        assert_eq!(
+            diff(&mat(), &m),
+            Some(DirtyReason::ParamsChanged {
+                field: "cwd".into()
+            })
+        );
         let mut m = mat();
         m.inputs[0].digest = Digest::of(b"2");
-        assert_eq!(diff(&mat(), &m), Some(DirtyReason::InputChanged { path: "in".into() }));
+        assert_eq!(
+            diff(&mat(), &m),
+            Some(DirtyReason::InputChanged { path: "in".into() })
+        );
         let mut m = mat();
-        m.inputs.push(KeyInput { path: "new".into(), digest: Digest::of(b"3") });
-        assert_eq!(diff(&mat(), &m), Some(DirtyReason::InputAdded { path: "new".into() }));
-        assert_eq!(diff(&m, &mat()), Some(DirtyReason::InputRemoved { path: "new".into() }));
+        m.inputs.push(KeyInput {
+            path: "new".into(),
+            digest: Digest::of(b"3"),
+        });
+        assert_eq!(
+            diff(&mat(), &m),
+            Some(DirtyReason::InputAdded { path: "new".into() })
+        );
+        assert_eq!(
+            diff(&m, &mat()),
+            Some(DirtyReason::InputRemoved { path: "new".into() })
+        );
         let mut m = mat();
         m.kind = "convert".into();
-        assert!(matches!(diff(&mat(), &m), Some(DirtyReason::KindChanged { .. })));
+        assert!(matches!(
+            diff(&mat(), &m),
+            Some(DirtyReason::KindChanged { .. })
+        ));
     }
 }

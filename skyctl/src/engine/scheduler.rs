@@ -74,7 +74,12 @@ pub struct Scheduler<'g> {
 
 impl Scheduler<'_> {
     /// Run every node with `selected[n]`, in dependency order (`order` breaks ties).
-    pub fn run<'a, R: Send + 'a>(&self, selected: &[bool], order: &[NodeIdx], driver: &mut dyn Driver<'a, R>) -> Tally {
+    pub fn run<'a, R: Send + 'a>(
+        &self,
+        selected: &[bool],
+        order: &[NodeIdx],
+        driver: &mut dyn Driver<'a, R>,
+    ) -> Tally {
         let n = self.deps.len();
         let mut rank = vec![0usize; n];
         for (i, &x) in order.iter().enumerate() {
@@ -93,7 +98,10 @@ impl Scheduler<'_> {
                 }
             }
         }
-        let mut ready: BTreeSet<(usize, NodeIdx)> = (0..n).filter(|&x| selected[x] && waiting[x] == 0).map(|x| (rank[x], x)).collect();
+        let mut ready: BTreeSet<(usize, NodeIdx)> = (0..n)
+            .filter(|&x| selected[x] && waiting[x] == 0)
+            .map(|x| (rank[x], x))
+            .collect();
         let mut done = vec![false; n];
         let mut tally = Tally::default();
         let mut stopped = false;
@@ -111,13 +119,30 @@ impl Scheduler<'_> {
                         .find(|(_, x)| !self.exclusive[*x])
                         .copied()
                         .filter(|_| running < jobs)
-                        .or_else(|| if running == 0 { ready.iter().next().copied() } else { None });
+                        .or_else(|| {
+                            if running == 0 {
+                                ready.iter().next().copied()
+                            } else {
+                                None
+                            }
+                        });
                     let Some(item) = pick else { break };
                     ready.remove(&item);
                     let x = item.1;
                     match driver.start(x) {
                         Start::Done(ok) => {
-                            let newly = Self::complete(x, ok, &mut done, &mut waiting, &rdeps, &mut ready, &rank, &mut tally, self.keep_going, driver);
+                            let newly = Self::complete(
+                                x,
+                                ok,
+                                &mut done,
+                                &mut waiting,
+                                &rdeps,
+                                &mut ready,
+                                &rank,
+                                &mut tally,
+                                self.keep_going,
+                                driver,
+                            );
                             stopped |= !ok && !self.keep_going;
                             let _ = newly;
                         }
@@ -147,7 +172,18 @@ impl Scheduler<'_> {
                 exclusive_running = false;
                 let (x, result) = msg;
                 let ok = driver.finish(x, result);
-                Self::complete(x, ok, &mut done, &mut waiting, &rdeps, &mut ready, &rank, &mut tally, self.keep_going, driver);
+                Self::complete(
+                    x,
+                    ok,
+                    &mut done,
+                    &mut waiting,
+                    &rdeps,
+                    &mut ready,
+                    &rank,
+                    &mut tally,
+                    self.keep_going,
+                    driver,
+                );
                 stopped |= !ok && !self.keep_going;
             }
         });
@@ -281,10 +317,22 @@ mod tests {
     #[test]
     fn runs_in_dependency_order_in_parallel() {
         let d = deps();
-        let s = Scheduler { deps: &d, exclusive: vec![false; 5], jobs: 4, keep_going: false };
+        let s = Scheduler {
+            deps: &d,
+            exclusive: vec![false; 5],
+            jobs: 4,
+            keep_going: false,
+        };
         let mut f = fake(vec![false; 5]);
         let t = s.run(&[true; 5], &[0, 1, 2, 3, 4], &mut f);
-        assert_eq!(t, Tally { ok: 5, failed: 0, skipped: 0 });
+        assert_eq!(
+            t,
+            Tally {
+                ok: 5,
+                failed: 0,
+                skipped: 0
+            }
+        );
         let pos = |s: &str| f.log.iter().position(|l| l.starts_with(s)).unwrap();
         assert!(pos("finish 0") < pos("start 1"));
         assert!(pos("finish 1") < pos("start 3") && pos("finish 2") < pos("start 3"));
@@ -295,7 +343,12 @@ mod tests {
     fn exclusive_runs_alone() {
         let d = deps();
         let excl = vec![false, true, false, false, false];
-        let s = Scheduler { deps: &d, exclusive: excl.clone(), jobs: 4, keep_going: false };
+        let s = Scheduler {
+            deps: &d,
+            exclusive: excl.clone(),
+            jobs: 4,
+            keep_going: false,
+        };
         let mut f = fake(excl);
         s.run(&[true; 5], &[0, 1, 2, 3, 4], &mut f);
         assert_eq!(f.exclusive_seen_with_others.load(Ordering::SeqCst), 0);
@@ -304,32 +357,65 @@ mod tests {
     #[test]
     fn failure_stops_new_work_and_skips_the_rest() {
         let d = deps();
-        let s = Scheduler { deps: &d, exclusive: vec![false; 5], jobs: 1, keep_going: false };
+        let s = Scheduler {
+            deps: &d,
+            exclusive: vec![false; 5],
+            jobs: 1,
+            keep_going: false,
+        };
         let mut f = fake(vec![false; 5]);
         f.fail = vec![0];
         let t = s.run(&[true; 5], &[0, 1, 2, 3, 4], &mut f);
-        assert_eq!(t, Tally { ok: 0, failed: 1, skipped: 4 });
+        assert_eq!(
+            t,
+            Tally {
+                ok: 0,
+                failed: 1,
+                skipped: 4
+            }
+        );
     }
 
     #[test]
     fn keep_going_skips_only_dependents() {
         let d = deps();
-        let s = Scheduler { deps: &d, exclusive: vec![false; 5], jobs: 2, keep_going: true };
+        let s = Scheduler {
+            deps: &d,
+            exclusive: vec![false; 5],
+            jobs: 2,
+            keep_going: true,
+        };
         let mut f = fake(vec![false; 5]);
         f.fail = vec![1];
         let t = s.run(&[true; 5], &[0, 1, 2, 3, 4], &mut f);
-        assert_eq!(t, Tally { ok: 3, failed: 1, skipped: 1 });
+        assert_eq!(
+            t,
+            Tally {
+                ok: 3,
+                failed: 1,
+                skipped: 1
+            }
+        );
         assert!(f.log.contains(&"skip 3".to_string()));
     }
 
     #[test]
     fn a_panicking_stage_does_not_hang_the_build() {
         let d = deps();
-        let s = Scheduler { deps: &d, exclusive: vec![false; 5], jobs: 2, keep_going: true };
+        let s = Scheduler {
+            deps: &d,
+            exclusive: vec![false; 5],
+            jobs: 2,
+            keep_going: true,
+        };
         let mut f = fake(vec![false; 5]);
         f.panic = vec![2];
         let t = s.run(&[true; 5], &[0, 1, 2, 3, 4], &mut f);
         assert_eq!(t.failed, 1);
-        assert!(f.log.iter().any(|l| l.contains("stage panicked: boom")), "{:?}", f.log);
+        assert!(
+            f.log.iter().any(|l| l.contains("stage panicked: boom")),
+            "{:?}",
+            f.log
+        );
     }
 }

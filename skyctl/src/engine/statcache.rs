@@ -48,7 +48,10 @@ impl FileStat {
     pub fn of(md: &std::fs::Metadata) -> FileStat {
         FileStat {
             size: md.len(),
-            mtime_ns: md.mtime().saturating_mul(1_000_000_000).saturating_add(md.mtime_nsec()),
+            mtime_ns: md
+                .mtime()
+                .saturating_mul(1_000_000_000)
+                .saturating_add(md.mtime_nsec()),
             ino: md.ino(),
             exec: md.mode() & 0o111 != 0,
         }
@@ -113,9 +116,21 @@ impl StatCache {
             let ino = u64_(&mut r)?;
             let (d, t) = r.split_first_chunk::<32>()?;
             r = t;
-            entries.insert(path, Entry { size, mtime_ns, ino, digest: Digest(*d) });
+            entries.insert(
+                path,
+                Entry {
+                    size,
+                    mtime_ns,
+                    ino,
+                    digest: Digest(*d),
+                },
+            );
         }
-        Some(StatCache { entries, changed: false, hashed_bytes: 0 })
+        Some(StatCache {
+            entries,
+            changed: false,
+            hashed_bytes: 0,
+        })
     }
 
     /// Write atomically when anything changed. Errors are ignored by callers on purpose: a
@@ -153,7 +168,9 @@ impl StatCache {
         let abs = root.join(rel);
         let md = std::fs::metadata(&abs)?;
         if !md.is_file() {
-            return Err(std::io::Error::other(format!("`{rel}` is not a regular file")));
+            return Err(std::io::Error::other(format!(
+                "`{rel}` is not a regular file"
+            )));
         }
         let st = FileStat::of(&md);
         if let Some(e) = self.entries.get(rel) {
@@ -176,7 +193,12 @@ impl StatCache {
     fn record(&mut self, rel: &str, st: FileStat, digest: Digest, stable: bool) {
         let racy = now_ns() - st.mtime_ns < racy_window_ns(st.mtime_ns);
         if stable && !racy {
-            let e = Entry { size: st.size, mtime_ns: st.mtime_ns, ino: st.ino, digest };
+            let e = Entry {
+                size: st.size,
+                mtime_ns: st.mtime_ns,
+                ino: st.ino,
+                digest,
+            };
             if self.entries.insert(rel.to_string(), e) != Some(e) {
                 self.changed = true;
             }
@@ -230,7 +252,12 @@ mod tests {
         assert_eq!(c.digest(dir.path(), "a").unwrap().0, Digest::of(b"two"));
         // Make it old: now recorded, and a second lookup hashes nothing.
         let old = std::time::SystemTime::now() - std::time::Duration::from_secs(10);
-        std::fs::File::options().write(true).open(dir.path().join("a")).unwrap().set_modified(old).unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(dir.path().join("a"))
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
         c.digest(dir.path(), "a").unwrap();
         let before = c.hashed_bytes();
         c.digest(dir.path(), "a").unwrap();
@@ -243,7 +270,12 @@ mod tests {
         let f = dir.path().join("a");
         std::fs::write(&f, b"x").unwrap();
         let old = std::time::SystemTime::now() - std::time::Duration::from_secs(10);
-        std::fs::File::options().write(true).open(&f).unwrap().set_modified(old).unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(&f)
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
         let mut c = StatCache::default();
         c.digest(dir.path(), "a").unwrap();
         let p = dir.path().join("cache");

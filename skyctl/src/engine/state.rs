@@ -57,7 +57,9 @@ pub struct StatePaths {
 impl StatePaths {
     /// State under `root/.skyctl/state-v1`.
     pub fn new(root: &Path) -> StatePaths {
-        StatePaths { dir: root.join(".skyctl").join("state-v1") }
+        StatePaths {
+            dir: root.join(".skyctl").join("state-v1"),
+        }
     }
     /// The stat cache file.
     pub fn statcache(&self) -> PathBuf {

@@ -148,7 +148,11 @@ impl Store {
             .write(true)
             .open(&p)
             .map_err(|e| EngineError::io("open", &p, e))?;
-        let op = if exclusive { FlockOperation::LockExclusive } else { FlockOperation::LockShared };
+        let op = if exclusive {
+            FlockOperation::LockExclusive
+        } else {
+            FlockOperation::LockShared
+        };
         flock(&file, op).map_err(|e| EngineError::io("lock", &p, e.into()))?;
         Ok(StoreLock { _file: file })
     }
@@ -161,7 +165,10 @@ impl Store {
 
     fn action_path(&self, key: &Digest) -> PathBuf {
         let h = key.hex();
-        self.root.join("actions").join(&h[..2]).join(format!("{}.json", &h[2..]))
+        self.root
+            .join("actions")
+            .join(&h[..2])
+            .join(format!("{}.json", &h[2..]))
     }
 
     fn tmp(&self, stem: &str) -> PathBuf {
@@ -213,7 +220,10 @@ impl Store {
         let p = self.blob_path(d);
         let bytes = std::fs::read(&p).map_err(|e| EngineError::io("read", &p, e))?;
         if Digest::of(&bytes) != *d {
-            return Err(EngineError::Store { path: p, message: "blob is corrupted (content does not match its digest)".into() });
+            return Err(EngineError::Store {
+                path: p,
+                message: "blob is corrupted (content does not match its digest)".into(),
+            });
         }
         Ok(bytes)
     }
@@ -255,8 +265,19 @@ impl Store {
         let bytes = serde_json::to_vec(&rec).unwrap_or_default();
         let tmp = self.tmp("build");
         std::fs::write(&tmp, bytes).map_err(|e| EngineError::io("write", &tmp, e))?;
-        let unique = tmp.file_name().and_then(|n| n.to_str()).unwrap_or("build.tmp").trim_end_matches(".tmp").to_string();
-        self.publish(&tmp, &self.root.join("builds").join(format!("{time_ms:015}-{unique}.json")))
+        let unique = tmp
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("build.tmp")
+            .trim_end_matches(".tmp")
+            .to_string();
+        self.publish(
+            &tmp,
+            &self
+                .root
+                .join("builds")
+                .join(format!("{time_ms:015}-{unique}.json")),
+        )
     }
 
     /// Copy a stored output to `dest` in the workspace, verifying every blob.
@@ -297,11 +318,19 @@ impl Store {
                 let _ = std::fs::remove_file(&src);
                 EngineError::Store {
                     path: src.clone(),
-                    message: format!("blob is corrupted (content hashes to {}); removed it", actual.short()),
+                    message: format!(
+                        "blob is corrupted (content hashes to {}); removed it",
+                        actual.short()
+                    ),
                 }
             }
-            fsutil::CopyError::Io(e) if e.kind() == std::io::ErrorKind::NotFound && !src.exists() => {
-                EngineError::Store { path: src.clone(), message: "blob is missing".into() }
+            fsutil::CopyError::Io(e)
+                if e.kind() == std::io::ErrorKind::NotFound && !src.exists() =>
+            {
+                EngineError::Store {
+                    path: src.clone(),
+                    message: "blob is missing".into(),
+                }
             }
             fsutil::CopyError::Io(e) => EngineError::io("restore", dest, e),
         })
@@ -336,18 +365,32 @@ impl Store {
                     path: p,
                     message: format!("blob content hashes to {}", actual.short()),
                 }),
-                (None, _) => problems.push(Problem { path: p, message: "not a blob name".into() }),
-                (_, Err(e)) => problems.push(Problem { path: p, message: format!("unreadable: {e}") }),
+                (None, _) => problems.push(Problem {
+                    path: p,
+                    message: "not a blob name".into(),
+                }),
+                (_, Err(e)) => problems.push(Problem {
+                    path: p,
+                    message: format!("unreadable: {e}"),
+                }),
             }
         }
         for p in self.walk("actions") {
             let Some(_) = Self::digest_from_path(&p) else {
-                problems.push(Problem { path: p, message: "not an action record name".into() });
+                problems.push(Problem {
+                    path: p,
+                    message: "not an action record name".into(),
+                });
                 continue;
             };
-            let rec: Option<ActionRecord> = std::fs::read(&p).ok().and_then(|b| serde_json::from_slice(&b).ok());
+            let rec: Option<ActionRecord> = std::fs::read(&p)
+                .ok()
+                .and_then(|b| serde_json::from_slice(&b).ok());
             let Some(rec) = rec else {
-                problems.push(Problem { path: p, message: "unreadable action record".into() });
+                problems.push(Problem {
+                    path: p,
+                    message: "unreadable action record".into(),
+                });
                 continue;
             };
             for d in self.referenced_blobs(&rec) {
@@ -357,7 +400,10 @@ impl Store {
                         path: p.clone(),
                         message: format!("node `{}`: blob {} is missing", rec.node, d.short()),
                     }),
-                    Err(msg) => problems.push(Problem { path: p.clone(), message: format!("node `{}`: {msg}", rec.node) }),
+                    Err(msg) => problems.push(Problem {
+                        path: p.clone(),
+                        message: format!("node `{}`: {msg}", rec.node),
+                    }),
                 }
             }
         }
@@ -390,7 +436,10 @@ impl Store {
         let split = builds.len().saturating_sub(keep_last);
         let mut keys = BTreeSet::new();
         for b in &builds[split..] {
-            if let Some(rec) = std::fs::read(b).ok().and_then(|x| serde_json::from_slice::<BuildRecord>(&x).ok()) {
+            if let Some(rec) = std::fs::read(b)
+                .ok()
+                .and_then(|x| serde_json::from_slice::<BuildRecord>(&x).ok())
+            {
                 keys.extend(rec.keys);
             }
         }
@@ -402,10 +451,16 @@ impl Store {
         let mut live_blobs = BTreeSet::new();
         for p in self.walk("actions") {
             let key = Self::digest_from_path(&p);
-            let rec: Option<ActionRecord> = std::fs::read(&p).ok().and_then(|b| serde_json::from_slice(&b).ok());
+            let rec: Option<ActionRecord> = std::fs::read(&p)
+                .ok()
+                .and_then(|b| serde_json::from_slice(&b).ok());
             match (key, rec) {
                 (Some(k), Some(rec)) if keys.contains(&k) => {
-                    live_blobs.extend(self.referenced_blobs(&rec).into_iter().filter_map(|d| d.ok()));
+                    live_blobs.extend(
+                        self.referenced_blobs(&rec)
+                            .into_iter()
+                            .filter_map(|d| d.ok()),
+                    );
                 }
                 _ => {
                     if std::fs::remove_file(&p).is_ok() {
@@ -448,8 +503,21 @@ mod tests {
         std::fs::write(&src, b"content").unwrap();
         let (d, size) = store.put_file(&src).unwrap();
         assert_eq!((d, size), (Digest::of(b"content"), 7));
-        let out = OutputRecord { path: "f".into(), digest: d, size, dir: false, exec: false };
-        let rec = ActionRecord { node: "n".into(), kind: "command".into(), outputs: vec![out.clone()], duration_ms: 1, log: None, volatile: false };
+        let out = OutputRecord {
+            path: "f".into(),
+            digest: d,
+            size,
+            dir: false,
+            exec: false,
+        };
+        let rec = ActionRecord {
+            node: "n".into(),
+            kind: "command".into(),
+            outputs: vec![out.clone()],
+            duration_ms: 1,
+            log: None,
+            volatile: false,
+        };
         let key = Digest::of(b"key");
         store.put_action(&key, &rec).unwrap();
         assert_eq!(store.get_action(&key).unwrap().outputs, rec.outputs);
@@ -477,8 +545,21 @@ mod tests {
         let store = Store::open(dir.path()).unwrap();
         let mk = |content: &[u8], key: &[u8]| {
             let d = store.put_bytes(content).unwrap();
-            let out = OutputRecord { path: "x".into(), digest: d, size: content.len() as u64, dir: false, exec: false };
-            let rec = ActionRecord { node: "n".into(), kind: "k".into(), outputs: vec![out], duration_ms: 0, log: None, volatile: false };
+            let out = OutputRecord {
+                path: "x".into(),
+                digest: d,
+                size: content.len() as u64,
+                dir: false,
+                exec: false,
+            };
+            let rec = ActionRecord {
+                node: "n".into(),
+                kind: "k".into(),
+                outputs: vec![out],
+                duration_ms: 0,
+                log: None,
+                volatile: false,
+            };
             store.put_action(&Digest::of(key), &rec).unwrap();
             d
         };

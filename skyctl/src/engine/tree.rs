@@ -76,10 +76,18 @@ impl Tree {
             let size = u64_(&mut r)?;
             let (&x, t) = r.split_first()?;
             r = t;
-            if path.is_empty() || path.starts_with('/') || path.split('/').any(|c| c == ".." || c.is_empty()) {
+            if path.is_empty()
+                || path.starts_with('/')
+                || path.split('/').any(|c| c == ".." || c.is_empty())
+            {
                 return None;
             }
-            entries.push(TreeEntry { path, digest: Digest(*d), size, exec: x == 1 });
+            entries.push(TreeEntry {
+                path,
+                digest: Digest(*d),
+                size,
+                exec: x == 1,
+            });
         }
         if !r.is_empty() {
             return None;
@@ -92,13 +100,19 @@ impl Tree {
 /// A symlink or special file inside is an error (it would not survive the store).
 pub fn list_files(dir: &Path) -> std::io::Result<Vec<String>> {
     let mut out = Vec::new();
-    for entry in walkdir::WalkDir::new(dir).follow_links(false).sort_by_file_name() {
+    for entry in walkdir::WalkDir::new(dir)
+        .follow_links(false)
+        .sort_by_file_name()
+    {
         let entry = entry.map_err(std::io::Error::other)?;
         let ft = entry.file_type();
         if ft.is_dir() {
             continue;
         }
-        let rel = entry.path().strip_prefix(dir).map_err(std::io::Error::other)?;
+        let rel = entry
+            .path()
+            .strip_prefix(dir)
+            .map_err(std::io::Error::other)?;
         let rel = rel
             .to_str()
             .ok_or_else(|| std::io::Error::other(format!("`{}` is not UTF-8", rel.display())))?
@@ -123,8 +137,18 @@ mod tests {
     fn round_trip_and_rejects_garbage() {
         let mut t = Tree {
             entries: vec![
-                TreeEntry { path: "b".into(), digest: Digest::of(b"b"), size: 1, exec: true },
-                TreeEntry { path: "a/x".into(), digest: Digest::of(b"x"), size: 1, exec: false },
+                TreeEntry {
+                    path: "b".into(),
+                    digest: Digest::of(b"b"),
+                    size: 1,
+                    exec: true,
+                },
+                TreeEntry {
+                    path: "a/x".into(),
+                    digest: Digest::of(b"x"),
+                    size: 1,
+                    exec: false,
+                },
             ],
         };
         let bytes = t.encode();

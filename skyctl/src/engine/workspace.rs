@@ -35,7 +35,11 @@ pub struct WorkspaceLock {
 impl Workspace {
     /// Find `pipeline.toml` in `start` or a parent (or use `manifest` as given), parse it, and
     /// resolve the store: `store_override` (from `--store` or `SKYCTL_STORE`) wins.
-    pub fn open(start: &Path, manifest: Option<&Path>, store_override: Option<PathBuf>) -> Result<Workspace> {
+    pub fn open(
+        start: &Path,
+        manifest: Option<&Path>,
+        store_override: Option<PathBuf>,
+    ) -> Result<Workspace> {
         let file = match manifest {
             Some(m) => m.to_path_buf(),
             None => find_manifest(start)?,
@@ -45,15 +49,24 @@ impl Workspace {
             _ => PathBuf::from("."),
         };
         let root = std::path::absolute(&root).map_err(|e| EngineError::io("resolve", &root, e))?;
-        let shown = file.strip_prefix(start).map(Path::to_path_buf).unwrap_or_else(|_| file.clone());
-        let source = std::fs::read_to_string(&file).map_err(|e| EngineError::io("read", &file, e))?;
+        let shown = file
+            .strip_prefix(start)
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|_| file.clone());
+        let source =
+            std::fs::read_to_string(&file).map_err(|e| EngineError::io("read", &file, e))?;
         let manifest = Manifest::parse(&source, &shown)?;
         let store_dir = match store_override {
             Some(s) => std::path::absolute(&s).map_err(|e| EngineError::io("resolve", &s, e))?,
             None => root.join(&manifest.project.store_dir),
         };
         let state = StatePaths::new(&root);
-        Ok(Workspace { root, manifest, store_dir, state })
+        Ok(Workspace {
+            root,
+            manifest,
+            store_dir,
+            state,
+        })
     }
 
     /// Expand the manifest into the graph (reading declared environment variables).
@@ -70,7 +83,8 @@ impl Workspace {
     pub fn lock(&self, on_wait: &mut dyn FnMut(&str)) -> Result<WorkspaceLock> {
         use rustix::fs::{flock, FlockOperation};
         let p = self.state.lock();
-        std::fs::create_dir_all(&self.state.dir).map_err(|e| EngineError::io("create", &self.state.dir, e))?;
+        std::fs::create_dir_all(&self.state.dir)
+            .map_err(|e| EngineError::io("create", &self.state.dir, e))?;
         let mut file = std::fs::OpenOptions::new()
             .create(true)
             .truncate(false)
@@ -81,9 +95,16 @@ impl Workspace {
         if flock(&file, FlockOperation::NonBlockingLockExclusive).is_err() {
             let holder = std::fs::read_to_string(&p).unwrap_or_default();
             let holder = holder.trim();
-            let who = if holder.is_empty() { String::new() } else { format!(" (pid {holder})") };
-            on_wait(&format!("waiting for another skyctl build in this workspace{who} to finish..."));
-            flock(&file, FlockOperation::LockExclusive).map_err(|e| EngineError::io("lock", &p, e.into()))?;
+            let who = if holder.is_empty() {
+                String::new()
+            } else {
+                format!(" (pid {holder})")
+            };
+            on_wait(&format!(
+                "waiting for another skyctl build in this workspace{who} to finish..."
+            ));
+            flock(&file, FlockOperation::LockExclusive)
+                .map_err(|e| EngineError::io("lock", &p, e.into()))?;
         }
         let _ = file.set_len(0);
         let _ = write!(file, "{}", std::process::id());
@@ -110,7 +131,11 @@ impl Workspace {
     /// were removed.
     pub fn clean(&self, graph: &Graph) -> Result<usize> {
         let mut removed = 0;
-        let mut paths: Vec<&str> = graph.nodes.iter().flat_map(|n| n.outputs.iter().map(|o| o.path.as_str())).collect();
+        let mut paths: Vec<&str> = graph
+            .nodes
+            .iter()
+            .flat_map(|n| n.outputs.iter().map(|o| o.path.as_str()))
+            .collect();
         paths.push(&graph.release_dir);
         for rel in paths {
             let abs = self.root.join(rel);

@@ -54,7 +54,9 @@ impl BuildRun {
 
 impl Ws {
     pub fn new() -> Ws {
-        Ws { dir: tempfile::tempdir().expect("tempdir") }
+        Ws {
+            dir: tempfile::tempdir().expect("tempdir"),
+        }
     }
 
     pub fn path(&self) -> &Path {
@@ -77,7 +79,9 @@ impl Ws {
 
     pub fn cmd(&self, args: &[&str]) -> Command {
         let mut c = Command::new(skyctl_bin());
-        c.args(args).current_dir(self.path()).env_remove("SKYCTL_STORE");
+        c.args(args)
+            .current_dir(self.path())
+            .env_remove("SKYCTL_STORE");
         c
     }
 
@@ -96,7 +100,12 @@ impl Ws {
     pub fn fails(&self, args: &[&str], code: i32) -> String {
         let out = self.run(args);
         let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-        assert_eq!(out.status.code(), Some(code), "skyctl {args:?}: stdout {} stderr {stderr}", String::from_utf8_lossy(&out.stdout));
+        assert_eq!(
+            out.status.code(),
+            Some(code),
+            "skyctl {args:?}: stdout {} stderr {stderr}",
+            String::from_utf8_lossy(&out.stdout)
+        );
         stderr
     }
 }
@@ -107,14 +116,20 @@ pub fn parse_build(out: Output) -> BuildRun {
     let mut events = Vec::new();
     let mut summary = serde_json::Value::Null;
     for line in stdout.lines() {
-        let v: serde_json::Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("bad JSON line {line:?}: {e}\nstderr: {stderr}"));
+        let v: serde_json::Value = serde_json::from_str(line)
+            .unwrap_or_else(|e| panic!("bad JSON line {line:?}: {e}\nstderr: {stderr}"));
         if v.get("summary").is_some() {
             summary = v["summary"].clone();
         } else {
             events.push(v);
         }
     }
-    BuildRun { code: out.status.code().unwrap_or(-1), events, summary, stderr }
+    BuildRun {
+        code: out.status.code().unwrap_or(-1),
+        events,
+        summary,
+        stderr,
+    }
 }
 
 /// A pipeline shaped like the model pipeline, out of command nodes: per model
@@ -165,7 +180,12 @@ to = "models/"
     }
     let inputs: Vec<String> = models
         .iter()
-        .flat_map(|m| [format!("\"build/{m}/{m}.q8_0.gguf\""), format!("\"build/{m}/bench.json\"")])
+        .flat_map(|m| {
+            [
+                format!("\"build/{m}/{m}.q8_0.gguf\""),
+                format!("\"build/{m}/bench.json\""),
+            ]
+        })
         .collect();
     s += &format!(
         r#"
@@ -189,10 +209,19 @@ pub fn model_workspace(models: &[&str]) -> Ws {
     let ws = Ws::new();
     ws.write("pipeline.toml", &model_shaped_pipeline(models));
     for m in models {
-        ws.write(&format!("models/{m}/model.safetensors"), &format!("weights of {m}\n"));
-        ws.write(&format!("models/{m}/config.json"), &format!("{{\"name\": \"{m}\"}}\n"));
+        ws.write(
+            &format!("models/{m}/model.safetensors"),
+            &format!("weights of {m}\n"),
+        );
+        ws.write(
+            &format!("models/{m}/config.json"),
+            &format!("{{\"name\": \"{m}\"}}\n"),
+        );
     }
-    ws.write("prompts/default.jsonl", "{\"prompt\": \"is it raining?\"}\n");
+    ws.write(
+        "prompts/default.jsonl",
+        "{\"prompt\": \"is it raining?\"}\n",
+    );
     ws
 }
 
@@ -204,7 +233,12 @@ pub fn snapshot(dir: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
     }
     for e in walkdir::WalkDir::new(dir).into_iter().flatten() {
         if e.file_type().is_file() {
-            let rel = e.path().strip_prefix(dir).unwrap().to_string_lossy().into_owned();
+            let rel = e
+                .path()
+                .strip_prefix(dir)
+                .unwrap()
+                .to_string_lossy()
+                .into_owned();
             out.insert(rel, std::fs::read(e.path()).unwrap());
         }
     }

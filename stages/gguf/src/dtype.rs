@@ -102,8 +102,9 @@ fn round_to_i8(y: f32) -> i8 {
     if !y.is_finite() {
         return 0;
     }
-    // Saturating truncation toward zero; for |y| < 2^23 the fraction y - t is exact.
-    let t = y as i32;
+    // Truncation toward zero (limited so the +-1 below cannot overflow); for |y| < 256
+    // the fraction y - t is exact, and beyond that only its sign matters.
+    let t = (y as i32).clamp(-256, 256);
     let frac = y - t as f32;
     let r = t + i32::from(frac >= 0.5) - i32::from(frac <= -0.5);
     r.clamp(-128, 127) as i8
@@ -164,19 +165,22 @@ pub fn dequantize_q8_0(bytes: &[u8], n: usize) -> Result<Vec<f32>> {
     Ok(out)
 }
 
+/// Convert every value into a preallocated buffer (faster than collecting a flat_map).
+fn map_into<const N: usize>(x: &[f32], f: impl Fn(f32) -> [u8; N]) -> Vec<u8> {
+    let mut out = vec![0u8; x.len() * N];
+    for (o, &v) in out.chunks_exact_mut(N).zip(x) {
+        o.copy_from_slice(&f(v));
+    }
+    out
+}
+
 /// Encode f32 values as `ty`. `row_len` is the innermost dimension (ggml `ne[0]`); Q8_0
 /// needs it to be a multiple of 32 (and `x.len()` a multiple of it).
 pub fn encode(ty: GgmlType, x: &[f32], row_len: usize) -> Result<Vec<u8>> {
     match ty {
-        GgmlType::F32 => Ok(x.iter().flat_map(|v| v.to_le_bytes()).collect()),
-        GgmlType::F16 => Ok(x
-            .iter()
-            .flat_map(|&v| f32_to_f16(v).to_le_bytes())
-            .collect()),
-        GgmlType::BF16 => Ok(x
-            .iter()
-            .flat_map(|&v| f32_to_bf16(v).to_le_bytes())
-            .collect()),
+        GgmlType::F32 => Ok(map_into(x, f32::to_le_bytes)),
+        GgmlType::F16 => Ok(map_into(x, |v| f32_to_f16(v).to_le_bytes())),
+        GgmlType::BF16 => Ok(map_into(x, |v| f32_to_bf16(v).to_le_bytes())),
         GgmlType::Q8_0 => {
             if row_len % QK8_0 != 0 || row_len == 0 {
                 return Err(Error::NotBlockMultiple {

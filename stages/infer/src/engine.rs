@@ -54,6 +54,31 @@ pub struct CaseResult {
     pub answer: Value,
 }
 
+impl CaseResult {
+    /// The `skyctl ask --requests` output line: `id`, `ids`, `markers`, `scores`,
+    /// `temperature`, `probabilities`, `answer`.
+    pub fn line(&self, id: &str) -> Value {
+        json!({
+            "id": id,
+            "ids": self.ids,
+            "markers": self.markers,
+            "scores": self.scores,
+            "temperature": self.temperature,
+            "probabilities": self.probabilities,
+            "answer": self.answer,
+        })
+    }
+}
+
+/// Parse request bytes as JSON, with errors that name the file and the position (invalid
+/// UTF-8 by byte offset, JSON syntax by line and column).
+pub fn parse_json_bytes(bytes: &[u8], what: &str) -> Result<Value> {
+    let text = std::str::from_utf8(bytes)
+        .map_err(|e| bad_request(what, format!("invalid UTF-8 at byte offset {}", e.valid_up_to())))?;
+    serde_json::from_str(text)
+        .map_err(|e| bad_request(what, format!("invalid JSON at line {} column {}: {e}", e.line(), e.column())))
+}
+
 impl Engine {
     /// Assemble an engine from parts (the loaders call this).
     pub fn new(name: String, model: Model, tokenizer: Box<dyn TextEncoder>, special: SpecialTokens, temperatures: Temperatures) -> Engine {

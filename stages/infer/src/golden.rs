@@ -65,11 +65,27 @@ pub fn parse_expected(text: &str) -> Result<Vec<Expected>> {
     jsonl(text, "expected")
 }
 
-/// Run every case on `engine` and compare with `expected` (matched by id).
-pub fn check_golden(engine: &Engine, cases: &[Value], expected: &[Expected], tolerance: f64) -> GoldenReport {
+/// What the engine produced for each case, in case order (`Err` = the case failed to run).
+pub type CaseOutputs = Vec<(String, Result<crate::engine::CaseResult>)>;
+
+/// Run every case on `engine` (one workspace for all).
+pub fn run_cases(engine: &Engine, cases: &[Value]) -> CaseOutputs {
     let mut ws = Workspace::new();
+    cases
+        .iter()
+        .enumerate()
+        .map(|(i, case)| {
+            let id = case.get("id").and_then(Value::as_str).map_or_else(|| format!("#{}", i + 1), str::to_string);
+            let r = engine.run_case(&mut ws, case).map(|(_, r)| r);
+            (id, r)
+        })
+        .collect()
+}
+
+/// Compare engine outputs with `expected` (matched by id).
+pub fn compare(outputs: &CaseOutputs, expected: &[Expected], tolerance: f64) -> GoldenReport {
     let mut report = GoldenReport {
-        cases: cases.len(),
+        cases: outputs.len(),
         max_abs_err: 0.0,
         worst_case: None,
         mismatched_ids: Vec::new(),
@@ -77,18 +93,17 @@ pub fn check_golden(engine: &Engine, cases: &[Value], expected: &[Expected], tol
         tolerance,
         passed: false,
     };
-    for (i, case) in cases.iter().enumerate() {
-        let id = case.get("id").and_then(Value::as_str).map_or_else(|| format!("#{}", i + 1), str::to_string);
+    for (id, got) in outputs {
         let mut fail = |why: String| {
             report.mismatched_ids.push(id.clone());
             report.failures.push(format!("{id}: {why}"));
         };
-        let Some(want) = expected.iter().find(|e| e.id == id) else {
+        let Some(want) = expected.iter().find(|e| e.id == *id) else {
             fail("no expected record".into());
             continue;
         };
-        let got = match engine.run_case(&mut ws, case) {
-            Ok((_, r)) => r,
+        let got = match got {
+            Ok(r) => r,
             Err(e) => {
                 fail(e.to_string());
                 continue;
@@ -121,4 +136,10 @@ pub fn check_golden(engine: &Engine, cases: &[Value], expected: &[Expected], tol
     }
     report.passed = report.mismatched_ids.is_empty() && report.max_abs_err <= tolerance && report.cases > 0;
     report
+}
+
+/// Run one suite: every case on `engine`, compared with `expected` (matched by id).
+/// This is the function a `skyctl verify` node calls.
+pub fn check_golden(engine: &Engine, cases: &[Value], expected: &[Expected], tolerance: f64) -> GoldenReport {
+    compare(&run_cases(engine, cases), expected, tolerance)
 }

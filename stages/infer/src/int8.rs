@@ -25,6 +25,13 @@ use sky_quant::{
 
 pub use sky_quant::OUTLIER_RATIO;
 
+/// GGUF metadata key prefix for the exact f32 weights of a tensor's outlier columns (append
+/// the tensor name; array of f32, `rows x outliers`, row-major, in the order of
+/// `skycmd.quant.outliers.<tensor>`). The Q8_0 bytes must stay valid for llama.cpp, so a block
+/// holding two outlier columns can represent only one of them exactly; these values let the
+/// engine compute every outlier column with its exact weight, as quantizing at load does.
+pub const META_OUTLIER_WEIGHTS_PREFIX: &str = "skycmd.quant.outlier_weights.";
+
 /// A [`Q8Matrix`] as an engine matmul kernel, with its activation mode.
 pub struct Q8Kernel {
     matrix: Q8Matrix,
@@ -192,6 +199,23 @@ fn file_outliers(key: &str, v: &GValue, k: usize) -> Result<Vec<u32>> {
     Ok(out)
 }
 
+/// Read the `skycmd.quant.outlier_weights.<tensor>` array of a file: `len` finite floats.
+fn file_outlier_weights(key: &str, v: &GValue, len: usize) -> Result<Vec<f32>> {
+    let bad = |message: String| InferError::BadValue { key: key.into(), message };
+    let arr = v.as_array().ok_or_else(|| bad(format!("expected an array of f32, found {:?}", v.value_type())))?;
+    if arr.items.len() != len {
+        return Err(bad(format!("{} values, expected rows x outliers = {len}", arr.items.len())));
+    }
+    arr.items
+        .iter()
+        .enumerate()
+        .map(|(i, item)| match item.as_f32() {
+            Some(x) if x.is_finite() => Ok(x),
+            _ => Err(bad(format!("item {i} is not a finite f32"))),
+        })
+        .collect()
+}
+
 /// Run the Q8_0 tensors of `file` in int8 (the model was built from the same file, with these
 /// tensors dequantized). With `use_outliers`, the columns listed under
 /// `skycmd.quant.outliers.<tensor>` leave the int8 product and are computed in f32; without
@@ -208,7 +232,7 @@ pub fn from_q8_file(model: &mut Model, file: &GgufFile<'_>, mode: ActQuant, use_
     let sites: Vec<(String, usize)> = model.weights_mut().iter().map(|w| (tensor_name(&w.site), w.k)).collect();
     // Every outlier key must name a Q8_0 matrix of the model.
     for (key, _) in &file.metadata {
-        let Some(tensor) = key.strip_prefix(META_OUTLIERS_PREFIX) else { continue };
+        let Some(tensor) = key.strip_prefix(META_OUTLIERS_PREFIX).or_else(|| key.strip_prefix(META_OUTLIER_WEIGHTS_PREFIX)) else { continue };
         let bad = |message: String| InferError::BadValue { key: key.clone(), message };
         let t = file.tensor(tensor).ok_or_else(|| bad(format!("names tensor `{tensor}`, which the file does not have")))?;
         if t.ty != GgmlType::Q8_0 {
@@ -231,7 +255,12 @@ pub fn from_q8_file(model: &mut Model, file: &GgufFile<'_>, mode: ActQuant, use_
             _ => Vec::new(),
         };
         let rows = t.shape().first().copied().unwrap_or(0) as usize;
-        let m = Q8Matrix::from_q8_0_bytes(t.data, rows, *k, &outliers, None).map_err(|e| InferError::BadTensor { name: name.clone(), message: e.to_string() })?;
+        let wkey = format!("{META_OUTLIER_WEIGHTS_PREFIX}{name}");
+        let exact = match (outliers.is_empty(), file.get(&wkey)) {
+            (false, Some(v)) => Some(file_outlier_weights(&wkey, v, rows * outliers.len())?),
+            _ => None,
+        };
+        let m = Q8Matrix::from_q8_0_bytes(t.data, rows, *k, &outliers, exact.as_deref()).map_err(|e| InferError::BadTensor { name: name.clone(), message: e.to_string() })?;
         sum.outlier_columns += outliers.len();
         replaced.push(Q8Kernel::new(m, mode));
     }
@@ -422,11 +451,12 @@ pub fn quantize_gguf(reference: &GgufFile<'_>, calib: &Calibration, ratio: f32, 
             let rows = if k == 0 { 0 } else { values.len() / k };
             let site = t.name.strip_suffix(".weight").unwrap_or(&t.name);
             let outliers = site_outliers(calib, site, k, ratio)?;
-            let bytes = sky_quant::quantize_for_file(&values, rows, k, &outliers).map_err(|e| gerr(&e))?;
+            let bytes = if std::env::var_os("SKY_PLAINQ").is_some() { sky_quant::quantize_q8_0(&values).map_err(|e| gerr(&e))? } else { sky_quant::quantize_for_file(&values, rows, k, &outliers).map_err(|e| gerr(&e))? };
             out.q8_tensors += 1;
             out.outlier_columns += outliers.len();
             if !outliers.is_empty() {
-                recorded.push((format!("{META_OUTLIERS_PREFIX}{}", t.name), outliers));
+                let exact: Vec<f32> = (0..rows).flat_map(|r| outliers.iter().map(move |&c| (r, c))).map(|(r, c)| values[r * k + c as usize]).collect();
+                recorded.push((t.name.clone(), outliers, exact));
             }
             bytes
         } else {
@@ -438,8 +468,9 @@ pub fn quantize_gguf(reference: &GgufFile<'_>, calib: &Calibration, ratio: f32, 
     if out.q8_tensors > 0 {
         w.add_kv(META_OUTLIER_RATIO, GValue::F32(ratio));
         w.add_kv(sky_quant::META_CALIBRATION_DIGEST, calib.digest());
-        for (k, cols) in recorded {
-            w.add_kv(k, GValue::u32_array(cols));
+        for (name, cols, exact) in recorded {
+            w.add_kv(format!("{META_OUTLIERS_PREFIX}{name}"), GValue::u32_array(cols));
+            w.add_kv(format!("{META_OUTLIER_WEIGHTS_PREFIX}{name}"), GValue::f32_array(exact));
         }
     }
     out.bytes = w.to_bytes().map_err(|e| InferError::Upstream { component: "gguf", message: e.to_string() })?;

@@ -53,9 +53,15 @@ impl Calibration {
     /// each channel's max |x| grows to cover them. A site keeps the channel count of its first
     /// observation.
     ///
-    /// Errors: `x.len() != rows * k`, a non-finite activation (the f32 model is broken: the
+    /// Errors: an empty site name or `k == 0`, `x.len() != rows * k`, a non-finite activation (the f32 model is broken: the
     /// message names the site, row and channel), or a `k` different from earlier observations.
     pub fn observe(&mut self, site: &str, x: &[f32], rows: usize, k: usize) -> Result<()> {
+        if site.is_empty() || k == 0 {
+            return Err(Error::InvalidSite {
+                site: site.to_string(),
+                k,
+            });
+        }
         if rows.checked_mul(k) != Some(x.len()) {
             return Err(Error::Shape {
                 what: format!("activations of site {site}"),
@@ -136,7 +142,10 @@ impl Calibration {
         self.sites.get(site).map(|s| s.rows)
     }
 
-    /// Site names in sorted order.
+    /// Site names in sorted order. By convention a site is named after the PyTorch module
+    /// whose input it records, as in `fixtures/laya-ref/goldens/*.activation_stats.json`:
+    /// `encoder.<layer>.attn.Wqkv`, `encoder.<layer>.attn.Wo`, `encoder.<layer>.mlp.Wi`,
+    /// `encoder.<layer>.mlp.Wo`, `head.<layer>.self_attn.in_proj`, `head.<layer>.linear1`, ...
     pub fn sites(&self) -> impl Iterator<Item = &str> {
         self.sites.keys().map(String::as_str)
     }
@@ -402,6 +411,28 @@ mod tests {
             let e = Calibration::from_json(text).unwrap_err().to_string();
             assert!(e.contains(needle), "{text}: {e}");
         }
+    }
+
+    #[test]
+    fn truncated_or_corrupted_files_are_errors_not_panics() {
+        let mut c = Calibration::new();
+        c.observe("encoder.0.attn.Wqkv", &[1.5, 0.25, 3.0], 1, 3)
+            .unwrap();
+        c.observe("scorer.1", &[2.0], 1, 1).unwrap();
+        let text = c.to_json();
+        for cut in 0..text.len() - 1 {
+            if text.is_char_boundary(cut) {
+                assert!(
+                    Calibration::from_json(&text[..cut]).is_err(),
+                    "cut at {cut}"
+                );
+            }
+        }
+        let corrupt = text.replace("\"rows\": 1", "\"rows\": -1");
+        assert!(Calibration::from_json(&corrupt).is_err());
+        let corrupt = text.replace("3.0", "\"3\"");
+        assert!(Calibration::from_json(&corrupt).is_err());
+        assert!(Calibration::from_json(&text.replace("1.5", "NaN")).is_err());
     }
 
     #[test]

@@ -65,6 +65,14 @@ pub enum Error {
         /// The channel count now.
         got: usize,
     },
+    /// A site cannot be observed: empty name or no input channel.
+    #[error("site {site:?} with {k} input channels: a site needs a name and at least one channel")]
+    InvalidSite {
+        /// The site name given.
+        site: String,
+        /// The channel count given.
+        k: usize,
+    },
     /// A calibration file could not be parsed or is inconsistent.
     #[error("calibration file: {0}")]
     CalibrationFormat(String),

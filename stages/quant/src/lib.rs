@@ -55,6 +55,7 @@ pub use matmul::{matmul_f32_ref, ActQuant, Q8Matrix, Scratch};
 pub use outliers::{max_outliers, median, select_outliers, OUTLIER_RATIO};
 pub use prompts::{calibration_prompts, parse_prompt_set, PromptRequest, CALIBRATION_PROMPTS};
 pub use q8::{
-    dequantize_q8_0, outlier_key, quantize_for_file, quantize_q8_0, quantize_q8_exact_cols,
-    META_CALIBRATION_DIGEST, META_OUTLIERS_PREFIX, META_OUTLIER_RATIO, Q8_0_BLOCK_BYTES, QK8_0,
+    dequantize_q8_0, outlier_key, outlier_weights_key, quantize_for_file, quantize_q8_0,
+    quantize_q8_exact_cols, META_CALIBRATION_DIGEST, META_OUTLIERS_PREFIX, META_OUTLIER_RATIO,
+    META_OUTLIER_WEIGHTS_PREFIX, Q8_0_BLOCK_BYTES, QK8_0,
 };

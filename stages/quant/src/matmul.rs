@@ -78,21 +78,17 @@ impl Scratch {
     }
 
     fn ensure(&mut self, n: usize, k: usize) {
-        let grow = |v: &mut Vec<_>, len, zero| {
-            if v.len() < len {
-                v.resize(len, zero);
-            }
-        };
-        grow_f32(&mut self.row, k);
-        grow(&mut self.q, n * k, 0i8);
-        grow(&mut self.r, n * k, 0i8);
-        grow_f32(&mut self.scales, n * (k / QK8_0));
+        grow(&mut self.row, k, 0.0);
+        grow(&mut self.q, n * k, 0);
+        grow(&mut self.r, n * k, 0);
+        grow(&mut self.scales, n * (k / QK8_0), 0.0);
     }
 }
 
-fn grow_f32(v: &mut Vec<f32>, len: usize) {
+/// Grows `v` to at least `len` elements (never shrinks, so steady state allocates nothing).
+fn grow<T: Clone>(v: &mut Vec<T>, len: usize, zero: T) {
     if v.len() < len {
-        v.resize(len, 0.0);
+        v.resize(len, zero);
     }
 }
 
@@ -601,6 +597,38 @@ mod tests {
         assert!(out.iter().all(|&v| v == 0.0));
         // Zero rows / zero tokens are fine.
         m.matmul(&[], 0, &mut [], ActQuant::Q8x2, &mut s).unwrap();
+    }
+
+    #[test]
+    fn activation_passes_reconstruct_within_their_step() {
+        let mut rng = Rng(77);
+        let x: Vec<f32> = (0..32 * 8)
+            .map(|i| rng.normal() * (1.0 + (i / 32) as f32))
+            .collect();
+        let (mut q, mut r, mut s) = (vec![0i8; x.len()], vec![0i8; x.len()], vec![0f32; 8]);
+        quantize_act_row(&x, &mut q, &mut r, &mut s, ActQuant::Q8);
+        for (i, &v) in x.iter().enumerate() {
+            let d = s[i / 32];
+            assert!(
+                (v - d * f32::from(q[i])).abs() <= d * 0.5 * (1.0 + 1e-5),
+                "Q8 [{i}]"
+            );
+        }
+        quantize_act_row(&x, &mut q, &mut r, &mut s, ActQuant::Q8x2);
+        for (i, &v) in x.iter().enumerate() {
+            // The stored scale is d / 128: x ~ (d / 128) * (128 q + r), error <= d / 256.
+            let d128 = s[i / 32];
+            let back = d128 * (128.0 * f32::from(q[i]) + f32::from(r[i]));
+            assert!(
+                (v - back).abs() <= d128 * 0.5 + 1e-6 * v.abs(),
+                "Q8x2 [{i}]: {v} vs {back}"
+            );
+            assert!(
+                r[i].unsigned_abs() <= 65,
+                "residual out of its range: {}",
+                r[i]
+            );
+        }
     }
 
     #[test]

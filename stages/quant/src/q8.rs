@@ -19,24 +19,31 @@
 //! - [`META_OUTLIER_RATIO`] (f32): the `outlier_ratio` used (default 3.0).
 //! - [`META_CALIBRATION_DIGEST`] (string): blake3 hex of the calibration JSON the outliers were
 //!   chosen from ([`crate::Calibration::digest`]), so a stale file can be told apart.
+//! - optionally [`META_OUTLIER_WEIGHTS_PREFIX`]`<tensor name>` (array of f32, `rows x
+//!   n_outliers` row-major, in the order of the outliers key): the exact source weights of the
+//!   outlier columns, a few KB per tensor. Extra *tensors* would make llama.cpp refuse the file
+//!   (it checks the tensor count), unknown *keys* are ignored, so the exact columns travel as
+//!   metadata. With them the file path comes within ~1.3x of load-time quantization (see
+//!   `bench/results/quant.md`: RMS error 0.006 instead of 0.0146 on s1-pico's Wqkv, 0.0053 at
+//!   load); without them the engine falls back to dequantizing the columns.
 //!
 //! # What is exact after a round trip through the file
 //!
 //! In a block that holds an outlier column, either an exact scale wins or the plain one stays:
 //!
-//! - **Exact scale chosen** (always when plain Q8_0 would round the outlier weight by more than
-//!   about 6% of its step, e.g. when a larger ordinary weight sets the plain scale):
-//!   `d * m == f16(|w_o|)` for an integer `m`, `d` being the stored f16 scale, so
-//!   dequantizing gives the largest outlier weight `w_o` of the block exactly when the source
-//!   was F16 (the Laya checkpoints are), and rounded to f16 (relative error <= 2^-11) when it
-//!   was f32.
-//! - **Plain scale kept**: this only happens when its weighted error is already lower, i.e.
-//!   when the outlier is the block maximum and plain Q8_0 stores it as `127 * f16(amax/127)`,
-//!   within about 127 f16 half-ulps of the scale (relative <= ~2^-11 as well); the other
-//!   weights then keep plain Q8_0's finer step.
+//! - **Exact scale chosen** (in a single-outlier block, always when plain Q8_0 would round the
+//!   outlier weight by more than about 6% of its step, e.g. when a larger ordinary weight sets
+//!   the plain scale): `d * m == f16(|w_o|)` for an integer `m`, `d` being the stored f16
+//!   scale, so dequantizing gives that outlier weight `w_o` (the block's largest outlier unless
+//!   a scale anchored on another one scored better) exactly when the source was F16 (the Laya
+//!   checkpoints are), and rounded to f16 (relative error <= 2^-11) when it was f32.
+//! - **Plain scale kept** when its weighted error is already lower: typically the outlier is
+//!   the block maximum and plain Q8_0 stores it as `127 * f16(amax/127)`, within about 127 f16
+//!   half-ulps of the scale (relative <= ~2^-11 as well); the other weights then keep plain
+//!   Q8_0's finer step.
 //!
-//! Either way the dequantized outlier weight is never further from the truth than plain
-//! Q8_0's (the candidate must beat plain on a measure where it weighs 10^4). Other outlier
+//! For F16 sources and a single outlier in the block, the dequantized outlier weight is
+//! therefore never further from the truth than plain Q8_0's (it is exact or plain). Other outlier
 //! columns of the same block are only within `d / 2`. Non-outlier columns keep Q8_0
 //! precision, with a coarser step in blocks where an exact scale was chosen. The engine then
 //! multiplies these reconstructed weights by the *unquantized* outlier activations
@@ -58,10 +65,20 @@ pub const META_OUTLIER_RATIO: &str = "skycmd.quant.outlier_ratio";
 /// GGUF metadata key for the blake3 hex digest of the calibration file (string).
 pub const META_CALIBRATION_DIGEST: &str = "skycmd.quant.calibration_digest";
 
+/// GGUF metadata key prefix for the exact f32 weights of a tensor's outlier columns (optional;
+/// array of f32, `rows x n_outliers` row-major).
+pub const META_OUTLIER_WEIGHTS_PREFIX: &str = "skycmd.quant.outlier_weights.";
+
 /// The GGUF metadata key holding the outlier columns of `tensor_name`
 /// (`skycmd.quant.outliers.<tensor name>`).
 pub fn outlier_key(tensor_name: &str) -> String {
     format!("{META_OUTLIERS_PREFIX}{tensor_name}")
+}
+
+/// The GGUF metadata key holding the exact outlier-column weights of `tensor_name`
+/// (`skycmd.quant.outlier_weights.<tensor name>`).
+pub fn outlier_weights_key(tensor_name: &str) -> String {
+    format!("{META_OUTLIER_WEIGHTS_PREFIX}{tensor_name}")
 }
 
 /// Weight given to an outlier column's squared error when choosing a block scale.

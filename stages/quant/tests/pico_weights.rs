@@ -123,6 +123,27 @@ fn outliers_cut_the_int8_error_on_s1_pico_weights() {
         );
         assert!(e_load < e_file, "{site}: load {e_load} vs file {e_file}");
 
+        // The same file plus the exact outlier columns from `skycmd.quant.outlier_weights.*`
+        // metadata comes within ~1.3x of load-time quantization (measured ~0.006-0.007).
+        let exact_cols: Vec<f32> = (0..rows)
+            .flat_map(|r| outliers.iter().map(move |&o| r * k + o as usize))
+            .map(|at| w[at])
+            .collect();
+        let with_meta =
+            Q8Matrix::from_q8_0_bytes(&file_bytes, rows, k, &outliers, Some(&exact_cols)).unwrap();
+        with_meta
+            .matmul(&x, n, &mut out, ActQuant::Q8x2, &mut scratch)
+            .unwrap();
+        let e_meta = rel_rms_err(&x, &w, n, k, rows, &out);
+        assert!(
+            e_meta < 1.5 * e_load,
+            "{site}: meta {e_meta} vs load {e_load}"
+        );
+        assert!(
+            e_meta < 0.6 * e_file,
+            "{site}: meta {e_meta} vs file {e_file}"
+        );
+
         // The file's outlier columns are closer to the F16 weights than plain Q8_0's, and
         // many come back exactly (at most one per block when two outliers share a block).
         let plain_deq = dequantize_q8_0(&quantize_q8_0(&w).unwrap(), rows * k).unwrap();

@@ -28,19 +28,28 @@ impl StageKind for Command {
     fn run(&self, ctx: &mut StageCtx<'_>) -> anyhow::Result<()> {
         let argv: Vec<String> = ctx.params["run"]
             .as_array()
-            .map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_string)).collect())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|v| v.as_str().map(str::to_string))
+                    .collect()
+            })
             .unwrap_or_default();
         let Some((prog, args)) = argv.split_first() else {
             bail!("node `{}`: empty command", ctx.node);
         };
-        let cwd = ctx.workspace.join(ctx.params["cwd"].as_str().unwrap_or("."));
+        let cwd = ctx
+            .workspace
+            .join(ctx.params["cwd"].as_str().unwrap_or("."));
         let program = if prog == "skyctl" {
             std::env::current_exe().context("locating the skyctl binary")?
         } else {
             prog.into()
         };
         let mut cmd = std::process::Command::new(&program);
-        cmd.args(args).current_dir(&cwd).env_clear().stdin(Stdio::null());
+        cmd.args(args)
+            .current_dir(&cwd)
+            .env_clear()
+            .stdin(Stdio::null());
         for var in ["PATH", "HOME"] {
             if let Some(v) = std::env::var_os(var) {
                 cmd.env(var, v);
@@ -56,9 +65,13 @@ impl StageKind for Command {
         // One file for both streams keeps their interleaving.
         let log = tempfile::tempfile().context("creating a log file")?;
         cmd.stdout(log.try_clone()?).stderr(log.try_clone()?);
-        let status = cmd
-            .status()
-            .with_context(|| format!("node `{}`: cannot run `{prog}` in `{}`", ctx.node, cwd.display()))?;
+        let status = cmd.status().with_context(|| {
+            format!(
+                "node `{}`: cannot run `{prog}` in `{}`",
+                ctx.node,
+                cwd.display()
+            )
+        })?;
         let mut log = log;
         use std::io::{Read, Seek};
         log.seek(std::io::SeekFrom::Start(0))?;

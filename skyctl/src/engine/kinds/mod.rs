@@ -38,6 +38,11 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 pub mod command;
+pub mod convert;
+pub mod golden_gen;
+pub mod golden_kernels;
+pub mod golden_model;
+pub mod kernel_harness;
 
 /// One materialized input of a node.
 #[derive(Debug, Clone)]
@@ -95,6 +100,11 @@ impl Registry {
     pub fn builtin() -> Registry {
         let mut r = Registry::default();
         r.add(command::Command);
+        r.add(convert::Convert);
+        r.add(golden_model::GoldenModel);
+        r.add(golden_gen::GoldenGen);
+        r.add(kernel_harness::KernelHarness);
+        r.add(golden_kernels::GoldenKernels);
         r
     }
 

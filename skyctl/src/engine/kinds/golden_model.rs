@@ -1,0 +1,227 @@
+//! `golden_model`: run a model golden suite with sky-infer and judge it.
+//!
+//! Inputs, in order: the model (a GGUF file or a Laya checkpoint directory), the cases JSONL,
+//! the expected JSONL. Params (from `graph.rs`): `tolerance` (max |p - p_expected|), `suite`
+//! (the suite name, so the report says what it is; the node id's `golden/` suffix when
+//! absent), `variant` (informative), `path` (the compute path: `f32`, the default, or the
+//! int8 paths `q8` / `q8-fast`).
+//!
+//! Output: the suite report as pretty JSON (`suite`, `kind`, `path`, `model`, `cases`,
+//! `max_abs_err`, `worst_case`, `mismatched_ids`, `failures`, `tolerance`, `passed`). A suite
+//! that does not pass fails the node with a one-line summary; the report file is written
+//! first, so `skyctl verify` still shows it, and the table row goes to the node log.
+
+use anyhow::{bail, Context};
+use serde::Deserialize;
+use serde_json::json;
+
+use super::{StageCtx, StageKind};
+use crate::engine::fsutil::write_atomic;
+use crate::golden_table;
+
+/// The `golden_model` kind.
+pub struct GoldenModel;
+
+#[derive(Debug, Deserialize)]
+struct Params {
+    tolerance: f64,
+    #[serde(default)]
+    suite: Option<String>,
+    #[serde(default = "default_path")]
+    path: String,
+}
+
+/// The compute paths a suite can run on.
+const COMPUTE_PATHS: [&str; 3] = ["f32", "q8", "q8-fast"];
+
+fn default_path() -> String {
+    "f32".into()
+}
+
+impl StageKind for GoldenModel {
+    fn name(&self) -> &'static str {
+        "golden_model"
+    }
+
+    fn version(&self) -> u32 {
+        1
+    }
+
+    fn run(&self, ctx: &mut StageCtx<'_>) -> anyhow::Result<()> {
+        let node = ctx.node;
+        let params: Params = serde_json::from_value(ctx.params.clone())
+            .with_context(|| format!("node `{node}`: bad golden_model parameters {}", ctx.params))?;
+        if !(params.tolerance.is_finite() && params.tolerance >= 0.0) {
+            bail!("node `{node}`: tolerance must be a number >= 0, got {}", params.tolerance);
+        }
+        if !COMPUTE_PATHS.contains(&params.path.as_str()) {
+            bail!("node `{node}`: unknown compute path `{}` (expected f32, q8 or q8-fast)", params.path);
+        }
+        let suite = params.suite.clone().unwrap_or_else(|| suite_name(node));
+        let [model, cases, expected] = ctx.inputs.as_slice() else {
+            bail!(
+                "node `{node}`: expected 3 inputs (model, cases JSONL, expected JSONL), got {}",
+                ctx.inputs.len()
+            );
+        };
+        let [out] = ctx.outputs.as_slice() else {
+            bail!("node `{node}`: expected one output (the report), got {}", ctx.outputs.len());
+        };
+        let read = |rel: &str, path: &std::path::Path| {
+            std::fs::read_to_string(path).with_context(|| format!("node `{node}`: reading `{rel}`"))
+        };
+        let case_list = sky_infer::golden::parse_cases(&read(&cases.rel, &cases.path)?)
+            .with_context(|| format!("node `{node}`: `{}`", cases.rel))?;
+        let want = sky_infer::golden::parse_expected(&read(&expected.rel, &expected.path)?)
+            .with_context(|| format!("node `{node}`: `{}`", expected.rel))?;
+        let engine = load(&model.path, &params.path, ctx.log)
+            .with_context(|| format!("node `{node}`: loading `{}` on the {} path", model.rel, params.path))?;
+        let r = sky_infer::golden::check_golden(&engine, &case_list, &want, params.tolerance);
+        let report = json!({
+            "suite": suite,
+            "kind": "model",
+            "path": params.path,
+            "model": model.rel,
+            "cases": r.cases,
+            "max_abs_err": r.max_abs_err,
+            "worst_case": r.worst_case,
+            "mismatched_ids": r.mismatched_ids,
+            "failures": r.failures,
+            "tolerance": r.tolerance,
+            "passed": r.passed,
+        });
+        let mut bytes = serde_json::to_vec_pretty(&report)?;
+        bytes.push(b'\n');
+        write_atomic(out, &bytes, false).with_context(|| format!("node `{node}`: writing `{}`", out.display()))?;
+        let row = golden_table::Row::from_report(&report);
+        ctx.log.extend_from_slice(golden_table::render(std::slice::from_ref(&row)).as_bytes());
+        for f in &r.failures {
+            ctx.log.extend_from_slice(format!("{f}\n").as_bytes());
+        }
+        if !r.passed {
+            bail!("{}", golden_table::failure_summary(&report));
+        }
+        Ok(())
+    }
+}
+
+/// `golden/<name>` -> `<name>`.
+pub(crate) fn suite_name(node: &str) -> String {
+    node.strip_prefix("golden/").unwrap_or(node).to_string()
+}
+
+/// Load the model on a compute path; int8 notes go to the log.
+fn load(path: &std::path::Path, compute: &str, log: &mut Vec<u8>) -> anyhow::Result<sky_infer::engine::Engine> {
+    use sky_infer::int8::{open, ComputeOptions};
+    use sky_quant::ActQuant;
+    let act = match compute {
+        "f32" => return Ok(sky_infer::load::open(path)?),
+        "q8" => ActQuant::Q8x2,
+        "q8-fast" => ActQuant::Q8,
+        other => bail!("unknown compute path `{other}` (expected f32, q8 or q8-fast)"),
+    };
+    let opts = ComputeOptions { act: Some(act), ..ComputeOptions::default() };
+    let (engine, report) = open(path, &opts, None)?;
+    log.extend_from_slice(format!("compute: {} ({} int8 weights)\n", report.mode, report.weights).as_bytes());
+    for n in &report.notes {
+        log.extend_from_slice(format!("note: {n}\n").as_bytes());
+    }
+    Ok(engine)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::kinds::StageInput;
+    use std::path::{Path, PathBuf};
+
+    fn repo() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+    }
+
+    /// A temp dir with the first `n` s1-pico cases and their f64 records.
+    fn suite_files(dir: &Path, n: usize) {
+        let cases = std::fs::read_to_string(repo().join("fixtures/laya-ref/cases.jsonl")).unwrap();
+        let expected = std::fs::read_to_string(repo().join("fixtures/laya-ref/goldens/s1-pico.f64.jsonl")).unwrap();
+        let take = |s: &str| s.lines().take(n).map(|l| format!("{l}\n")).collect::<String>();
+        std::fs::write(dir.join("cases.jsonl"), take(&cases)).unwrap();
+        std::fs::write(dir.join("expected.jsonl"), take(&expected)).unwrap();
+    }
+
+    fn run(dir: &Path, params: serde_json::Value) -> (anyhow::Result<()>, String) {
+        let input = |rel: &str, path: PathBuf| StageInput { rel: rel.into(), dir: path.is_dir(), path };
+        let mut log = Vec::new();
+        let mut ctx = StageCtx {
+            node: "golden/pico",
+            params: &params,
+            workspace: dir,
+            inputs: vec![
+                input("models/s1-pico", repo().join("models/s1-pico")),
+                input("cases.jsonl", dir.join("cases.jsonl")),
+                input("expected.jsonl", dir.join("expected.jsonl")),
+            ],
+            outputs: vec![dir.join("report.json")],
+            log: &mut log,
+        };
+        let r = GoldenModel.run(&mut ctx);
+        (r, String::from_utf8_lossy(&log).into_owned())
+    }
+
+    fn report(dir: &Path) -> serde_json::Value {
+        serde_json::from_slice(&std::fs::read(dir.join("report.json")).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn passing_suite_writes_the_report() {
+        let dir = tempfile::tempdir().unwrap();
+        suite_files(dir.path(), 3);
+        let (r, log) = run(dir.path(), json!({"tolerance": 1e-3, "variant": "f16"}));
+        r.unwrap();
+        let rep = report(dir.path());
+        assert_eq!(rep["suite"], "pico");
+        assert_eq!(rep["path"], "f32");
+        assert_eq!(rep["model"], "models/s1-pico");
+        assert_eq!(rep["cases"], 3);
+        assert_eq!(rep["passed"], true);
+        let err = rep["max_abs_err"].as_f64().unwrap();
+        assert!(err > 0.0 && err < 1e-4, "f32 engine vs f64 PyTorch: {err}");
+        assert!(log.contains("pico") && log.contains("pass"), "{log}");
+    }
+
+    #[test]
+    fn too_tight_tolerance_fails_with_the_worst_case_and_keeps_the_report() {
+        let dir = tempfile::tempdir().unwrap();
+        suite_files(dir.path(), 3);
+        let (r, log) = run(dir.path(), json!({"tolerance": 1e-12, "suite": "tight"}));
+        let e = r.unwrap_err().to_string();
+        let rep = report(dir.path());
+        assert_eq!(rep["passed"], false);
+        let worst = rep["worst_case"].as_str().unwrap().to_string();
+        assert!(e.contains("golden `tight` failed") && e.contains(&worst), "{e}");
+        assert!(!e.contains('\n'), "one line: {e}");
+        assert!(log.contains("FAIL") && log.contains(&worst), "{log}");
+    }
+
+    #[test]
+    fn mismatched_ids_and_bad_inputs_are_reported() {
+        let dir = tempfile::tempdir().unwrap();
+        suite_files(dir.path(), 2);
+        // An expected record with other token ids: the case is a mismatch, whatever the tolerance.
+        let text = std::fs::read_to_string(dir.path().join("expected.jsonl")).unwrap();
+        let mut first: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+        first["input_ids"][1] = json!(7);
+        let id = first["id"].as_str().unwrap().to_string();
+        let rest: String = text.lines().skip(1).map(|l| format!("{l}\n")).collect();
+        std::fs::write(dir.path().join("expected.jsonl"), format!("{first}\n{rest}")).unwrap();
+        let (r, _) = run(dir.path(), json!({"tolerance": 1.0}));
+        let e = r.unwrap_err().to_string();
+        assert!(e.contains("1 of 2 cases mismatched") && e.contains(&id), "{e}");
+        assert_eq!(report(dir.path())["mismatched_ids"], json!([id]));
+
+        std::fs::write(dir.path().join("cases.jsonl"), "{not json\n").unwrap();
+        let (r, _) = run(dir.path(), json!({"tolerance": 1e-3}));
+        assert!(format!("{:#}", r.unwrap_err()).contains("cases.jsonl"));
+        let (r, _) = run(dir.path(), json!({"tolerance": 1e-3, "path": "q4"}));
+        assert!(format!("{:#}", r.unwrap_err()).contains("unknown compute path `q4`"));
+    }
+}

@@ -53,11 +53,19 @@ fn model(rows: u64, x: &[f32]) -> GgufWriter {
         "tokenizer.ggml.tokens",
         Value::string_array((0..50_000).map(|i| format!("tok{i}"))),
     );
-    w.add_kv("tokenizer.ggml.token_type", Value::i32_array(vec![1; 50_000]));
+    w.add_kv(
+        "tokenizer.ggml.token_type",
+        Value::i32_array(vec![1; 50_000]),
+    );
     let n = (rows * 768) as usize;
     for t in 0..64 {
-        w.add_tensor_f32(format!("blk.{t}.w"), vec![768, rows], GgmlType::F16, &x[..n])
-            .unwrap();
+        w.add_tensor_f32(
+            format!("blk.{t}.w"),
+            vec![768, rows],
+            GgmlType::F16,
+            &x[..n],
+        )
+        .unwrap();
     }
     w
 }
@@ -74,7 +82,11 @@ fn main() {
     let big_size = big.file_size().unwrap() as usize;
     let d = time(5, || big.write_file(&big_path).unwrap());
     println!("file_bytes_big {big_size} bytes");
-    println!("write_file_big {:.0} MB/s (median of 5, {:.1} ms, incl. fsync)", mb(big_size, d), d.as_secs_f64() * 1e3);
+    println!(
+        "write_file_big {:.0} MB/s (median of 5, {:.1} ms, incl. fsync)",
+        mb(big_size, d),
+        d.as_secs_f64() * 1e3
+    );
     let d = time(5, || big.to_bytes().unwrap());
     println!("to_bytes_big {:.0} MB/s (median of 5)", mb(big_size, d));
     small.write_file(&small_path).unwrap();
@@ -90,8 +102,13 @@ fn main() {
     // Header-only cost without the vocabulary: 64 descriptors and 20 keys.
     let mut lean = GgufWriter::new();
     for t in 0..64 {
-        lean.add_tensor_f32(format!("blk.{t}.w"), vec![768, 1024], GgmlType::F16, &x[..768 * 1024])
-            .unwrap();
+        lean.add_tensor_f32(
+            format!("blk.{t}.w"),
+            vec![768, 1024],
+            GgmlType::F16,
+            &x[..768 * 1024],
+        )
+        .unwrap();
     }
     let lean_path = dir.path().join("lean.gguf");
     lean.write_file(&lean_path).unwrap();
@@ -99,21 +116,33 @@ fn main() {
         let m = GgufMmap::open(&lean_path).unwrap();
         m.parse().unwrap().tensors.len()
     });
-    println!("open_parse_no_vocab {:.1} us (100 MB file, 64 descriptors, median of 200)", d.as_secs_f64() * 1e6);
+    println!(
+        "open_parse_no_vocab {:.1} us (100 MB file, 64 descriptors, median of 200)",
+        d.as_secs_f64() * 1e6
+    );
 
     let in_bytes = x.len() * 4;
     let d = time(5, || encode(GgmlType::F16, &x, 1024).unwrap());
-    println!("f32_to_f16_encode {:.0} MB/s of f32 input (16 Mi values, median of 5)", mb(in_bytes, d));
+    println!(
+        "f32_to_f16_encode {:.0} MB/s of f32 input (16 Mi values, median of 5)",
+        mb(in_bytes, d)
+    );
     let mut out16 = vec![0u16; x.len()];
     let d = time(5, || {
         for (o, &v) in out16.iter_mut().zip(&x) {
             *o = f32_to_f16(v);
         }
     });
-    println!("f32_to_f16_into {:.0} MB/s of f32 input (preallocated output)", mb(in_bytes, d));
+    println!(
+        "f32_to_f16_into {:.0} MB/s of f32 input (preallocated output)",
+        mb(in_bytes, d)
+    );
     let mut q = vec![0u8; x.len() / QK8_0 * Q8_0_BLOCK_BYTES];
     let d = time(5, || quantize_q8_0_into(&x, &mut q).unwrap());
-    println!("q8_0_quantize_into {:.0} MB/s of f32 input (16 Mi values, median of 5)", mb(in_bytes, d));
+    println!(
+        "q8_0_quantize_into {:.0} MB/s of f32 input (16 Mi values, median of 5)",
+        mb(in_bytes, d)
+    );
     let d = time(5, || encode(GgmlType::Q8_0, &x, 1024).unwrap());
     println!("q8_0_encode {:.0} MB/s of f32 input", mb(in_bytes, d));
 }

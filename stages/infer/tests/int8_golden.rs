@@ -93,6 +93,7 @@ fn measure(model: &str) -> Vec<(&'static str, f64, f64)> {
     };
     out.push(("calibrated Q8_0 file", from_file(&q8.bytes, ActQuant::Q8x2, true)));
     out.push(("calibrated Q8_0 file, q8-fast", from_file(&q8.bytes, ActQuant::Q8, true)));
+    out.push(("calibrated Q8_0 file read as plain Q8_0", from_file(&q8.bytes, ActQuant::Q8x2, false)));
     out.push(("plain Q8_0 file (convert --type q8_0)", from_file(&plain_q8_file, ActQuant::Q8x2, true)));
     for (name, (max, med)) in &out {
         eprintln!("{model:9} {name:40} max {max:.4}  median {med:.4}");

@@ -19,11 +19,13 @@ for ty in f32 f16 bf16 q8_0; do
   for threads in 1 "$(nproc)"; do
     walls=(); rss=(); bytes=0
     for _ in $(seq "$RUNS"); do
-      line=$(RAYON_NUM_THREADS=$threads /usr/bin/time -f '%e %M' -o "$OUT/time" \
+      t0=$(date +%s%N)
+      line=$(RAYON_NUM_THREADS=$threads /usr/bin/time -f '%M' -o "$OUT/time" \
         "$BIN" convert "$MODEL" "$OUT/m.gguf" --type "$ty")
+      t1=$(date +%s%N)
       bytes=$(sed -n 's/.* \([0-9]*\) bytes of tensor data.*/\1/p' <<<"$line")
-      read -r secs kib < "$OUT/time"
-      walls+=("$secs"); rss+=("$kib")
+      walls+=("$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.6f", (b - a) / 1e9 }')")
+      rss+=("$(cat "$OUT/time")")
     done
     wall=$(printf '%s\n' "${walls[@]}" | sort -g | sed -n "$(( (RUNS + 1) / 2 ))p")
     kib=$(printf '%s\n' "${rss[@]}" | sort -g | sed -n "$(( (RUNS + 1) / 2 ))p")

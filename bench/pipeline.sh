@@ -22,8 +22,8 @@ command -v ninja >/dev/null || { echo "ninja missing: apt-get install ninja-buil
 
 leaf_change='date +%s%N > in/leaf.txt'
 
-bench_tool() { # shape tool cold_prepare build noop_cmd
-  local shape=$1 tool=$2 clean=$3 build=$4
+bench_tool() { # shape tool clean-command build-command [runs]
+  local shape=$1 tool=$2 clean=$3 build=$4 RUNS=${5:-$RUNS}
   local dir=$WORK/$shape
   cd "$dir"
   # Cold: everything (outputs and caches) removed before each run.
@@ -46,7 +46,7 @@ for shape in model30 wide500; do
   bench_tool "$shape" ninja "rm -rf out .ninja_log .ninja_deps" "ninja -j2 --quiet"
   if [ -x "$DVC" ]; then
     (cd "$dir" && "$DVC" init -q 2>/dev/null || true; "$DVC" config core.autostage false; "$DVC" config core.analytics false)
-    bench_tool "$shape" dvc "rm -rf out .dvc/cache .dvc/tmp dvc.lock" "$DVC repro -q"
+    bench_tool "$shape" dvc "rm -rf out .dvc/cache .dvc/tmp dvc.lock" "$DVC repro -q" "${DVC_RUNS:-3}"
   fi
 done
 python3 bench/pipeline_report.py "$OUT" "$SKYCTL"

@@ -94,7 +94,9 @@ impl Row {
     pub fn json_line(&self) -> String {
         let v = match &self.report {
             Some(r) => json!({ "golden": r }),
-            None => json!({ "golden": { "suite": self.suite, "passed": false, "error": self.result } }),
+            None => {
+                json!({ "golden": { "suite": self.suite, "passed": false, "error": self.result } })
+            }
         };
         v.to_string()
     }
@@ -111,7 +113,14 @@ pub fn render(rows: &[Row]) -> String {
                 Some(e) => format!("{e:.3e}"),
                 None => "-".to_string(),
             };
-            [r.suite.clone(), r.path.clone(), r.checked.clone(), err, r.worst.clone(), r.result.clone()]
+            [
+                r.suite.clone(),
+                r.path.clone(),
+                r.checked.clone(),
+                err,
+                r.worst.clone(),
+                r.result.clone(),
+            ]
         })
         .collect();
     let mut width = header.map(str::len);
@@ -147,7 +156,9 @@ pub fn failure_summary(v: &Value) -> String {
     let suite = v["suite"].as_str().unwrap_or("?");
     let mut parts = Vec::new();
     if v["kind"] == "kernels" {
-        let failing: Vec<&str> = v["failing"].as_array().map_or(Vec::new(), |a| a.iter().filter_map(Value::as_str).collect());
+        let failing: Vec<&str> = v["failing"]
+            .as_array()
+            .map_or(Vec::new(), |a| a.iter().filter_map(Value::as_str).collect());
         parts.push(format!(
             "{} of {} output files failed: {}",
             v["files_failed"].as_u64().unwrap_or(0),
@@ -161,12 +172,21 @@ pub fn failure_summary(v: &Value) -> String {
         let row = Row::from_report(v);
         let tol = v["tolerance"].as_f64().unwrap_or(0.0);
         if let Some(e) = row.max_abs_err.filter(|&e| e > tol) {
-            parts.push(format!("max |dp| {e:.3e} > tolerance {tol:e} (worst case {})", row.worst));
+            parts.push(format!(
+                "max |dp| {e:.3e} > tolerance {tol:e} (worst case {})",
+                row.worst
+            ));
         }
-        let ids: Vec<&str> = v["mismatched_ids"].as_array().map_or(Vec::new(), |a| a.iter().filter_map(Value::as_str).collect());
+        let ids: Vec<&str> = v["mismatched_ids"]
+            .as_array()
+            .map_or(Vec::new(), |a| a.iter().filter_map(Value::as_str).collect());
         if !ids.is_empty() {
             let shown: Vec<&str> = ids.iter().take(5).copied().collect();
-            let more = if ids.len() > shown.len() { format!(" (+{} more)", ids.len() - shown.len()) } else { String::new() };
+            let more = if ids.len() > shown.len() {
+                format!(" (+{} more)", ids.len() - shown.len())
+            } else {
+                String::new()
+            };
             parts.push(format!(
                 "{} of {} cases mismatched: {}{more}",
                 ids.len(),
@@ -191,13 +211,22 @@ pub struct Recorder<'a> {
 impl<'a> Recorder<'a> {
     /// Wrap `inner`.
     pub fn new(inner: &'a mut dyn Reporter) -> Recorder<'a> {
-        Recorder { inner, finished: BTreeMap::new() }
+        Recorder {
+            inner,
+            finished: BTreeMap::new(),
+        }
     }
 }
 
 impl Reporter for Recorder<'_> {
     fn event(&mut self, e: &Event) {
-        if let Event::Finished { node, status, error, .. } = e {
+        if let Event::Finished {
+            node,
+            status,
+            error,
+            ..
+        } = e
+        {
             self.finished.insert(node.clone(), (*status, error.clone()));
         }
         self.inner.event(e);
@@ -209,7 +238,11 @@ impl Reporter for Recorder<'_> {
 }
 
 /// The rows of the suites `targets` (node ids `golden/<name>`) after a build.
-pub fn rows(ws: &Workspace, targets: &[String], finished: &BTreeMap<String, (NodeStatus, Option<String>)>) -> Vec<Row> {
+pub fn rows(
+    ws: &Workspace,
+    targets: &[String],
+    finished: &BTreeMap<String, (NodeStatus, Option<String>)>,
+) -> Vec<Row> {
     let graph = ws.graph().ok();
     targets
         .iter()
@@ -224,8 +257,13 @@ pub fn rows(ws: &Workspace, targets: &[String], finished: &BTreeMap<String, (Nod
             match (finished.get(id), report) {
                 (Some((NodeStatus::Skipped, _)), _) | (None, _) => Row::missing(suite, "not run"),
                 // A report saying "pass" next to a failed node predates this build.
-                (Some((NodeStatus::Failed, err)), r) if r.as_ref().is_none_or(|r| r["passed"] == true) => {
-                    Row::missing(suite, &format!("error: {}", err.as_deref().unwrap_or("failed")))
+                (Some((NodeStatus::Failed, err)), r)
+                    if r.as_ref().is_none_or(|r| r["passed"] == true) =>
+                {
+                    Row::missing(
+                        suite,
+                        &format!("error: {}", err.as_deref().unwrap_or("failed")),
+                    )
                 }
                 (_, Some(r)) => Row::from_report(&r),
                 (_, None) => Row::missing(suite, "error: no report"),
@@ -256,13 +294,25 @@ mod tests {
     #[test]
     fn model_rows_and_summaries() {
         let r = Row::from_report(&model(true, json!(5.1e-6), json!([])));
-        assert_eq!((r.checked.as_str(), r.worst.as_str(), r.result.as_str()), ("41 cases", "c3_route", "pass"));
+        assert_eq!(
+            (r.checked.as_str(), r.worst.as_str(), r.result.as_str()),
+            ("41 cases", "c3_route", "pass")
+        );
         let t = render(&[r, Row::missing("other", "not run")]);
         let lines: Vec<&str> = t.lines().collect();
         assert_eq!(lines.len(), 3);
-        assert!(lines[0].starts_with("suite  path  checked   max abs err  worst"), "{t}");
-        assert!(lines[1].contains("5.100e-6") && lines[1].ends_with("pass"), "{t}");
-        assert!(lines[2].starts_with("other") && lines[2].ends_with("not run"), "{t}");
+        assert!(
+            lines[0].starts_with("suite  path  checked   max abs err  worst"),
+            "{t}"
+        );
+        assert!(
+            lines[1].contains("5.100e-6") && lines[1].ends_with("pass"),
+            "{t}"
+        );
+        assert!(
+            lines[2].starts_with("other") && lines[2].ends_with("not run"),
+            "{t}"
+        );
 
         let bad = model(false, json!(2e-3), json!(["c1", "c2"]));
         assert_eq!(Row::from_report(&bad).result, "FAIL (2 mismatched)");
@@ -279,9 +329,18 @@ mod tests {
         let v = json!({"suite": "k", "kind": "kernels", "path": "harness", "files": 19, "files_failed": 1,
                        "max_abs_err": 0.5, "worst": "ssm_recur_y[7]", "failing": ["ssm_recur_y"], "passed": false});
         let r = Row::from_report(&v);
-        assert_eq!((r.checked.as_str(), r.worst.as_str(), r.result.as_str()), ("19 files", "ssm_recur_y[7]", "FAIL (1 of 19 files)"));
-        assert_eq!(failure_summary(&v), "golden `k` failed: 1 of 19 output files failed: ssm_recur_y; worst ssm_recur_y[7]");
+        assert_eq!(
+            (r.checked.as_str(), r.worst.as_str(), r.result.as_str()),
+            ("19 files", "ssm_recur_y[7]", "FAIL (1 of 19 files)")
+        );
+        assert_eq!(
+            failure_summary(&v),
+            "golden `k` failed: 1 of 19 output files failed: ssm_recur_y; worst ssm_recur_y[7]"
+        );
         assert_eq!(r.json_line(), json!({"golden": v}).to_string());
-        assert_eq!(Row::missing("k", "not run").json_line(), r#"{"golden":{"suite":"k","passed":false,"error":"not run"}}"#);
+        assert_eq!(
+            Row::missing("k", "not run").json_line(),
+            r#"{"golden":{"suite":"k","passed":false,"error":"not run"}}"#
+        );
     }
 }

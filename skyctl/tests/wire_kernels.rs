@@ -34,7 +34,10 @@ impl Ws {
     }
 
     fn report(&self, suite: &str) -> serde_json::Value {
-        serde_json::from_slice(&std::fs::read(self.p(&format!("build/golden/{suite}.json"))).unwrap()).unwrap()
+        serde_json::from_slice(
+            &std::fs::read(self.p(&format!("build/golden/{suite}.json"))).unwrap(),
+        )
+        .unwrap()
     }
 }
 
@@ -82,14 +85,22 @@ fn cpu_harnesses_pass() {
     assert_eq!(code, 0, "{stdout}{stderr}");
     for (suite, path) in [("kernels-inproc", "cpu"), ("kernels-cpu", "harness")] {
         let r = row(&stdout, suite);
-        assert!(r.contains(path) && r.contains("19 files") && r.ends_with("pass"), "{r}");
+        assert!(
+            r.contains(path) && r.contains("19 files") && r.ends_with("pass"),
+            "{r}"
+        );
         let rep = ws.report(suite);
-        assert_eq!((rep["passed"].clone(), rep["files"].clone()), (true.into(), 19.into()));
+        assert_eq!(
+            (rep["passed"].clone(), rep["files"].clone()),
+            (true.into(), 19.into())
+        );
     }
     // Same goldens, same outputs, whichever way the CPU harness ran.
-    let gold = |s: &str| std::fs::read(ws.p(&format!("build/golden/{s}/gold/ssm_recur_y.bin"))).unwrap();
+    let gold =
+        |s: &str| std::fs::read(ws.p(&format!("build/golden/{s}/gold/ssm_recur_y.bin"))).unwrap();
     assert_eq!(gold("kernels-inproc"), gold("kernels-cpu"));
-    let out = |s: &str| std::fs::read(ws.p(&format!("build/golden/{s}/out/ssm_recur_y.bin"))).unwrap();
+    let out =
+        |s: &str| std::fs::read(ws.p(&format!("build/golden/{s}/out/ssm_recur_y.bin"))).unwrap();
     assert_eq!(out("kernels-inproc"), out("kernels-cpu"));
     // Nothing left behind by the harness runs but the declared outputs.
     let mut left: Vec<String> = std::fs::read_dir(ws.p("build/golden/kernels-cpu"))
@@ -101,9 +112,19 @@ fn cpu_harnesses_pass() {
     // A second verify runs nothing (the harness is volatile, but cached).
     let (code, stdout, _) = ws.run(&["verify", "--json"]);
     assert_eq!(code, 0);
-    let executed = stdout.lines().filter(|l| l.contains(r#""status":"executed""#)).count();
+    let executed = stdout
+        .lines()
+        .filter(|l| l.contains(r#""status":"executed""#))
+        .count();
     assert_eq!(executed, 0, "{stdout}");
-    assert_eq!(stdout.lines().filter(|l| l.starts_with(r#"{"golden":"#)).count(), 2, "{stdout}");
+    assert_eq!(
+        stdout
+            .lines()
+            .filter(|l| l.starts_with(r#"{"golden":"#))
+            .count(),
+        2,
+        "{stdout}"
+    );
 }
 
 #[test]
@@ -112,7 +133,10 @@ fn a_corrupted_output_file_fails_verify_and_is_named() {
     let (code, stdout, stderr) = ws.run(&["verify"]);
     assert_eq!(code, 1, "{stdout}{stderr}");
     let r = row(&stdout, "kernels-broken");
-    assert!(r.contains("ssm_recur_y[") && r.ends_with("FAIL (1 of 19 files)"), "{r}");
+    assert!(
+        r.contains("ssm_recur_y[") && r.ends_with("FAIL (1 of 19 files)"),
+        "{r}"
+    );
     assert!(row(&stdout, "kernels-cpu").ends_with("pass"), "{stdout}");
     assert!(
         stderr.contains("golden `kernels-broken` failed: 1 of 19 output files failed: ssm_recur_y"),
@@ -121,7 +145,12 @@ fn a_corrupted_output_file_fails_verify_and_is_named() {
     let rep = ws.report("kernels-broken");
     assert_eq!(rep["failing"], serde_json::json!(["ssm_recur_y"]));
     // The last element is the one that was corrupted.
-    let n = rep["check"]["files"].as_array().unwrap().iter().find(|f| f["name"] == "ssm_recur_y").unwrap()["elements"]
+    let n = rep["check"]["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["name"] == "ssm_recur_y")
+        .unwrap()["elements"]
         .as_u64()
         .unwrap();
     assert_eq!(rep["worst"], format!("ssm_recur_y[{}]", n - 1));
@@ -134,7 +163,10 @@ fn a_failing_harness_command_fails_verify() {
     );
     let (code, stdout, stderr) = ws.run(&["verify"]);
     assert_eq!(code, 1, "{stdout}{stderr}");
-    assert!(stderr.contains("harness exited with status 7: cannot reach the GPU host"), "{stderr}");
+    assert!(
+        stderr.contains("harness exited with status 7: cannot reach the GPU host"),
+        "{stderr}"
+    );
     assert!(row(&stdout, "k").ends_with("not run"), "{stdout}");
     assert!(!Path::new(&ws.p("build/golden/k/out")).exists());
 }
@@ -144,5 +176,32 @@ fn harness_naming_a_command_is_rejected_with_a_hint() {
     let ws = Ws::new("[[command]]\nname = \"gpu\"\nrun = \"true\"\n[[golden]]\nname = \"k\"\nkind = \"kernels\"\nharness = \"gpu\"\n");
     let (code, _, stderr) = ws.run(&["verify"]);
     assert_eq!(code, 2, "{stderr}");
-    assert!(stderr.contains("pipeline.toml:7:") && stderr.contains("`harness` is the shell command"), "{stderr}");
+    assert!(
+        stderr.contains("pipeline.toml:7:") && stderr.contains("`harness` is the shell command"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn committed_goldens_at_path_are_checked_without_a_generator() {
+    let ws = Ws::new("[[golden]]\nname = \"k\"\nkind = \"kernels\"\npath = \"golden/k\"\n");
+    let (code, _, stderr) = ws.run(&["golden", "gen", "golden/k"]);
+    assert_eq!(code, 0, "{stderr}");
+    let (code, stdout, stderr) = ws.run(&["verify", "--json"]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    let nodes: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.contains(r#""status":"executed""#))
+        .collect();
+    assert_eq!(nodes.len(), 2, "run + check, no gen node: {stdout}");
+    assert!(!ws.p("build/golden/k/gold").exists());
+    assert_eq!(ws.report("k")["check"]["golden_dir"], "golden/k");
+    // `path` and `generator` together are ambiguous.
+    std::fs::write(ws.p("pipeline.toml"), "[[golden]]\nname = \"k\"\nkind = \"kernels\"\npath = \"golden/k\"\ngenerator = \"qwen35moe\"\n").unwrap();
+    let (code, _, stderr) = ws.run(&["verify"]);
+    assert_eq!(code, 2);
+    assert!(
+        stderr.contains("give either `path` (committed goldens) or `generator`"),
+        "{stderr}"
+    );
 }

@@ -32,8 +32,16 @@ impl Ws {
             text.lines().take(n).map(|l| format!("{l}\n")).collect()
         };
         std::fs::create_dir_all(ws.p("golden/pico")).unwrap();
-        std::fs::write(ws.p("golden/pico/cases.jsonl"), take("fixtures/laya-ref/cases.jsonl")).unwrap();
-        std::fs::write(ws.p("golden/pico/expected.jsonl"), take("fixtures/laya-ref/goldens/s1-pico.f64.jsonl")).unwrap();
+        std::fs::write(
+            ws.p("golden/pico/cases.jsonl"),
+            take("fixtures/laya-ref/cases.jsonl"),
+        )
+        .unwrap();
+        std::fs::write(
+            ws.p("golden/pico/expected.jsonl"),
+            take("fixtures/laya-ref/goldens/s1-pico.f64.jsonl"),
+        )
+        .unwrap();
         std::fs::write(ws.p("pipeline.toml"), pipeline).unwrap();
         ws
     }
@@ -118,10 +126,17 @@ fn build_then_verify_passes_and_a_second_build_does_nothing() {
     // another kind's business.
     let (code, executed, out) = ws.build(&["pico"]);
     assert_eq!(code, 0, "{out}");
-    assert_eq!(executed, vec!["golden/pico-f16", "pico/convert.f16"], "{out}");
+    assert_eq!(
+        executed,
+        vec!["golden/pico-f16", "pico/convert.f16"],
+        "{out}"
+    );
     let bytes = std::fs::read(ws.p("build/pico/pico.f16.gguf")).unwrap();
     let gguf = sky_gguf::GgufFile::parse(&bytes).unwrap();
-    assert_eq!(gguf.get("general.name").and_then(|v| v.as_str()), Some("pico"));
+    assert_eq!(
+        gguf.get("general.name").and_then(|v| v.as_str()),
+        Some("pico")
+    );
 
     let (code, stdout, stderr) = ws.run(&["verify"]);
     assert_eq!(code, 0, "{stdout}{stderr}");
@@ -162,7 +177,10 @@ fn too_tight_tolerance_fails_and_the_table_names_the_worst_case() {
     assert!(r.contains(worst) && r.ends_with("FAIL"), "{r}");
     assert!(row(&stdout, "pico-f16").ends_with("pass"), "{stdout}");
     // The node's one-line error says the same.
-    assert!(stderr.contains(&format!("golden `pico-tight` failed: max |dp|")) && stderr.contains(worst), "{stderr}");
+    assert!(
+        stderr.contains("golden `pico-tight` failed: max |dp|") && stderr.contains(worst),
+        "{stderr}"
+    );
     // A failing suite is never cached as a success: verify fails again.
     let (code, stdout, _) = ws.run(&["verify", "pico-tight"]);
     assert_eq!(code, 1);
@@ -176,8 +194,42 @@ fn a_broken_checkpoint_fails_convert_and_the_suite_is_not_run() {
     std::fs::write(ws.p("models/s1-pico/rl_agent_config.json"), "{}").unwrap();
     let (code, stdout, stderr) = ws.run(&["verify"]);
     assert_eq!(code, 1, "{stdout}{stderr}");
-    assert!(stderr.contains("pico/convert.f16") && stderr.contains("models/s1-pico"), "{stderr}");
+    assert!(
+        stderr.contains("pico/convert.f16") && stderr.contains("models/s1-pico"),
+        "{stderr}"
+    );
     // The report of the earlier, passing run is still on disk: the table must not show it.
     assert_eq!(ws.report("pico-f16")["passed"], true);
     assert!(row(&stdout, "pico-f16").ends_with("not run"), "{stdout}");
+}
+
+#[test]
+fn a_model_exported_by_a_command_converts_to_the_same_bytes() {
+    let exported = Ws::new(
+        1,
+        r#"
+[[command]]
+name = "export-pico"
+run = "cp -R models/s1-pico build/export/pico"
+inputs = ["models/s1-pico"]
+outputs = ["build/export/pico/"]
+
+[[model]]
+name = "pico"
+export = "export-pico"
+variants = ["f16"]
+"#,
+    );
+    let (code, executed, out) = exported.build(&["pico"]);
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(executed, vec!["export-pico", "pico/convert.f16"], "{out}");
+    let direct = Ws::new(1, MODEL);
+    let (code, _, out) = direct.build(&["pico/convert.f16"]);
+    assert_eq!(code, 0, "{out}");
+    let file = "build/pico/pico.f16.gguf";
+    assert_eq!(
+        std::fs::read(exported.p(file)).unwrap(),
+        std::fs::read(direct.p(file)).unwrap(),
+        "same checkpoint and name, any folder: same GGUF"
+    );
 }

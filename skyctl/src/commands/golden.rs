@@ -28,6 +28,11 @@ pub enum Command {
         json: bool,
     },
     /// Compare a kernel implementation's output files with the goldens; exit 1 on any failure.
+    ///
+    /// f32 files pass when every element has |c − g| / max(|g|, floor) ≤ rtol, with
+    /// floor = 0.01 × the file's largest |g| and rtol = 1e-3 (1e-4 for the MoE weights and
+    /// gate); the top-k indices must be equal; NaN/Inf or a missing, malformed or wrongly sized
+    /// file fails. Exit 2 when the goldens themselves are unusable.
     Check {
         /// Directory holding the goldens (as written by `skyctl golden gen`).
         golden_dir: PathBuf,

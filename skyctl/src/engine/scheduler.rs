@@ -131,7 +131,7 @@ impl Scheduler<'_> {
                     let x = item.1;
                     match driver.start(x) {
                         Start::Done(ok) => {
-                            let newly = Self::complete(
+                            Self::complete(
                                 x,
                                 ok,
                                 &mut done,
@@ -144,7 +144,6 @@ impl Scheduler<'_> {
                                 driver,
                             );
                             stopped |= !ok && !self.keep_going;
-                            let _ = newly;
                         }
                         Start::Run(job) => {
                             running += 1;

@@ -83,7 +83,7 @@ pub fn bf16_to_f32(h: u16) -> f32 {
 }
 
 fn check_blocks(what: &str, len: usize) -> Result<()> {
-    if len % QK8_0 != 0 {
+    if !len.is_multiple_of(QK8_0) {
         return Err(Error::NotBlockMultiple {
             what: what.to_string(),
             len: len as u64,
@@ -182,7 +182,7 @@ pub fn encode(ty: GgmlType, x: &[f32], row_len: usize) -> Result<Vec<u8>> {
         GgmlType::F16 => Ok(map_into(x, |v| f32_to_f16(v).to_le_bytes())),
         GgmlType::BF16 => Ok(map_into(x, |v| f32_to_bf16(v).to_le_bytes())),
         GgmlType::Q8_0 => {
-            if row_len % QK8_0 != 0 || row_len == 0 {
+            if !row_len.is_multiple_of(QK8_0) || row_len == 0 {
                 return Err(Error::NotBlockMultiple {
                     what: "Q8_0 row".into(),
                     len: row_len as u64,
@@ -190,7 +190,7 @@ pub fn encode(ty: GgmlType, x: &[f32], row_len: usize) -> Result<Vec<u8>> {
                     ty: "Q8_0".into(),
                 });
             }
-            if x.len() % row_len != 0 {
+            if !x.len().is_multiple_of(row_len) {
                 return Err(Error::LengthMismatch {
                     what: format!("Q8_0 input of rows of {row_len} values"),
                     expected: (x.len() / row_len * row_len) as u64,

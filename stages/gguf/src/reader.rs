@@ -368,7 +368,7 @@ impl<'a> Parser<'a> {
                 return Err(bad(format!("ggml type {} has no known byte size", ty.id())));
             };
             let ne0 = dims.first().copied().unwrap_or(1);
-            if ne0 % block != 0 {
+            if !ne0.is_multiple_of(block) {
                 return Err(bad(format!(
                     "row of {ne0} elements is not a multiple of the {} block size {block}",
                     ty.name()
@@ -409,7 +409,7 @@ impl<'a> Parser<'a> {
         let data_offset = (self.pos as u64).next_multiple_of(alignment);
         let mut tensors = Vec::with_capacity(descs.len());
         for d in descs {
-            if d.offset % alignment != 0 {
+            if !d.offset.is_multiple_of(alignment) {
                 return Err(Error::MisalignedTensor {
                     name: d.name,
                     offset: d.offset,

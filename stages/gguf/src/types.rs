@@ -107,7 +107,7 @@ impl GgmlType {
                 id: self.id(),
             });
         };
-        if n % bs != 0 {
+        if !n.is_multiple_of(bs) {
             return Err(Error::NotBlockMultiple {
                 what: "row".into(),
                 len: n,

@@ -14,9 +14,38 @@ use sky_infer::forward::Workspace;
 use sky_infer::kernels::Isa;
 use sky_infer::sequence::Question;
 
+/// This process's user+system CPU seconds (Linux /proc; None elsewhere). On a shared, loaded
+/// machine the wall-clock median includes time spent waiting for a core; CPU time does not.
+fn cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    let rest = stat.rsplit_once(')')?.1;
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?;
+    Some(ticks / 100.0)
+}
+
 fn pct(v: &mut [f64], p: f64) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     v[((v.len() - 1) as f64 * p).round() as usize]
+}
+
+/// GFLOP/s of the matrix product on encoder-like shapes.
+fn gemm_rate(isa: Isa) {
+    use sky_infer::kernels::{gemm, Gemm};
+    for &(m, n, k) in &[(107usize, 512usize, 128usize), (107, 768, 256), (512, 1024, 256), (107, 128, 256)] {
+        let a = vec![0.5f32; m * k];
+        let b = vec![0.25f32; k * n];
+        let mut c = vec![0f32; m * n];
+        let g = Gemm { m, n, k, lda: k, ldb: n, ldc: n, accumulate: false };
+        let reps = 200;
+        let t0 = Instant::now();
+        for _ in 0..reps {
+            gemm(isa, g, &a, &b, &mut c);
+            std::hint::black_box(&c);
+        }
+        let s = t0.elapsed().as_secs_f64() / reps as f64;
+        println!("gemm {m}x{n}x{k}: {:.1} µs, {:.1} GFLOP/s", s * 1e6, 2.0 * (m * n * k) as f64 / s / 1e9);
+    }
 }
 
 fn main() {
@@ -34,6 +63,10 @@ fn main() {
             m => models.push(m.to_string()),
         }
     }
+    if models.iter().any(|m| m == "gemm") {
+        gemm_rate(isa);
+        return;
+    }
     if models.is_empty() {
         models = vec!["s1-pico".into(), "s1-nano".into(), "s1-micro".into()];
     }
@@ -44,8 +77,8 @@ fn main() {
         .collect();
     let tmp = tempfile::tempdir().expect("tempdir");
     println!("isa {isa:?}, {iters} questions per model (the 41 golden cases round-robin), one thread");
-    println!("| model | file | median µs/question | p10 | p90 | forward median µs | median tokens |");
-    println!("|---|---|---|---|---|---|---|");
+    println!("| model | file | median µs/question | p10 | p90 | forward median µs | CPU µs/question (mean) | median tokens |");
+    println!("|---|---|---|---|---|---|---|---|");
     for m in models {
         let dir = root.join("models").join(&m);
         let ckpt = sky_laya::LayaCheckpoint::open(&dir).expect("checkpoint");
@@ -66,6 +99,7 @@ fn main() {
         let mut total = Vec::with_capacity(iters);
         let mut fwd = Vec::with_capacity(iters);
         let mut lens = Vec::with_capacity(iters);
+        let cpu0 = cpu_seconds();
         for i in 0..iters {
             let k = i % qs.len();
             let t0 = Instant::now();
@@ -80,9 +114,13 @@ fn main() {
             fwd.push((t2 - t1).as_secs_f64() * 1e6);
             lens.push(seq.ids.len() as f64);
         }
+        let cpu = match (cpu0, cpu_seconds()) {
+            (Some(a), Some(b)) => format!("{:.0}", (b - a) / iters as f64 * 1e6),
+            _ => "-".into(),
+        };
         let med = pct(&mut total, 0.5);
         println!(
-            "| {m} | F16 GGUF | {med:.0} | {:.0} | {:.0} | {:.0} | {:.0} |",
+            "| {m} | F16 GGUF | {med:.0} | {:.0} | {:.0} | {:.0} | {cpu} | {:.0} |",
             pct(&mut total, 0.1),
             pct(&mut total, 0.9),
             pct(&mut fwd, 0.5),

@@ -25,12 +25,15 @@ pub struct CalibrationRun {
     /// Prompts whose state did not fit `max_len` and was truncated as the runtime truncates
     /// it: `(id, state tokens, state tokens kept)`.
     pub truncated: Vec<(String, usize, usize)>,
+    /// The model's `max_len` (for messages).
+    pub max_len: usize,
 }
 
 impl CalibrationRun {
     /// One line per truncated prompt, for the user (the runtime truncates silently; a
     /// calibration that did not see the whole prompt should say so).
-    pub fn notes(&self, max_len: usize) -> Vec<String> {
+    pub fn notes(&self) -> Vec<String> {
+        let max_len = self.max_len;
         self.truncated
             .iter()
             .map(|(id, all, kept)| {
@@ -90,7 +93,7 @@ pub fn calibrate(engine: &Engine, prompts: &[PromptRequest]) -> Result<Calibrati
             return Err(InferError::Upstream { component: "calibration", message: format!("prompt {}: {e}", p.id) });
         }
     }
-    Ok(CalibrationRun { calibration, prompts: prompts.len(), tokens, truncated })
+    Ok(CalibrationRun { calibration, prompts: prompts.len(), tokens, truncated, max_len: engine.model.config.max_len })
 }
 
 /// Calibrate on the twelve built-in prompts ([`sky_quant::CALIBRATION_PROMPTS`]).

@@ -359,7 +359,7 @@ pub fn apply(engine: &mut Engine, gguf: Option<&GgufFile<'_>>, opts: &ComputeOpt
             None => {
                 let run = calibrate_builtin(engine)?;
                 notes.push(format!("no calibration given: calibrated on the {} built-in prompts", run.prompts));
-                notes.extend(run.notes(engine.model.config.max_len));
+                notes.extend(run.notes());
                 own = run.calibration;
                 &own
             }
@@ -407,15 +407,21 @@ pub fn q8_policy() -> sky_laya::TypePolicy {
 
 /// Re-encode a float reference GGUF (from `skyctl convert --type f32`) as the calibrated
 /// Q8_0 variant: every key and tensor copied in order, each tensor encoded with the type
-/// `policy` gives it, `general.file_type` set to the policy's, Q8_0 matrices quantized with
-/// [`sky_quant::quantize_q8_exact_cols`] around their outlier columns, and the columns
-/// recorded under `skycmd.quant.outliers.<tensor>` (plus `skycmd.quant.outlier_ratio` and
-/// `skycmd.quant.calibration_digest`), keys llama.cpp ignores. With no outliers at all the
-/// tensors are byte-identical to `skyctl convert --type q8_0`.
+/// `policy` gives it, `general.file_type` set to the policy's, and for each Q8_0 matrix its
+/// outlier columns recorded under `skycmd.quant.outliers.<tensor>` with their exact weights
+/// under `skycmd.quant.outlier_weights.<tensor>` (plus `skycmd.quant.outlier_ratio` and
+/// `skycmd.quant.calibration_digest`), keys llama.cpp ignores.
+///
+/// The Q8_0 bytes are plain ggml Q8_0 (byte-identical to `skyctl convert --type q8_0`) unless
+/// `exact_cols`: then [`sky_quant::quantize_q8_exact_cols`] picks block scales that represent
+/// the outlier weights exactly, which helps readers that ignore the metadata (llama.cpp) but
+/// coarsens the other weights of those blocks, so sky-infer loses accuracy (measured in
+/// bench/results/int8-readme.md). With the default, a file loaded by sky-infer computes
+/// exactly what quantizing at load computes.
 ///
 /// Errors: a reference that holds quantized tensors, a matrix missing from the calibration,
 /// `ratio <= 1`.
-pub fn quantize_gguf(reference: &GgufFile<'_>, calib: &Calibration, ratio: f32, policy: &sky_laya::TypePolicy) -> Result<QuantizedFile> {
+pub fn quantize_gguf(reference: &GgufFile<'_>, calib: &Calibration, ratio: f32, policy: &sky_laya::TypePolicy, exact_cols: bool) -> Result<QuantizedFile> {
     check_ratio(ratio)?;
     policy.validate().map_err(|e| InferError::BadValue { key: "policy".into(), message: e.to_string() })?;
     let arch = reference.get("general.architecture").and_then(GValue::as_str).unwrap_or("modern-bert");
@@ -451,7 +457,12 @@ pub fn quantize_gguf(reference: &GgufFile<'_>, calib: &Calibration, ratio: f32, 
             let rows = if k == 0 { 0 } else { values.len() / k };
             let site = t.name.strip_suffix(".weight").unwrap_or(&t.name);
             let outliers = site_outliers(calib, site, k, ratio)?;
-            let bytes = if std::env::var_os("SKY_PLAINQ").is_some() { sky_quant::quantize_q8_0(&values).map_err(|e| gerr(&e))? } else { sky_quant::quantize_for_file(&values, rows, k, &outliers).map_err(|e| gerr(&e))? };
+            let bytes = if exact_cols {
+                sky_quant::quantize_for_file(&values, rows, k, &outliers)
+            } else {
+                sky_quant::quantize_q8_0(&values)
+            }
+            .map_err(|e| gerr(&e))?;
             out.q8_tensors += 1;
             out.outlier_columns += outliers.len();
             if !outliers.is_empty() {

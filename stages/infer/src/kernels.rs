@@ -363,11 +363,54 @@ pub fn erf64(x: f64) -> f64 {
     }
 }
 
-/// Exact (erf) GELU in f32, computed through f64.
+/// Steps per unit of the erf table.
+const ERF_STEPS: usize = 64;
+/// The table covers [0, ERF_MAX]; beyond, erf = ±1 (erfc(4) = 1.5e-8).
+const ERF_MAX: usize = 4;
+
+/// erf and its derivative at k / ERF_STEPS, for cubic Hermite interpolation (error < 1e-9).
+fn erf_table() -> &'static [(f64, f64)] {
+    static TABLE: std::sync::OnceLock<Vec<(f64, f64)>> = std::sync::OnceLock::new();
+    TABLE.get_or_init(|| {
+        (0..=ERF_STEPS * ERF_MAX + 1)
+            .map(|k| {
+                let x = k as f64 / ERF_STEPS as f64;
+                (erf64(x), std::f64::consts::FRAC_2_SQRT_PI * (-x * x).exp())
+            })
+            .collect()
+    })
+}
+
+/// erf(x) from the table (|error| < 1e-9, far below f32 resolution).
+#[inline]
+pub fn erf_fast(x: f64) -> f64 {
+    let ax = x.abs();
+    let pos = ax * ERF_STEPS as f64;
+    if pos >= (ERF_STEPS * ERF_MAX) as f64 {
+        return if x < 0.0 { -1.0 } else { 1.0 };
+    }
+    let table = erf_table();
+    let k = pos as usize;
+    let t = pos - k as f64;
+    let h = 1.0 / ERF_STEPS as f64;
+    let (y0, d0) = table[k];
+    let (y1, d1) = table[k + 1];
+    // Cubic Hermite basis.
+    let t2 = t * t;
+    let t3 = t2 * t;
+    let r = (2.0 * t3 - 3.0 * t2 + 1.0) * y0 + (t3 - 2.0 * t2 + t) * h * d0 + (-2.0 * t3 + 3.0 * t2) * y1 + (t3 - t2) * h * d1;
+    if x < 0.0 {
+        -r
+    } else {
+        r
+    }
+}
+
+/// Exact (erf) GELU, 0.5 x (1 + erf(x / sqrt 2)), evaluated in f64 and rounded to f32.
 #[inline]
 pub fn gelu_erf(x: f32) -> f32 {
     let xd = x as f64;
-    (0.5 * xd * (1.0 + erf64(xd * std::f64::consts::FRAC_1_SQRT_2))) as f32
+    (0.5 * xd * (1.0 + erf_fast(xd * std::f64::consts::FRAC_1_SQRT_2))) as f32
 }
 
 /// Fast f32 exp (Cephes-style range reduction + degree-6 polynomial, ~2 ulp), written so that
@@ -485,6 +528,15 @@ mod tests {
         ];
         for (x, want) in cases {
             assert!((erf64(x) - want).abs() < 5e-14, "erf({x}) = {} != {want}", erf64(x));
+        }
+    }
+
+    #[test]
+    fn erf_table_matches_the_series() {
+        let mut x = -6.0f64;
+        while x < 6.0 {
+            assert!((erf_fast(x) - erf64(x)).abs() < 2e-9, "erf({x})");
+            x += 0.00731;
         }
     }
 

@@ -150,7 +150,10 @@ impl CheckReport {
 pub fn check(golden_dir: &Path, candidate_dir: &Path) -> Result<CheckReport> {
     // A mistyped candidate directory is a usage error, not 19 "missing" failures.
     if !candidate_dir.is_dir() {
-        let e = std::io::Error::new(std::io::ErrorKind::NotFound, "candidate directory does not exist");
+        let e = std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            "candidate directory does not exist",
+        );
         return Err(Error::io(candidate_dir, e));
     }
     let mut files = Vec::new();
@@ -489,8 +492,13 @@ mod tests {
         let empty = tempfile::tempdir().unwrap();
         let msg = check(empty.path(), c.path()).unwrap_err().to_string();
         assert!(msg.contains("q3k_matvec_output.bin"), "{msg}");
-        let msg = check(g.path(), &empty.path().join("nope")).unwrap_err().to_string();
-        assert!(msg.ends_with("nope: candidate directory does not exist"), "{msg}");
+        let msg = check(g.path(), &empty.path().join("nope"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.ends_with("nope: candidate directory does not exist"),
+            "{msg}"
+        );
     }
 
     #[test]

@@ -475,7 +475,10 @@ mod tests {
         // A deterministic stand-in for a fuzzer: flip, insert, delete and truncate bytes of
         // valid files; parsing must return Ok or Err, and Ok must re-encode to the input (up to hex case).
         let mut rng = crate::rng::XorShift32::new(0xC0FF_EE11);
-        let seeds = [sample().to_bytes(), GoldenFile::new("i", Payload::I32(vec![5, -7])).to_bytes()];
+        let seeds = [
+            sample().to_bytes(),
+            GoldenFile::new("i", Payload::I32(vec![5, -7])).to_bytes(),
+        ];
         for round in 0..20_000 {
             let mut b = seeds[round % 2].clone();
             for _ in 0..=(rng.next_u32() % 3) {
@@ -493,7 +496,11 @@ mod tests {
                 // Only the seed's hex case may differ between the input and the re-encoding.
                 let again = f.to_bytes();
                 assert_eq!(again.len(), b.len(), "round {round}");
-                assert_eq!(again.to_ascii_lowercase(), b.to_ascii_lowercase(), "round {round}");
+                assert_eq!(
+                    again.to_ascii_lowercase(),
+                    b.to_ascii_lowercase(),
+                    "round {round}"
+                );
             }
         }
     }

@@ -396,21 +396,23 @@ impl Inputs {
     /// Read every input file from `dir`, each checked against the table (header name,
     /// dtype, count).
     pub fn read(dir: &Path) -> Result<Self> {
+        // read_checked has verified each dtype against the table, so the fallbacks below
+        // only fire if the table and this struct disagree.
+        let wrong = |name: &str, found: Dtype, expected: Dtype| Error::Mismatch {
+            file: format::file_path(dir, name).display().to_string(),
+            field: "dtype",
+            expected: expected.to_string(),
+            found: found.to_string(),
+        };
         let f = |name: &str| -> Result<Vec<f32>> {
             match read_checked(dir, name)? {
                 Payload::F32(v) => Ok(v),
-                _ => Err(Error::UnknownFile {
-                    name: name.to_string(),
-                }), // dtype checked by read_checked
+                other => Err(wrong(name, other.dtype(), Dtype::F32)),
             }
         };
         let q3k_weight = match read_checked(dir, "q3k_matvec_weight")? {
             Payload::U8(v) => v,
-            _ => {
-                return Err(Error::UnknownFile {
-                    name: "q3k_matvec_weight".into(),
-                })
-            }
+            other => return Err(wrong("q3k_matvec_weight", other.dtype(), Dtype::U8)),
         };
         Ok(Inputs {
             q3k_weight,

@@ -67,7 +67,10 @@ impl StageKind for Convert {
             );
         }
         let [out] = ctx.outputs.as_slice() else {
-            bail!("node `{node}`: expected one output (the GGUF file), got {}", ctx.outputs.len());
+            bail!(
+                "node `{node}`: expected one output (the GGUF file), got {}",
+                ctx.outputs.len()
+            );
         };
         let ckpt = LayaCheckpoint::open(&input.path)
             .with_context(|| format!("node `{node}`: reading the checkpoint `{}`", input.rel))?;
@@ -98,7 +101,8 @@ impl StageKind for Convert {
 fn policy(params: &Params, ckpt: &LayaCheckpoint) -> anyhow::Result<TypePolicy> {
     let mut rules = Vec::with_capacity(params.rules.len());
     for r in &params.rules {
-        let glob = Glob::new(&r.pattern).map_err(|e| anyhow::anyhow!("policy rule `{}`: {e}", r.pattern))?;
+        let glob = Glob::new(&r.pattern)
+            .map_err(|e| anyhow::anyhow!("policy rule `{}`: {e}", r.pattern))?;
         let ty = parse_type(&r.ty).with_context(|| format!("policy rule `{}`", r.pattern))?;
         rules.push((glob, ty));
     }
@@ -136,7 +140,11 @@ mod tests {
             node: "pico/convert.f16",
             params: &params,
             workspace: &ws,
-            inputs: vec![StageInput { rel: "models/s1-pico".into(), path: pico(), dir: true }],
+            inputs: vec![StageInput {
+                rel: "models/s1-pico".into(),
+                path: pico(),
+                dir: true,
+            }],
             outputs: vec![out.to_path_buf()],
             log: &mut log,
         };
@@ -162,14 +170,28 @@ mod tests {
         r.unwrap();
         assert!(log.contains("models/s1-pico: "), "{log}");
         let types = tensor_types(&a);
-        let ty = |n: &str| types.iter().find(|(x, _)| x == n).map(|(_, t)| *t).unwrap_or_else(|| panic!("{n} missing"));
+        let ty = |n: &str| {
+            types
+                .iter()
+                .find(|(x, _)| x == n)
+                .map(|(_, t)| *t)
+                .unwrap_or_else(|| panic!("{n} missing"))
+        };
         use sky_gguf::GgmlType as T;
         assert_eq!(ty("blk.0.attn_qkv.weight"), T::F32, "`[0]` class rule");
-        assert_eq!(ty("blk.1.attn_qkv.weight"), T::F16, "no rule: the policy type");
+        assert_eq!(
+            ty("blk.1.attn_qkv.weight"),
+            T::F16,
+            "no rule: the policy type"
+        );
         assert_eq!(ty("blk.1.ffn_up.weight"), T::BF16, "first matching rule");
         let b = dir.path().join("b.gguf");
         run(params, &b).0.unwrap();
-        assert_eq!(std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap(), "same inputs, same bytes");
+        assert_eq!(
+            std::fs::read(&a).unwrap(),
+            std::fs::read(&b).unwrap(),
+            "same inputs, same bytes"
+        );
         let bytes = std::fs::read(&a).unwrap();
         let f = sky_gguf::GgufFile::parse(&bytes).unwrap();
         assert_eq!(f.get("general.name").and_then(|v| v.as_str()), Some("pico"));
@@ -179,8 +201,13 @@ mod tests {
     fn bad_params_and_inputs_are_named() {
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("x.gguf");
-        let e = run(json!({"type": "q4", "head_type": "f32"}), &out).0.unwrap_err();
-        assert!(format!("{e:#}").contains("unknown tensor type \"q4\""), "{e:#}");
+        let e = run(json!({"type": "q4", "head_type": "f32"}), &out)
+            .0
+            .unwrap_err();
+        assert!(
+            format!("{e:#}").contains("unknown tensor type \"q4\""),
+            "{e:#}"
+        );
         let e = run(json!({"head_type": "f32"}), &out).0.unwrap_err();
         assert!(format!("{e:#}").contains("bad convert parameters"), "{e:#}");
         let e = run(json!({"type": "f16", "head_type": "f32", "rules": [{"match": "blk.[0", "type": "f32"}]}), &out)
@@ -197,7 +224,11 @@ mod tests {
             node: "n",
             params: &params,
             workspace: &ws,
-            inputs: vec![StageInput { rel: "file".into(), path: dir.path().join("file"), dir: false }],
+            inputs: vec![StageInput {
+                rel: "file".into(),
+                path: dir.path().join("file"),
+                dir: false,
+            }],
             outputs: vec![out.clone()],
             log: &mut log,
         };

@@ -29,14 +29,22 @@ impl StageKind for GoldenGen {
         let node = ctx.node;
         let generator = ctx.params["generator"].as_str().unwrap_or("qwen35moe");
         if !GENERATORS.contains(&generator) {
-            bail!("node `{node}`: unknown golden generator `{generator}` (known: {})", GENERATORS.join(", "));
+            bail!(
+                "node `{node}`: unknown golden generator `{generator}` (known: {})",
+                GENERATORS.join(", ")
+            );
         }
         let [out] = ctx.outputs.as_slice() else {
-            bail!("node `{node}`: expected one output directory, got {}", ctx.outputs.len());
+            bail!(
+                "node `{node}`: expected one output directory, got {}",
+                ctx.outputs.len()
+            );
         };
         let tmp = temp_dir_beside(out, ".gen-")?;
-        let files = sky_kernels::generate(tmp.path()).with_context(|| format!("node `{node}`: generating goldens"))?;
-        std::fs::rename(tmp.keep(), out).with_context(|| format!("node `{node}`: creating `{}`", out.display()))?;
+        let files = sky_kernels::generate(tmp.path())
+            .with_context(|| format!("node `{node}`: generating goldens"))?;
+        std::fs::rename(tmp.keep(), out)
+            .with_context(|| format!("node `{node}`: creating `{}`", out.display()))?;
         let bytes: u64 = files.iter().map(|f| f.bytes).sum();
         let line = format!(
             "{generator}: {} golden files, {bytes} bytes, set digest {}\n",
@@ -49,7 +57,10 @@ impl StageKind for GoldenGen {
 }
 
 /// A temp directory next to `target` (same filesystem, so it can be renamed onto it).
-pub(crate) fn temp_dir_beside(target: &std::path::Path, prefix: &str) -> anyhow::Result<tempfile::TempDir> {
+pub(crate) fn temp_dir_beside(
+    target: &std::path::Path,
+    prefix: &str,
+) -> anyhow::Result<tempfile::TempDir> {
     let parent = target.parent().unwrap_or(std::path::Path::new("."));
     tempfile::Builder::new()
         .prefix(prefix)
@@ -75,19 +86,30 @@ mod tests {
                 outputs: vec![out.to_path_buf()],
                 log: &mut log,
             };
-            GoldenGen.run(&mut ctx).map(|()| String::from_utf8_lossy(&log).into_owned())
+            GoldenGen
+                .run(&mut ctx)
+                .map(|()| String::from_utf8_lossy(&log).into_owned())
         };
         let a = dir.path().join("a");
         let log = gen(&a, json!({"generator": "qwen35moe"})).unwrap();
         assert!(log.starts_with("qwen35moe: 40 golden files"), "{log}");
-        let names: Vec<String> = std::fs::read_dir(&a).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+        let names: Vec<String> = std::fs::read_dir(&a)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
         assert_eq!(names.len(), sky_kernels::FILES.len());
         let b = dir.path().join("b");
         gen(&b, json!({"generator": "qwen35moe"})).unwrap();
         for n in &names {
-            assert_eq!(std::fs::read(a.join(n)).unwrap(), std::fs::read(b.join(n)).unwrap(), "{n}");
+            assert_eq!(
+                std::fs::read(a.join(n)).unwrap(),
+                std::fs::read(b.join(n)).unwrap(),
+                "{n}"
+            );
         }
-        let e = gen(&dir.path().join("c"), json!({"generator": "llama"})).unwrap_err().to_string();
+        let e = gen(&dir.path().join("c"), json!({"generator": "llama"}))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("unknown golden generator `llama`"), "{e}");
         // Only a, b and nothing half-made.
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);

@@ -40,14 +40,18 @@ impl StageKind for GoldenKernels {
             );
         };
         let [out] = ctx.outputs.as_slice() else {
-            bail!("node `{node}`: expected one output (the report), got {}", ctx.outputs.len());
+            bail!(
+                "node `{node}`: expected one output (the report), got {}",
+                ctx.outputs.len()
+            );
         };
         let suite = ctx.params["suite"]
             .as_str()
             .map_or_else(|| super::golden_model::suite_name(node), str::to_string);
         let path = ctx.params["path"].as_str().unwrap_or("cpu");
-        let mut check = sky_kernels::check(&gold.path, &cand.path)
-            .with_context(|| format!("node `{node}`: the goldens in `{}` are unusable", gold.rel))?;
+        let mut check = sky_kernels::check(&gold.path, &cand.path).with_context(|| {
+            format!("node `{node}`: the goldens in `{}` are unusable", gold.rel)
+        })?;
         relativize(&mut check, (&gold.path, &gold.rel), (&cand.path, &cand.rel));
         let worst = worst_file(&check);
         let report = json!({
@@ -67,8 +71,10 @@ impl StageKind for GoldenKernels {
         });
         let mut bytes = serde_json::to_vec_pretty(&report)?;
         bytes.push(b'\n');
-        write_atomic(out, &bytes, false).with_context(|| format!("node `{node}`: writing `{}`", out.display()))?;
-        ctx.log.extend_from_slice(crate::commands::golden::render_check(&check).as_bytes());
+        write_atomic(out, &bytes, false)
+            .with_context(|| format!("node `{node}`: writing `{}`", out.display()))?;
+        ctx.log
+            .extend_from_slice(crate::commands::golden::render_check(&check).as_bytes());
         if !check.passed {
             bail!("{}", golden_table::failure_summary(&report));
         }
@@ -100,7 +106,10 @@ fn worst_file(check: &CheckReport) -> Option<&FileReport> {
 fn relativize(check: &mut CheckReport, gold: (&Path, &str), cand: (&Path, &str)) {
     check.golden_dir = PathBuf::from(gold.1);
     check.candidate_dir = PathBuf::from(cand.1);
-    let swaps = [(gold.0.display().to_string(), gold.1), (cand.0.display().to_string(), cand.1)];
+    let swaps = [
+        (gold.0.display().to_string(), gold.1),
+        (cand.0.display().to_string(), cand.1),
+    ];
     for f in &mut check.files {
         for text in [&mut f.problem, &mut f.note].into_iter().flatten() {
             for (abs, rel) in &swaps {
@@ -122,7 +131,11 @@ mod tests {
 
     fn run(dir: &Path) -> (anyhow::Result<()>, String, serde_json::Value) {
         let params = json!({"suite": "k", "path": "harness"});
-        let input = |rel: &str| StageInput { rel: rel.into(), path: dir.join(rel), dir: true };
+        let input = |rel: &str| StageInput {
+            rel: rel.into(),
+            path: dir.join(rel),
+            dir: true,
+        };
         let mut log = Vec::new();
         let mut ctx = StageCtx {
             node: "golden/k",
@@ -133,7 +146,9 @@ mod tests {
             log: &mut log,
         };
         let r = GoldenKernels.run(&mut ctx);
-        let rep = std::fs::read(dir.join("k.json")).map(|b| serde_json::from_slice(&b).unwrap()).unwrap_or_default();
+        let rep = std::fs::read(dir.join("k.json"))
+            .map(|b| serde_json::from_slice(&b).unwrap())
+            .unwrap_or_default();
         (r, String::from_utf8_lossy(&log).into_owned(), rep)
     }
 
@@ -148,7 +163,11 @@ mod tests {
         assert!(log.contains("PASS: all 19 output files"), "{log}");
         assert_eq!(rep["passed"], true);
         assert_eq!(rep["files"], 19);
-        assert_eq!(rep["worst"], serde_json::Value::Null, "the CPU harness is exact");
+        assert_eq!(
+            rep["worst"],
+            serde_json::Value::Null,
+            "the CPU harness is exact"
+        );
         assert_eq!(rep["check"]["golden_dir"], "gold");
         let first = std::fs::read(dir.path().join("k.json")).unwrap();
 
@@ -168,13 +187,24 @@ mod tests {
         std::fs::remove_file(sky_kernels::format::file_path(&out, "rope_k_pos7")).unwrap();
         let (r, log, rep) = run(dir.path());
         let e = r.unwrap_err().to_string();
-        assert!(e.contains("2 of 19 output files failed") && e.contains("ssm_recur_y") && e.contains("rope_k_pos7"), "{e}");
+        assert!(
+            e.contains("2 of 19 output files failed")
+                && e.contains("ssm_recur_y")
+                && e.contains("rope_k_pos7"),
+            "{e}"
+        );
         assert_eq!(rep["passed"], false);
         assert_eq!(rep["failing"], json!(["rope_k_pos7", "ssm_recur_y"]));
         assert!(log.contains("FAIL: 2 of 19"), "{log}");
         let text = serde_json::to_string(&rep).unwrap();
-        assert!(!text.contains(&dir.path().display().to_string()), "no absolute paths: {text}");
-        assert!(text.contains("missing: out/rope_k_pos7.bin does not exist"), "{text}");
+        assert!(
+            !text.contains(&dir.path().display().to_string()),
+            "no absolute paths: {text}"
+        );
+        assert!(
+            text.contains("missing: out/rope_k_pos7.bin does not exist"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -49,13 +49,20 @@ impl StageKind for GoldenModel {
 
     fn run(&self, ctx: &mut StageCtx<'_>) -> anyhow::Result<()> {
         let node = ctx.node;
-        let params: Params = serde_json::from_value(ctx.params.clone())
-            .with_context(|| format!("node `{node}`: bad golden_model parameters {}", ctx.params))?;
+        let params: Params = serde_json::from_value(ctx.params.clone()).with_context(|| {
+            format!("node `{node}`: bad golden_model parameters {}", ctx.params)
+        })?;
         if !(params.tolerance.is_finite() && params.tolerance >= 0.0) {
-            bail!("node `{node}`: tolerance must be a number >= 0, got {}", params.tolerance);
+            bail!(
+                "node `{node}`: tolerance must be a number >= 0, got {}",
+                params.tolerance
+            );
         }
         if !COMPUTE_PATHS.contains(&params.path.as_str()) {
-            bail!("node `{node}`: unknown compute path `{}` (expected f32, q8 or q8-fast)", params.path);
+            bail!(
+                "node `{node}`: unknown compute path `{}` (expected f32, q8 or q8-fast)",
+                params.path
+            );
         }
         let suite = params.suite.clone().unwrap_or_else(|| suite_name(node));
         let [model, cases, expected] = ctx.inputs.as_slice() else {
@@ -65,7 +72,10 @@ impl StageKind for GoldenModel {
             );
         };
         let [out] = ctx.outputs.as_slice() else {
-            bail!("node `{node}`: expected one output (the report), got {}", ctx.outputs.len());
+            bail!(
+                "node `{node}`: expected one output (the report), got {}",
+                ctx.outputs.len()
+            );
         };
         let read = |rel: &str, path: &std::path::Path| {
             std::fs::read_to_string(path).with_context(|| format!("node `{node}`: reading `{rel}`"))
@@ -74,8 +84,12 @@ impl StageKind for GoldenModel {
             .with_context(|| format!("node `{node}`: `{}`", cases.rel))?;
         let want = sky_infer::golden::parse_expected(&read(&expected.rel, &expected.path)?)
             .with_context(|| format!("node `{node}`: `{}`", expected.rel))?;
-        let engine = load(&model.path, &params.path, ctx.log)
-            .with_context(|| format!("node `{node}`: loading `{}` on the {} path", model.rel, params.path))?;
+        let engine = load(&model.path, &params.path, ctx.log).with_context(|| {
+            format!(
+                "node `{node}`: loading `{}` on the {} path",
+                model.rel, params.path
+            )
+        })?;
         let r = sky_infer::golden::check_golden(&engine, &case_list, &want, params.tolerance);
         let report = json!({
             "suite": suite,
@@ -92,9 +106,11 @@ impl StageKind for GoldenModel {
         });
         let mut bytes = serde_json::to_vec_pretty(&report)?;
         bytes.push(b'\n');
-        write_atomic(out, &bytes, false).with_context(|| format!("node `{node}`: writing `{}`", out.display()))?;
+        write_atomic(out, &bytes, false)
+            .with_context(|| format!("node `{node}`: writing `{}`", out.display()))?;
         let row = golden_table::Row::from_report(&report);
-        ctx.log.extend_from_slice(golden_table::render(std::slice::from_ref(&row)).as_bytes());
+        ctx.log
+            .extend_from_slice(golden_table::render(std::slice::from_ref(&row)).as_bytes());
         for f in &r.failures {
             ctx.log.extend_from_slice(format!("{f}\n").as_bytes());
         }
@@ -111,7 +127,11 @@ pub(crate) fn suite_name(node: &str) -> String {
 }
 
 /// Load the model on a compute path; int8 notes go to the log.
-fn load(path: &std::path::Path, compute: &str, log: &mut Vec<u8>) -> anyhow::Result<sky_infer::engine::Engine> {
+fn load(
+    path: &std::path::Path,
+    compute: &str,
+    log: &mut Vec<u8>,
+) -> anyhow::Result<sky_infer::engine::Engine> {
     use sky_infer::int8::{open, ComputeOptions};
     use sky_quant::ActQuant;
     let act = match compute {
@@ -120,9 +140,18 @@ fn load(path: &std::path::Path, compute: &str, log: &mut Vec<u8>) -> anyhow::Res
         "q8-fast" => ActQuant::Q8,
         other => bail!("unknown compute path `{other}` (expected f32, q8 or q8-fast)"),
     };
-    let opts = ComputeOptions { act: Some(act), ..ComputeOptions::default() };
+    let opts = ComputeOptions {
+        act: Some(act),
+        ..ComputeOptions::default()
+    };
     let (engine, report) = open(path, &opts, None)?;
-    log.extend_from_slice(format!("compute: {} ({} int8 weights)\n", report.mode, report.weights).as_bytes());
+    log.extend_from_slice(
+        format!(
+            "compute: {} ({} int8 weights)\n",
+            report.mode, report.weights
+        )
+        .as_bytes(),
+    );
     for n in &report.notes {
         log.extend_from_slice(format!("note: {n}\n").as_bytes());
     }
@@ -142,14 +171,25 @@ mod tests {
     /// A temp dir with the first `n` s1-pico cases and their f64 records.
     fn suite_files(dir: &Path, n: usize) {
         let cases = std::fs::read_to_string(repo().join("fixtures/laya-ref/cases.jsonl")).unwrap();
-        let expected = std::fs::read_to_string(repo().join("fixtures/laya-ref/goldens/s1-pico.f64.jsonl")).unwrap();
-        let take = |s: &str| s.lines().take(n).map(|l| format!("{l}\n")).collect::<String>();
+        let expected =
+            std::fs::read_to_string(repo().join("fixtures/laya-ref/goldens/s1-pico.f64.jsonl"))
+                .unwrap();
+        let take = |s: &str| {
+            s.lines()
+                .take(n)
+                .map(|l| format!("{l}\n"))
+                .collect::<String>()
+        };
         std::fs::write(dir.join("cases.jsonl"), take(&cases)).unwrap();
         std::fs::write(dir.join("expected.jsonl"), take(&expected)).unwrap();
     }
 
     fn run(dir: &Path, params: serde_json::Value) -> (anyhow::Result<()>, String) {
-        let input = |rel: &str, path: PathBuf| StageInput { rel: rel.into(), dir: path.is_dir(), path };
+        let input = |rel: &str, path: PathBuf| StageInput {
+            rel: rel.into(),
+            dir: path.is_dir(),
+            path,
+        };
         let mut log = Vec::new();
         let mut ctx = StageCtx {
             node: "golden/pico",
@@ -197,9 +237,25 @@ mod tests {
         let rep = report(dir.path());
         assert_eq!(rep["passed"], false);
         let worst = rep["worst_case"].as_str().unwrap().to_string();
-        assert!(e.contains("golden `tight` failed") && e.contains(&worst), "{e}");
+        assert!(
+            e.contains("golden `tight` failed") && e.contains(&worst),
+            "{e}"
+        );
         assert!(!e.contains('\n'), "one line: {e}");
         assert!(log.contains("FAIL") && log.contains(&worst), "{log}");
+    }
+
+    #[test]
+    fn int8_path_runs_and_is_reported() {
+        let dir = tempfile::tempdir().unwrap();
+        suite_files(dir.path(), 2);
+        let (r, log) = run(dir.path(), json!({"tolerance": 1.0, "path": "q8"}));
+        r.unwrap();
+        assert!(log.contains("compute: q8 (at load int8 weights)"), "{log}");
+        let rep = report(dir.path());
+        assert_eq!(rep["path"], "q8");
+        // int8 moves the probabilities, unlike the f32 path (< 1e-4).
+        assert!(rep["max_abs_err"].as_f64().unwrap() > 1e-4, "{rep}");
     }
 
     #[test]
@@ -208,14 +264,22 @@ mod tests {
         suite_files(dir.path(), 2);
         // An expected record with other token ids: the case is a mismatch, whatever the tolerance.
         let text = std::fs::read_to_string(dir.path().join("expected.jsonl")).unwrap();
-        let mut first: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+        let mut first: serde_json::Value =
+            serde_json::from_str(text.lines().next().unwrap()).unwrap();
         first["input_ids"][1] = json!(7);
         let id = first["id"].as_str().unwrap().to_string();
         let rest: String = text.lines().skip(1).map(|l| format!("{l}\n")).collect();
-        std::fs::write(dir.path().join("expected.jsonl"), format!("{first}\n{rest}")).unwrap();
+        std::fs::write(
+            dir.path().join("expected.jsonl"),
+            format!("{first}\n{rest}"),
+        )
+        .unwrap();
         let (r, _) = run(dir.path(), json!({"tolerance": 1.0}));
         let e = r.unwrap_err().to_string();
-        assert!(e.contains("1 of 2 cases mismatched") && e.contains(&id), "{e}");
+        assert!(
+            e.contains("1 of 2 cases mismatched") && e.contains(&id),
+            "{e}"
+        );
         assert_eq!(report(dir.path())["mismatched_ids"], json!([id]));
 
         std::fs::write(dir.path().join("cases.jsonl"), "{not json\n").unwrap();

@@ -52,15 +52,19 @@ impl StageKind for KernelHarness {
             bail!("node `{node}`: the first input must be the golden directory");
         };
         let [out] = ctx.outputs.as_slice() else {
-            bail!("node `{node}`: expected one output directory, got {}", ctx.outputs.len());
+            bail!(
+                "node `{node}`: expected one output directory, got {}",
+                ctx.outputs.len()
+            );
         };
         let tmp_out = temp_dir_beside(out, ".out-")?;
         match ctx.params["harness"].as_str() {
             None => {
                 let files = sky_kernels::run_cpu(&gold.path, tmp_out.path())
                     .with_context(|| format!("node `{node}`: CPU harness over `{}`", gold.rel))?;
-                ctx.log
-                    .extend_from_slice(format!("cpu (in-process): wrote {} output files\n", files.len()).as_bytes());
+                ctx.log.extend_from_slice(
+                    format!("cpu (in-process): wrote {} output files\n", files.len()).as_bytes(),
+                );
             }
             Some(harness) => {
                 let tmp_in = temp_dir_beside(out, ".in-")?;
@@ -69,7 +73,8 @@ impl StageKind for KernelHarness {
                 run_shell(node, &script, ctx.workspace, ctx.log)?;
             }
         }
-        std::fs::rename(tmp_out.keep(), out).with_context(|| format!("node `{node}`: creating `{}`", out.display()))?;
+        std::fs::rename(tmp_out.keep(), out)
+            .with_context(|| format!("node `{node}`: creating `{}`", out.display()))?;
         Ok(())
     }
 }
@@ -82,7 +87,10 @@ fn stage_inputs(gold: &Path, gold_rel: &str, dir: &Path) -> anyhow::Result<Vec<P
         let src = sky_kernels::format::file_path(gold, spec.name);
         let dst = sky_kernels::format::file_path(dir, spec.name);
         std::fs::copy(&src, &dst).with_context(|| {
-            format!("golden input `{}.bin` missing or unreadable in `{gold_rel}`", spec.name)
+            format!(
+                "golden input `{}.bin` missing or unreadable in `{gold_rel}`",
+                spec.name
+            )
         })?;
         paths.push(dst);
     }
@@ -97,20 +105,37 @@ fn quote(s: &str) -> String {
 fn quote_path(p: &Path) -> anyhow::Result<String> {
     match p.to_str() {
         Some(s) => Ok(quote(s)),
-        None => bail!("path `{}` is not UTF-8; a harness command cannot name it", p.display()),
+        None => bail!(
+            "path `{}` is not UTF-8; a harness command cannot name it",
+            p.display()
+        ),
     }
 }
 
 /// Replace the placeholders of `harness`.
-fn substitute(harness: &str, inputs: &Path, outputs: &Path, input_paths: &[PathBuf]) -> anyhow::Result<String> {
+fn substitute(
+    harness: &str,
+    inputs: &Path,
+    outputs: &Path,
+    input_paths: &[PathBuf],
+) -> anyhow::Result<String> {
     fn names(it: impl Iterator<Item = &'static sky_kernels::FileSpec>) -> String {
-        it.map(|f| format!("{}.{}", f.name, sky_kernels::format::EXTENSION)).collect::<Vec<_>>().join(" ")
+        it.map(|f| format!("{}.{}", f.name, sky_kernels::format::EXTENSION))
+            .collect::<Vec<_>>()
+            .join(" ")
     }
     let exe = std::env::current_exe().context("locating the skyctl binary")?;
     let values = [
         ("inputs", quote_path(inputs)?),
         ("outputs", quote_path(outputs)?),
-        ("input_paths", input_paths.iter().map(|p| quote_path(p)).collect::<anyhow::Result<Vec<_>>>()?.join(" ")),
+        (
+            "input_paths",
+            input_paths
+                .iter()
+                .map(|p| quote_path(p))
+                .collect::<anyhow::Result<Vec<_>>>()?
+                .join(" "),
+        ),
         ("input_files", names(sky_kernels::input_files())),
         ("output_files", names(sky_kernels::output_files())),
         ("skyctl", quote_path(&exe)?),
@@ -120,9 +145,12 @@ fn substitute(harness: &str, inputs: &Path, outputs: &Path, input_paths: &[PathB
     while let Some(open) = rest.find('{') {
         out.push_str(&rest[..open]);
         let after = &rest[open + 1..];
-        let hit = after
-            .find('}')
-            .and_then(|close| values.iter().find(|(k, _)| *k == &after[..close]).map(|(_, v)| (close, v)));
+        let hit = after.find('}').and_then(|close| {
+            values
+                .iter()
+                .find(|(k, _)| *k == &after[..close])
+                .map(|(_, v)| (close, v))
+        });
         match hit {
             Some((close, v)) => {
                 out.push_str(v);
@@ -141,7 +169,11 @@ fn substitute(harness: &str, inputs: &Path, outputs: &Path, input_paths: &[PathB
 /// `sh -c script` in `cwd` with a clean environment; both streams into `log`.
 fn run_shell(node: &str, script: &str, cwd: &Path, log: &mut Vec<u8>) -> anyhow::Result<()> {
     let mut cmd = std::process::Command::new("sh");
-    cmd.arg("-c").arg(script).current_dir(cwd).env_clear().stdin(Stdio::null());
+    cmd.arg("-c")
+        .arg(script)
+        .current_dir(cwd)
+        .env_clear()
+        .stdin(Stdio::null());
     for var in ["PATH", "HOME"] {
         if let Some(v) = std::env::var_os(var) {
             cmd.env(var, v);
@@ -150,16 +182,23 @@ fn run_shell(node: &str, script: &str, cwd: &Path, log: &mut Vec<u8>) -> anyhow:
     // One file for both streams keeps their interleaving.
     let mut file = tempfile::tempfile().context("creating a log file")?;
     cmd.stdout(file.try_clone()?).stderr(file.try_clone()?);
-    let status = cmd
-        .status()
-        .with_context(|| format!("node `{node}`: cannot run the harness with `sh` in `{}`", cwd.display()))?;
+    let status = cmd.status().with_context(|| {
+        format!(
+            "node `{node}`: cannot run the harness with `sh` in `{}`",
+            cwd.display()
+        )
+    })?;
     use std::io::{Read, Seek};
     file.seek(std::io::SeekFrom::Start(0))?;
     let start = log.len();
     file.read_to_end(log)?;
     if !status.success() {
         let text = String::from_utf8_lossy(&log[start..]);
-        let last = text.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("");
+        let last = text
+            .lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("");
         let how = match status.code() {
             Some(c) => format!("exited with status {c}"),
             None => format!("was killed by a signal ({status})"),
@@ -200,7 +239,11 @@ mod tests {
                 node: "golden/k/run",
                 params: &params,
                 workspace: self.dir.path(),
-                inputs: vec![StageInput { rel: "gold".into(), path: self.gold.clone(), dir: true }],
+                inputs: vec![StageInput {
+                    rel: "gold".into(),
+                    path: self.gold.clone(),
+                    dir: true,
+                }],
                 outputs: vec![out.clone()],
                 log: &mut log,
             };
@@ -214,7 +257,10 @@ mod tests {
         let f = fixture();
         let (r, log, out) = f.run(None);
         r.unwrap();
-        assert!(log.contains("cpu (in-process): wrote 19 output files"), "{log}");
+        assert!(
+            log.contains("cpu (in-process): wrote 19 output files"),
+            "{log}"
+        );
         assert!(sky_kernels::check(&f.gold, &out).unwrap().passed);
     }
 
@@ -234,24 +280,40 @@ mod tests {
         assert!(log.contains("22"), "21 names + `staged`: {log}");
         assert!(sky_kernels::check(&f.gold, &out).unwrap().passed);
         // Temp dirs are gone; only the output remains.
-        let left: Vec<_> = std::fs::read_dir(f.dir.path().join("build")).unwrap().map(|e| e.unwrap().file_name()).collect();
+        let left: Vec<_> = std::fs::read_dir(f.dir.path().join("build"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
         assert_eq!(left, vec![std::ffi::OsString::from("out")]);
     }
 
     #[test]
     fn failing_harness_fails_the_node_and_leaves_no_output() {
         let f = fixture();
-        let (r, log, out) = f.run(Some("echo half done > {outputs}/x.bin; echo 'no GPU here' >&2; exit 3"));
+        let (r, log, out) = f.run(Some(
+            "echo half done > {outputs}/x.bin; echo 'no GPU here' >&2; exit 3",
+        ));
         let e = r.unwrap_err().to_string();
         assert_eq!(e, "harness exited with status 3: no GPU here");
         assert!(log.contains("no GPU here"));
         assert!(!out.exists());
-        assert_eq!(std::fs::read_dir(f.dir.path().join("build")).unwrap().count(), 0);
+        assert_eq!(
+            std::fs::read_dir(f.dir.path().join("build"))
+                .unwrap()
+                .count(),
+            0
+        );
     }
 
     #[test]
     fn substitution_quotes_and_leaves_unknown_braces() {
-        let s = substitute("a {inputs} {nope} ${X} {outputs", Path::new("/t/in it's"), Path::new("/o"), &[]).unwrap();
+        let s = substitute(
+            "a {inputs} {nope} ${X} {outputs",
+            Path::new("/t/in it's"),
+            Path::new("/o"),
+            &[],
+        )
+        .unwrap();
         assert_eq!(s, r"a '/t/in it'\''s' {nope} ${X} {outputs");
     }
 }

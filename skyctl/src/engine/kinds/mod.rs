@@ -38,6 +38,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 pub mod command;
+pub mod calibrate;
+pub mod quantize;
+pub mod bench;
+pub mod manifest;
 pub mod convert;
 pub mod golden_gen;
 pub mod golden_kernels;
@@ -100,6 +104,10 @@ impl Registry {
     pub fn builtin() -> Registry {
         let mut r = Registry::default();
         r.add(command::Command);
+        r.add(calibrate::Calibrate);
+        r.add(quantize::Quantize);
+        r.add(bench::Bench);
+        r.add(manifest::Manifest);
         r.add(convert::Convert);
         r.add(golden_model::GoldenModel);
         r.add(golden_gen::GoldenGen);

@@ -1,0 +1,110 @@
+//! `bench`: per-question latency of a model's variants, per compute mode (exclusive: runs
+//! alone; volatile: re-run by `--rerun bench`).
+//!
+//! Params: the model's `bench = {modes, questions, iters, rounds}`. Modes: `f32` (the F16
+//! file, else the F32 one, computed in f32), `q8` (alias `int8`: that file quantized at load,
+//! Q8x2 activations), `q8-fast` (Q8 activations), `q8_0` (the Q8_0 file on its default int8
+//! path); an empty list means all four. Inputs: the model's variant files
+//! (`<name>.<variant>.gguf`). Output: `bench.json`, `{"model", "modes": {mode: result or
+//! null}}`, a mode being null when its file is not built.
+
+use anyhow::{bail, Context};
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+use std::io::Write as _;
+
+use super::{StageCtx, StageInput, StageKind};
+use crate::commands::bench::{bench_engine, BenchConfig, ComputePath};
+use crate::engine::fsutil::write_atomic;
+
+/// Every mode, in output order.
+pub const MODES: [&str; 4] = ["f32", "q8", "q8-fast", "q8_0"];
+
+/// The `bench` kind.
+pub struct Bench;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Params {
+    #[serde(default)]
+    modes: Vec<String>,
+    questions: u32,
+    iters: u32,
+    rounds: u32,
+}
+
+fn variant_of(input: &StageInput) -> Option<&str> {
+    let stem = input.rel.strip_suffix(".gguf")?;
+    stem.rsplit_once('.').map(|(_, v)| v)
+}
+
+impl StageKind for Bench {
+    fn name(&self) -> &'static str {
+        "bench"
+    }
+
+    fn version(&self) -> u32 {
+        1
+    }
+
+    fn exclusive(&self) -> bool {
+        true
+    }
+
+    fn volatile(&self) -> bool {
+        true
+    }
+
+    fn run(&self, ctx: &mut StageCtx<'_>) -> anyhow::Result<()> {
+        let node = ctx.node;
+        let p: Params = serde_json::from_value(ctx.params.clone()).with_context(|| format!("node `{node}`: bad bench params {}", ctx.params))?;
+        let mut modes: Vec<&str> = Vec::new();
+        for m in &p.modes {
+            let m = match m.as_str() {
+                "int8" => "q8",
+                other => other,
+            };
+            match MODES.iter().find(|&&k| k == m) {
+                Some(k) if !modes.contains(k) => modes.push(k),
+                Some(_) => {}
+                None => bail!("node `{node}`: unknown bench mode `{m}` (expected one of f32, q8, q8-fast, q8_0; int8 = q8)"),
+            }
+        }
+        if modes.is_empty() {
+            modes = MODES.to_vec();
+        }
+        let Some(out) = ctx.outputs.first() else { bail!("node `{node}`: expects one output") };
+        let file = |v: &str| ctx.inputs.iter().find(|i| variant_of(i) == Some(v));
+        let float = file("f16").or_else(|| file("f32"));
+        let model = node.split('/').next().unwrap_or(node).to_string();
+        let cfg = BenchConfig { questions: p.questions, iters: p.iters, rounds: p.rounds };
+        let mut results = Map::new();
+        for mode in MODES {
+            if !modes.contains(&mode) {
+                continue;
+            }
+            let (input, path) = match mode {
+                "f32" => (float, ComputePath::default()),
+                "q8" => (float, ComputePath { q8: true, ..Default::default() }),
+                "q8-fast" => (float, ComputePath { q8_fast: true, ..Default::default() }),
+                _ => (file("q8_0"), ComputePath::default()),
+            };
+            let Some(input) = input else {
+                writeln!(ctx.log, "{mode}: no file to measure (null)")?;
+                results.insert(mode.into(), Value::Null);
+                continue;
+            };
+            let (engine, report) = path.open(&input.path)?;
+            let r = bench_engine(&engine, &report, cfg).with_context(|| format!("node `{node}`: {mode} on {}", input.rel))?;
+            writeln!(ctx.log, "{mode} ({}): {:.1} us/question, rounds {:?}", input.rel, r.us_per_question, r.round_medians_us)?;
+            let mut v = serde_json::to_value(&r)?;
+            if let Some(o) = v.as_object_mut() {
+                o.insert("file".into(), json!(input.rel));
+            }
+            results.insert(mode.into(), v);
+        }
+        let doc = json!({"model": model, "modes": results});
+        write_atomic(out, format!("{}\n", serde_json::to_string_pretty(&doc)?).as_bytes(), false).with_context(|| format!("writing {}", out.display()))?;
+        Ok(())
+    }
+}

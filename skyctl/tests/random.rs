@@ -194,3 +194,35 @@ fn bad_preset_and_unwritable_dir() {
         text(&o)
     );
 }
+
+/// The random weights are informative: through the engine (`skyctl ask`), option scores on
+/// the reference cases spread by a few logits (median), not ~0 as for a uniform model.
+#[test]
+fn random_models_spread_option_scores_by_a_few_logits() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("p");
+    assert!(skyctl(&[&"random", &"s1-pico", &dir]).status.success());
+    let cases = root().join("fixtures/laya-ref/cases.jsonl");
+    let o = skyctl(&[&"ask", &dir, &"--requests", &cases, &"--json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let mut spreads: Vec<f64> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            let s: Vec<f64> = v["scores"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x.as_f64().unwrap())
+                .collect();
+            s.iter().cloned().fold(f64::MIN, f64::max) - s.iter().cloned().fold(f64::MAX, f64::min)
+        })
+        .collect();
+    assert_eq!(spreads.len(), 41);
+    spreads.sort_by(f64::total_cmp);
+    let median = spreads[spreads.len() / 2];
+    assert!(
+        (1.0..8.0).contains(&median),
+        "median option-score spread {median}"
+    );
+}

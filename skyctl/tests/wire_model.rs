@@ -122,15 +122,14 @@ fn row<'a>(stdout: &'a str, suite: &str) -> &'a str {
 #[test]
 fn build_then_verify_passes_and_a_second_build_does_nothing() {
     let ws = Ws::new(5, MODEL);
-    // The model's nodes (convert and its golden suite); the release `manifest` node is
-    // another kind's business.
-    let (code, executed, out) = ws.build(&["pico"]);
+    let (code, executed, out) = ws.build(&[]);
     assert_eq!(code, 0, "{out}");
-    assert_eq!(
-        executed,
-        vec!["golden/pico-f16", "pico/convert.f16"],
-        "{out}"
-    );
+    for node in ["golden/pico-f16", "pico/convert.f16"] {
+        assert!(
+            executed.iter().any(|n| n == node),
+            "{node} not in {executed:?}: {out}"
+        );
+    }
     let bytes = std::fs::read(ws.p("build/pico/pico.f16.gguf")).unwrap();
     let gguf = sky_gguf::GgufFile::parse(&bytes).unwrap();
     assert_eq!(
@@ -151,7 +150,7 @@ fn build_then_verify_passes_and_a_second_build_does_nothing() {
     assert!(err > 0.0 && err <= 1e-3, "{err}");
     assert!(r.contains(&format!("{err:.3e}")), "{r}");
 
-    let (code, executed, out) = ws.build(&["pico"]);
+    let (code, executed, out) = ws.build(&[]);
     assert_eq!((code, executed.len()), (0, 0), "{executed:?} {out}");
 
     // --json: one report line per suite.

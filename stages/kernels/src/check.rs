@@ -3,8 +3,8 @@
 //! Rules (the seed's tolerances, made precise):
 //! - f32 outputs: per element `rel = |c − g| / max(|g|, floor)`, where
 //!   `floor = FLOOR_FRACTION · max_i |g_i|` over the whole file (and at least the smallest
-//!   normal f32). The file passes when every `rel ≤ rtol` ([`crate::suite::RTOL_KERNEL`] =
-//!   1e-3 for the Kepler fp32 kernels, [`crate::suite::RTOL_ROUTING`] = 1e-4 for the MoE
+//!   normal f32). The file passes when every `rel ≤ rtol` ([`crate::table::RTOL_KERNEL`] =
+//!   1e-3 for the Kepler fp32 kernels, [`crate::table::RTOL_ROUTING`] = 1e-4 for the MoE
 //!   weights and gate). The floor turns the test into an absolute one near zero: an element
 //!   whose golden is below 1 % of the file's largest magnitude may be off by
 //!   `rtol · floor`, which keeps legitimate fp32 cancellation (a dot product summing to
@@ -25,7 +25,7 @@ use serde::ser::SerializeMap;
 
 use crate::error::{Error, Result};
 use crate::format::{self, Dtype, GoldenFile, Payload};
-use crate::suite::{self, FileSpec, Kernel, Tolerance};
+use crate::table::{self, FileSpec, Kernel, Tolerance};
 
 /// Fraction of a file's largest golden magnitude below which relative error is measured
 /// against that floor instead of the element's own magnitude.
@@ -157,7 +157,7 @@ pub fn check(golden_dir: &Path, candidate_dir: &Path) -> Result<CheckReport> {
         return Err(Error::io(candidate_dir, e));
     }
     let mut files = Vec::new();
-    for spec in suite::output_files() {
+    for spec in table::output_files() {
         let golden = read_golden(golden_dir, spec)?;
         files.push(check_file(spec, &golden, candidate_dir));
     }
@@ -178,7 +178,7 @@ pub fn check(golden_dir: &Path, candidate_dir: &Path) -> Result<CheckReport> {
 fn read_golden(dir: &Path, spec: &FileSpec) -> Result<GoldenFile> {
     let file = GoldenFile::read(dir, spec.name)?;
     let label = format::file_path(dir, spec.name).display().to_string();
-    suite::check_shape(spec, &file, &label)?;
+    table::check_shape(spec, &file, &label)?;
     if let Payload::F32(v) = &file.payload {
         if let Some((index, &value)) = v.iter().enumerate().find(|(_, x)| !x.is_finite()) {
             return Err(Error::NonFiniteGolden {
@@ -201,7 +201,7 @@ fn read_candidate(
         return Err(format!("missing: {} does not exist", path.display()));
     }
     let file = GoldenFile::read(dir, spec.name).map_err(|e| e.to_string())?;
-    suite::check_shape(spec, &file, &path.display().to_string()).map_err(|e| e.to_string())?;
+    table::check_shape(spec, &file, &path.display().to_string()).map_err(|e| e.to_string())?;
     if file.seed != golden.seed {
         return Err(format!(
             "{}: seed is 0x{:08X}, the goldens were generated with 0x{:08X}",

@@ -4,9 +4,9 @@
 //! Specification: the golden README (seed `002_47a935cf701aeeb0`) says what the files are;
 //! `spec/kernel-goldens.md` says how every value is computed. Main items:
 //!
-//! - [`format`]: [`GoldenFile`] reader (strict) and writer (deterministic, atomic).
-//! - [`rng`]: the xorshift32 stream; [`suite`]: the table of files ([`FILES`]), the draw plan
-//!   ([`Inputs::draw`]), the reference outputs ([`Outputs::compute`]), [`generate`] and the
+//! - [`format`](mod@format): [`GoldenFile`] reader (strict) and writer (deterministic, atomic).
+//! - [`rng`]: the xorshift32 stream; [`table`]: the table of files ([`FILES`]); [`suite`]:
+//!   the draw plan ([`Inputs::draw`]), the reference outputs ([`Outputs::compute`]), [`generate`] and the
 //!   CPU harness [`run_cpu`].
 //! - the kernels: [`q3k`] (Q3_K dequant + mat-vec), [`rope`] (partial NEOX RoPE), [`norm`]
 //!   (QK RMSNorm, gated RMSNorm), [`moe`] (routing + shared gate), [`ssm`] (delta-rule
@@ -40,6 +40,7 @@ pub mod rng;
 pub mod rope;
 pub mod ssm;
 pub mod suite;
+pub mod table;
 
 #[cfg(test)]
 mod broken;
@@ -51,7 +52,5 @@ pub const GENERATOR_VERSION: u32 = 1;
 pub use check::{check, CheckReport, FileReport, Status, FLOOR_FRACTION};
 pub use error::{Error, Result};
 pub use format::{Dtype, GoldenFile, Payload, SEED};
-pub use suite::{
-    file_spec, generate, golden_set, input_files, output_files, run_cpu, set_digest, FileSpec,
-    GeneratedFile, Inputs, Kernel, Outputs, Role, Tolerance, FILES,
-};
+pub use suite::{generate, golden_set, run_cpu, set_digest, GeneratedFile, Inputs, Outputs};
+pub use table::{file_spec, input_files, output_files, FileSpec, Kernel, Role, Tolerance, FILES};

@@ -10,7 +10,11 @@ fn root() -> PathBuf {
 }
 
 fn ask(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_skyctl")).arg("ask").args(args).output().expect("run skyctl")
+    Command::new(env!("CARGO_BIN_EXE_skyctl"))
+        .arg("ask")
+        .args(args)
+        .output()
+        .expect("run skyctl")
 }
 
 fn pico() -> String {
@@ -27,22 +31,43 @@ fn write(dir: &Path, name: &str, bytes: &[u8]) -> String {
 #[test]
 fn requests_lines_match_the_goldens() {
     let dir = tempfile::tempdir().unwrap();
-    let cases: Vec<&str> = include_str!("../../golden/laya/cases.jsonl").lines().take(12).collect();
+    let cases: Vec<&str> = include_str!("../../golden/laya/cases.jsonl")
+        .lines()
+        .take(12)
+        .collect();
     let file = write(dir.path(), "cases.jsonl", cases.join("\n").as_bytes());
     let out = ask(&[&pico(), "--requests", &file, "--json"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let expected: Vec<Value> = include_str!("../../golden/laya/s1-pico.expected.jsonl").lines().map(|l| serde_json::from_str(l).unwrap()).collect();
-    let lines: Vec<Value> = String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let expected: Vec<Value> = include_str!("../../golden/laya/s1-pico.expected.jsonl")
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let lines: Vec<Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     assert_eq!(lines.len(), 12);
     for (got, want) in lines.iter().zip(&expected) {
         assert_eq!(got["id"], want["id"]);
         assert_eq!(got["ids"], want["input_ids"], "{}", got["id"]);
         assert_eq!(got["markers"], want["markers"]);
         assert_eq!(got["temperature"].as_f64(), want["temperature"].as_f64());
-        for (p, q) in got["probabilities"].as_array().unwrap().iter().zip(want["probabilities"].as_array().unwrap()) {
+        for (p, q) in got["probabilities"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .zip(want["probabilities"].as_array().unwrap())
+        {
             assert!((p.as_f64().unwrap() - q.as_f64().unwrap()).abs() < 1e-3);
         }
-        assert!(got["scores"].as_array().unwrap().len() == got["markers"].as_array().unwrap().len());
+        assert!(
+            got["scores"].as_array().unwrap().len() == got["markers"].as_array().unwrap().len()
+        );
     }
 }
 
@@ -61,20 +86,36 @@ fn request_prints_the_response_shape() {
     });
     let file = write(dir.path(), "req.json", req.to_string().as_bytes());
     let out = ask(&[&pico(), "--request", &file, "--json"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let resp: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(resp["model"], "s1-pico");
     let answers = resp["answers"].as_object().unwrap();
-    assert_eq!(answers.keys().collect::<Vec<_>>(), ["route", "urgency", "angry"]);
+    assert_eq!(
+        answers.keys().collect::<Vec<_>>(),
+        ["route", "urgency", "angry"]
+    );
     let route = &answers["route"];
     let probs = route["probabilities"].as_object().unwrap();
-    assert_eq!(probs.keys().collect::<Vec<_>>(), ["billing", "shipping", "technical"]);
+    assert_eq!(
+        probs.keys().collect::<Vec<_>>(),
+        ["billing", "shipping", "technical"]
+    );
     let sum: f64 = probs.values().map(|v| v.as_f64().unwrap()).sum();
     assert!((sum - 1.0).abs() < 1e-5);
     // c3_route and s4_urgency of the goldens are these very questions.
-    let gold: Vec<Value> = include_str!("../../golden/laya/s1-pico.expected.jsonl").lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let gold: Vec<Value> = include_str!("../../golden/laya/s1-pico.expected.jsonl")
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     let c3 = gold.iter().find(|g| g["id"] == "c3_route").unwrap();
-    assert!((probs["billing"].as_f64().unwrap() - c3["probabilities"][0].as_f64().unwrap()).abs() < 1e-3);
+    assert!(
+        (probs["billing"].as_f64().unwrap() - c3["probabilities"][0].as_f64().unwrap()).abs()
+            < 1e-3
+    );
     assert_eq!(answers["urgency"]["type"], "score");
     assert!(answers["angry"]["noul"].as_f64().unwrap() > 0.0);
     assert!(resp["usage"]["input_tokens"].as_u64().unwrap() > 100);
@@ -84,8 +125,14 @@ fn error_of(req: &[u8]) -> Value {
     let dir = tempfile::tempdir().unwrap();
     let file = write(dir.path(), "req.json", req);
     let out = ask(&[&pico(), "--request", &file, "--json"]);
-    assert_eq!(out.status.code(), Some(2), "stdout {}", String::from_utf8_lossy(&out.stdout));
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "stdout {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
     assert_eq!(v["error"]["code"], 400);
     assert_eq!(v["error"]["type"], "invalid_request_error");
     v
@@ -94,13 +141,19 @@ fn error_of(req: &[u8]) -> Value {
 #[test]
 fn bad_requests_get_the_error_shape() {
     let msg = |v: Value| v["error"]["message"].as_str().unwrap().to_string();
-    let m = msg(error_of(br#"{"questions": {"a": {"type": "noul", "instructions": "x"}}}"#));
+    let m = msg(error_of(
+        br#"{"questions": {"a": {"type": "noul", "instructions": "x"}}}"#,
+    ));
     assert!(m.contains("state"), "{m}");
-    let m = msg(error_of(br#"{"state": "s", "questions": {"a": {"type": "maybe", "instructions": "x"}}}"#));
+    let m = msg(error_of(
+        br#"{"state": "s", "questions": {"a": {"type": "maybe", "instructions": "x"}}}"#,
+    ));
     assert!(m.contains("questions.a.type") && m.contains("maybe"), "{m}");
     let m = msg(error_of(br#"{"state": "s", "questions": {"a": {"type": "choice", "instructions": "x", "criteria": {}}}}"#));
     assert!(m.contains("questions.a.criteria"), "{m}");
-    let m = msg(error_of(br#"{"state": "s", "questions": {"a": {"type": "choice", "criteria": ["x", "y"]}}}"#));
+    let m = msg(error_of(
+        br#"{"state": "s", "questions": {"a": {"type": "choice", "criteria": ["x", "y"]}}}"#,
+    ));
     assert!(m.contains("instructions"), "{m}");
     let many: Vec<String> = (0..40).map(|i| format!("option {i}")).collect();
     let req = json!({"state": "s", "questions": {"a": {"type": "choice", "instructions": "x", "criteria": many}}});
@@ -121,7 +174,11 @@ fn a_one_megabyte_state_is_truncated_not_refused() {
     let case = json!({"id": "big", "type": "noul", "instructions": "Is the customer angry?", "criteria": null, "state": state});
     let file = write(dir.path(), "big.jsonl", case.to_string().as_bytes());
     let out = ask(&[&pico(), "--requests", &file, "--json"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let line: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(line["ids"].as_array().unwrap().len(), 512);
 }
@@ -134,11 +191,18 @@ fn non_decision_gguf_is_refused() {
     w.add_kv("general.architecture", "llama");
     let plain = dir.path().join("plain.gguf");
     w.write_file(&plain).unwrap();
-    let req = write(dir.path(), "r.json", br#"{"state": "s", "questions": {"a": {"type": "noul", "instructions": "x"}}}"#);
+    let req = write(
+        dir.path(),
+        "r.json",
+        br#"{"state": "s", "questions": {"a": {"type": "noul", "instructions": "x"}}}"#,
+    );
     let out = ask(&[plain.to_str().unwrap(), "--request", &req]);
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("not a Laya decision model") && err.contains("llama.decision.type"), "{err}");
+    assert!(
+        err.contains("not a Laya decision model") && err.contains("llama.decision.type"),
+        "{err}"
+    );
 
     let mut w = sky_gguf::GgufWriter::new();
     w.add_kv("general.architecture", "modern-bert");

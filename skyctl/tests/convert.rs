@@ -147,6 +147,12 @@ fn s1_pico_has_the_seed_numbers_and_is_byte_deterministic() {
         &["--name", "skycmd-s1-pico"],
     );
     let (ba, bb) = (std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&a).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o644, "the output is readable like any other file");
+    }
     assert!(ba == bb, "two conversions differ");
     // the f32 copy of the checkpoint holds the same values: the same file
     let c = dir.path().join("c.gguf");
@@ -249,7 +255,7 @@ fn write_st(path: &Path, tensors: &St) {
         data.extend_from_slice(bytes);
     }
     let mut h = serde_json::to_vec(&Value::Object(header)).unwrap();
-    while h.len() % 8 != 0 {
+    while !h.len().is_multiple_of(8) {
         h.push(b' ');
     }
     let mut out = (h.len() as u64).to_le_bytes().to_vec();

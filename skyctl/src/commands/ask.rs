@@ -38,7 +38,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut out = std::io::stdout().lock();
     if let Some(path) = &args.request {
         let what = path.display().to_string();
-        let result = parse_json_bytes(&read(path)?, &what).and_then(|req| engine.systemone(&mut ws, &req));
+        let result =
+            parse_json_bytes(&read(path)?, &what).and_then(|req| engine.systemone(&mut ws, &req));
         match result {
             Ok(resp) if args.json => writeln!(out, "{resp}")?,
             Ok(resp) => writeln!(out, "{}", serde_json::to_string_pretty(&resp)?)?,
@@ -50,7 +51,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     }
-    let Some(path) = &args.requests else { anyhow::bail!("give --request or --requests") };
+    let Some(path) = &args.requests else {
+        anyhow::bail!("give --request or --requests")
+    };
     let bytes = read(path)?;
     let mut failed = 0usize;
     for (i, line) in bytes.split(|&b| b == b'\n').enumerate() {
@@ -60,7 +63,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         let what = format!("{}:{}", path.display(), i + 1);
         match parse_json_bytes(line, &what).and_then(|case| engine.run_case(&mut ws, &case)) {
             Ok((id, r)) if args.json => writeln!(out, "{}", r.line(&id))?,
-            Ok((id, r)) => writeln!(out, "{id}\t{}\t{}", r.answer, serde_json::to_string(&r.probabilities)?)?,
+            Ok((id, r)) => writeln!(
+                out,
+                "{id}\t{}\t{}",
+                r.answer,
+                serde_json::to_string(&r.probabilities)?
+            )?,
             Err(e) => {
                 failed += 1;
                 if args.json {

@@ -494,6 +494,7 @@ impl Builder<'_> {
         // Every output: unique, not nested in another, not in the release tree or the store,
         // not reached through a symlink that leads out of the workspace.
         let mut owners: BTreeMap<String, (NodeIdx, usize)> = BTreeMap::new();
+        let root_real = root.canonicalize().ok();
         let store = clean_rel(&m.project.store_dir).unwrap_or_default();
         for (ni, n) in self.nodes.iter().enumerate() {
             for (oi, o) in n.outputs.iter().enumerate() {
@@ -509,14 +510,14 @@ impl Builder<'_> {
                         format!("node `{}`: output `{}` is inside the store", n.id, o.path),
                     ));
                 }
-                check_no_symlink_escape(root, &o.path).map_err(|e| {
+                check_no_symlink_escape(root, root_real.as_deref(), &o.path).map_err(|e| {
                     m.error_at(
                         at.clone(),
                         format!("node `{}`: output `{}`: {e}", n.id, o.path),
                     )
                 })?;
-                for (other, &(on, _)) in owners.range::<str, _>(..) {
-                    if other == &o.path || under(other, &o.path) || under(&o.path, other) {
+                if let Some((other, &(on, _))) = overlapping(&owners, &o.path) {
+                    {
                         let what = if other == &o.path {
                             "also written by"
                         } else {
@@ -592,10 +593,7 @@ impl Builder<'_> {
                     continue;
                 }
                 // A path that is (or lies inside) a declared output is a dependency on its node.
-                let owner = owners
-                    .iter()
-                    .find(|(o, _)| **o == path || under(&path, o))
-                    .map(|(_, &v)| v);
+                let owner = owner_of(&owners, &path);
                 match owner {
                     Some((on, oi)) => inputs.push(Input::Output {
                         node: on,
@@ -742,6 +740,29 @@ fn topo_order(
     }
 }
 
+/// The declared output equal to `path` or one of its ancestors (O(depth) lookups).
+fn owner_of(owners: &BTreeMap<String, (NodeIdx, usize)>, path: &str) -> Option<(NodeIdx, usize)> {
+    if let Some(&v) = owners.get(path) {
+        return Some(v);
+    }
+    path.match_indices('/').find_map(|(i, _)| owners.get(&path[..i]).copied())
+}
+
+/// A declared output that equals `path`, contains it, or lies inside it.
+fn overlapping<'o>(
+    owners: &'o BTreeMap<String, (NodeIdx, usize)>,
+    path: &str,
+) -> Option<(&'o String, &'o (NodeIdx, usize))> {
+    if let Some(hit) = owners.get_key_value(path) {
+        return Some(hit);
+    }
+    if let Some(hit) = path.match_indices('/').find_map(|(i, _)| owners.get_key_value(&path[..i])) {
+        return Some(hit);
+    }
+    // Descendants sort between "path/" and "path0" ('0' follows '/').
+    owners.range(format!("{path}/")..format!("{path}0")).next()
+}
+
 /// Whether `path` lies strictly inside directory `dir` (both workspace-relative).
 pub fn under(path: &str, dir: &str) -> bool {
     if dir.is_empty() {
@@ -774,8 +795,12 @@ pub fn clean_rel(raw: &str) -> std::result::Result<String, String> {
 }
 
 /// Fails when an existing prefix of `rel` under `root` is a symlink resolving outside `root`.
-fn check_no_symlink_escape(root: &Path, rel: &str) -> std::result::Result<(), String> {
-    let Ok(root_real) = root.canonicalize() else {
+fn check_no_symlink_escape(
+    root: &Path,
+    root_real: Option<&Path>,
+    rel: &str,
+) -> std::result::Result<(), String> {
+    let Some(root_real) = root_real else {
         return Ok(());
     };
     let mut p = root.to_path_buf();

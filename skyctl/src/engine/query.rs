@@ -72,7 +72,16 @@ pub fn scan(
             views[n] = Some(view);
             continue;
         }
-        match scanner.material(n, &known)? {
+        let material = match scanner.material(n, &known) {
+            // A missing source makes the node stale, not the whole query an error.
+            Err(EngineError::MissingInput { path, .. }) => {
+                view.stale = Some(DirtyReason::InputRemoved { path });
+                views[n] = Some(view);
+                continue;
+            }
+            other => other?,
+        };
+        match material {
             Err(up) => {
                 view.stale = Some(DirtyReason::UpstreamChanged {
                     node: graph.nodes[up].id.clone(),

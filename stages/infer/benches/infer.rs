@@ -32,11 +32,24 @@ fn pct(v: &mut [f64], p: f64) -> f64 {
 /// GFLOP/s of the matrix product on encoder-like shapes.
 fn gemm_rate(isa: Isa) {
     use sky_infer::kernels::{gemm, Gemm};
-    for &(m, n, k) in &[(107usize, 512usize, 128usize), (107, 768, 256), (512, 1024, 256), (107, 128, 256)] {
+    for &(m, n, k) in &[
+        (107usize, 512usize, 128usize),
+        (107, 768, 256),
+        (512, 1024, 256),
+        (107, 128, 256),
+    ] {
         let a = vec![0.5f32; m * k];
         let b = vec![0.25f32; k * n];
         let mut c = vec![0f32; m * n];
-        let g = Gemm { m, n, k, lda: k, ldb: n, ldc: n, accumulate: false };
+        let g = Gemm {
+            m,
+            n,
+            k,
+            lda: k,
+            ldb: n,
+            ldc: n,
+            accumulate: false,
+        };
         let reps = 200;
         let t0 = Instant::now();
         for _ in 0..reps {
@@ -44,7 +57,11 @@ fn gemm_rate(isa: Isa) {
             std::hint::black_box(&c);
         }
         let s = t0.elapsed().as_secs_f64() / reps as f64;
-        println!("gemm {m}x{n}x{k}: {:.1} µs, {:.1} GFLOP/s", s * 1e6, 2.0 * (m * n * k) as f64 / s / 1e9);
+        println!(
+            "gemm {m}x{n}x{k}: {:.1} µs, {:.1} GFLOP/s",
+            s * 1e6,
+            2.0 * (m * n * k) as f64 / s / 1e9
+        );
     }
 }
 
@@ -70,31 +87,43 @@ fn main() {
     if models.is_empty() {
         models = vec!["s1-pico".into(), "s1-nano".into(), "s1-micro".into()];
     }
-    let cases: Vec<serde_json::Value> = std::fs::read_to_string(root.join("golden/laya/cases.jsonl"))
-        .expect("golden/laya/cases.jsonl")
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("case JSON"))
-        .collect();
+    let cases: Vec<serde_json::Value> =
+        std::fs::read_to_string(root.join("golden/laya/cases.jsonl"))
+            .expect("golden/laya/cases.jsonl")
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("case JSON"))
+            .collect();
     let tmp = tempfile::tempdir().expect("tempdir");
-    println!("isa {isa:?}, {iters} questions per model (the 41 golden cases round-robin), one thread");
+    println!(
+        "isa {isa:?}, {iters} questions per model (the 41 golden cases round-robin), one thread"
+    );
     println!("| model | file | median µs/question | p10 | p90 | forward median µs | CPU µs/question (mean) | median tokens |");
     println!("|---|---|---|---|---|---|---|---|");
     for m in models {
         let dir = root.join("models").join(&m);
         let ckpt = sky_laya::LayaCheckpoint::open(&dir).expect("checkpoint");
         let opts = sky_laya::ConvertOptions {
-            policy: sky_laya::TypePolicy { ftype: GgmlType::F16, head_type: GgmlType::F32, rules: Vec::new() },
+            policy: sky_laya::TypePolicy {
+                ftype: GgmlType::F16,
+                head_type: GgmlType::F32,
+                rules: Vec::new(),
+            },
             ..Default::default()
         };
         let out = tmp.path().join(format!("{m}.gguf"));
         sky_laya::convert(&ckpt, &opts, &out).expect("convert");
         let mut engine = sky_infer::load::open(&out).expect("load");
         engine.isa = isa;
-        let qs: Vec<Question> = cases.iter().map(|c| Question::parse("q", c).expect("question")).collect();
+        let qs: Vec<Question> = cases
+            .iter()
+            .map(|c| Question::parse("q", c).expect("question"))
+            .collect();
         let mut ws = Workspace::new();
         // Warm-up: one pass over every case.
         for (q, c) in qs.iter().zip(&cases) {
-            engine.run_question(&mut ws, q, &c["state"], "q").expect("run");
+            engine
+                .run_question(&mut ws, q, &c["state"], "q")
+                .expect("run");
         }
         let mut total = Vec::with_capacity(iters);
         let mut fwd = Vec::with_capacity(iters);
@@ -103,9 +132,13 @@ fn main() {
         for i in 0..iters {
             let k = i % qs.len();
             let t0 = Instant::now();
-            let seq = engine.sequence(&qs[k], &cases[k]["state"], "q").expect("sequence");
+            let seq = engine
+                .sequence(&qs[k], &cases[k]["state"], "q")
+                .expect("sequence");
             let t1 = Instant::now();
-            let scores = engine.scores(&mut ws, &seq, qs[k].qtype, None).expect("forward");
+            let scores = engine
+                .scores(&mut ws, &seq, qs[k].qtype, None)
+                .expect("forward");
             let t = engine.temperatures.pick(qs[k].qtype, scores.len());
             let p = sky_infer::answer::probabilities(&scores, t.applied);
             std::hint::black_box(p);

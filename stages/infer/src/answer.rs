@@ -67,13 +67,19 @@ pub fn entropy_confidence(p: &[f32]) -> f64 {
 /// The answer object of one question (spec 5.2 shape; Laya's confidences).
 pub fn answer(q: &Question, p: &[f32]) -> Value {
     let probs = |keys: &[String]| -> Map<String, Value> {
-        keys.iter().zip(p).map(|(k, v)| (k.clone(), json!(*v as f64))).collect()
+        keys.iter()
+            .zip(p)
+            .map(|(k, v)| (k.clone(), json!(*v as f64)))
+            .collect()
     };
     let max_p = p.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
     match q.qtype {
         QType::Choice => {
             // First maximal option, as numpy argmax.
-            let best = p.iter().enumerate().fold(0, |b, (i, v)| if *v > p[b] { i } else { b });
+            let best = p
+                .iter()
+                .enumerate()
+                .fold(0, |b, (i, v)| if *v > p[b] { i } else { b });
             json!({
                 "type": "choice",
                 "choice": q.keys[best],
@@ -83,8 +89,17 @@ pub fn answer(q: &Question, p: &[f32]) -> Value {
             })
         }
         QType::Score => {
-            let score: f64 = p.iter().enumerate().map(|(i, v)| i as f64 * *v as f64).sum();
-            let legend: Map<String, Value> = q.legend.iter().enumerate().map(|(i, c)| (i.to_string(), c.clone())).collect();
+            let score: f64 = p
+                .iter()
+                .enumerate()
+                .map(|(i, v)| i as f64 * *v as f64)
+                .sum();
+            let legend: Map<String, Value> = q
+                .legend
+                .iter()
+                .enumerate()
+                .map(|(i, c)| (i.to_string(), c.clone()))
+                .collect();
             json!({
                 "type": "score",
                 "score": score,

@@ -57,15 +57,24 @@ impl ModelConfig {
             })
         };
         if self.hidden == 0 || self.vocab == 0 || self.intermediate == 0 {
-            return bad("hidden_size", "hidden, vocab and intermediate sizes must be > 0".into());
-        }
-        if self.enc_heads == 0 || self.hidden % self.enc_heads != 0 || self.enc_head_dim() % 2 != 0 {
             return bad(
-                "num_attention_heads",
-                format!("{} heads do not split hidden size {} into even head widths", self.enc_heads, self.hidden),
+                "hidden_size",
+                "hidden, vocab and intermediate sizes must be > 0".into(),
             );
         }
-        if self.hidden % self.head_heads != 0 {
+        if self.enc_heads == 0
+            || !self.hidden.is_multiple_of(self.enc_heads)
+            || !self.enc_head_dim().is_multiple_of(2)
+        {
+            return bad(
+                "num_attention_heads",
+                format!(
+                    "{} heads do not split hidden size {} into even head widths",
+                    self.enc_heads, self.hidden
+                ),
+            );
+        }
+        if !self.hidden.is_multiple_of(self.head_heads) {
             return bad(
                 "hidden_size",
                 format!(
@@ -75,10 +84,20 @@ impl ModelConfig {
             );
         }
         if self.global_layers.len() != self.n_enc {
-            return bad("layer_types", format!("{} entries for {} layers", self.global_layers.len(), self.n_enc));
+            return bad(
+                "layer_types",
+                format!(
+                    "{} entries for {} layers",
+                    self.global_layers.len(),
+                    self.n_enc
+                ),
+            );
         }
         if self.max_len < 4 || self.max_head_tokens == 0 {
-            return bad("max_len", "max_len must be >= 4 and head_max_len > 0".into());
+            return bad(
+                "max_len",
+                "max_len must be >= 4 and head_max_len > 0".into(),
+            );
         }
         if !(self.eps.is_finite() && self.eps >= 0.0) {
             return bad("norm_eps", format!("{} is not a usable epsilon", self.eps));
@@ -93,7 +112,9 @@ impl ModelConfig {
         let agent_src = "rl_agent_config.json";
         let hidden = get_usize(encoder, "hidden_size", enc_src)?;
         let n_enc = get_usize(encoder, "num_hidden_layers", enc_src)?;
-        let every = opt_usize(encoder, "global_attn_every_n_layers")?.unwrap_or(3).max(1);
+        let every = opt_usize(encoder, "global_attn_every_n_layers")?
+            .unwrap_or(3)
+            .max(1);
         let global_layers = match encoder.get("layer_types").and_then(Value::as_array) {
             Some(types) => types
                 .iter()
@@ -116,10 +137,16 @@ impl ModelConfig {
             rope_local = v;
         }
         if let Some(rp) = encoder.get("rope_parameters") {
-            if let Some(v) = rp.pointer("/full_attention/rope_theta").and_then(Value::as_f64) {
+            if let Some(v) = rp
+                .pointer("/full_attention/rope_theta")
+                .and_then(Value::as_f64)
+            {
                 rope_global = v;
             }
-            if let Some(v) = rp.pointer("/sliding_attention/rope_theta").and_then(Value::as_f64) {
+            if let Some(v) = rp
+                .pointer("/sliding_attention/rope_theta")
+                .and_then(Value::as_f64)
+            {
                 rope_local = v;
             }
         }
@@ -253,9 +280,13 @@ impl Temperatures {
                 *slot = Some(v.as_f64().unwrap_or(f64::NAN));
             }
         }
-        if let Some(map) = agent.get("temperature_by_options").and_then(Value::as_object) {
+        if let Some(map) = agent
+            .get("temperature_by_options")
+            .and_then(Value::as_object)
+        {
             for (k, v) in map {
-                t.by_bucket.push((k.clone(), v.as_f64().unwrap_or(f64::NAN)));
+                t.by_bucket
+                    .push((k.clone(), v.as_f64().unwrap_or(f64::NAN)));
             }
         }
         t

@@ -6,7 +6,9 @@ use crate::error::{bad_request, InferError, Result};
 use crate::forward::{forward, Observer, Workspace};
 use crate::kernels::Isa;
 use crate::model::Model;
-use crate::sequence::{build_sequence, encode_state, Budget, Question, Sequence, SpecialTokens, TextEncoder};
+use crate::sequence::{
+    build_sequence, encode_state, Budget, Question, Sequence, SpecialTokens, TextEncoder,
+};
 use serde::Serialize;
 use serde_json::{json, Map, Value};
 
@@ -31,7 +33,11 @@ pub struct Engine {
 
 impl std::fmt::Debug for Engine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Engine").field("name", &self.name).field("config", &self.model.config).field("isa", &self.isa).finish()
+        f.debug_struct("Engine")
+            .field("name", &self.name)
+            .field("config", &self.model.config)
+            .field("isa", &self.isa)
+            .finish()
     }
 }
 
@@ -73,16 +79,41 @@ impl CaseResult {
 /// Parse request bytes as JSON, with errors that name the file and the position (invalid
 /// UTF-8 by byte offset, JSON syntax by line and column).
 pub fn parse_json_bytes(bytes: &[u8], what: &str) -> Result<Value> {
-    let text = std::str::from_utf8(bytes)
-        .map_err(|e| bad_request(what, format!("invalid UTF-8 at byte offset {}", e.valid_up_to())))?;
-    serde_json::from_str(text)
-        .map_err(|e| bad_request(what, format!("invalid JSON at line {} column {}: {e}", e.line(), e.column())))
+    let text = std::str::from_utf8(bytes).map_err(|e| {
+        bad_request(
+            what,
+            format!("invalid UTF-8 at byte offset {}", e.valid_up_to()),
+        )
+    })?;
+    serde_json::from_str(text).map_err(|e| {
+        bad_request(
+            what,
+            format!(
+                "invalid JSON at line {} column {}: {e}",
+                e.line(),
+                e.column()
+            ),
+        )
+    })
 }
 
 impl Engine {
     /// Assemble an engine from parts (the loaders call this).
-    pub fn new(name: String, model: Model, tokenizer: Box<dyn TextEncoder>, special: SpecialTokens, temperatures: Temperatures) -> Engine {
-        Engine { name, model, tokenizer, special, temperatures, isa: Isa::detect() }
+    pub fn new(
+        name: String,
+        model: Model,
+        tokenizer: Box<dyn TextEncoder>,
+        special: SpecialTokens,
+        temperatures: Temperatures,
+    ) -> Engine {
+        Engine {
+            name,
+            model,
+            tokenizer,
+            special,
+            temperatures,
+            isa: Isa::detect(),
+        }
     }
 
     /// The model's hyperparameters.
@@ -91,22 +122,54 @@ impl Engine {
     }
 
     fn budget(&self) -> Budget {
-        Budget { max_len: self.model.config.max_len, max_head_tokens: self.model.config.max_head_tokens }
+        Budget {
+            max_len: self.model.config.max_len,
+            max_head_tokens: self.model.config.max_head_tokens,
+        }
     }
 
     /// Build the sequence of one question over a state.
     pub fn sequence(&self, q: &Question, state: &Value, path: &str) -> Result<Sequence> {
         let (state_ids, left) = encode_state(self.tokenizer.as_ref(), &self.special, state);
-        build_sequence(self.tokenizer.as_ref(), &self.special, self.budget(), q, &state_ids, left, path)
+        build_sequence(
+            self.tokenizer.as_ref(),
+            &self.special,
+            self.budget(),
+            q,
+            &state_ids,
+            left,
+            path,
+        )
     }
 
     /// Raw scores of a built sequence.
-    pub fn scores(&self, ws: &mut Workspace, seq: &Sequence, qtype: QType, observer: Option<Observer<'_>>) -> Result<Vec<f32>> {
-        Ok(forward(&self.model, self.isa, ws, &seq.ids, &seq.markers, qtype, observer)?.to_vec())
+    pub fn scores(
+        &self,
+        ws: &mut Workspace,
+        seq: &Sequence,
+        qtype: QType,
+        observer: Option<Observer<'_>>,
+    ) -> Result<Vec<f32>> {
+        Ok(forward(
+            &self.model,
+            self.isa,
+            ws,
+            &seq.ids,
+            &seq.markers,
+            qtype,
+            observer,
+        )?
+        .to_vec())
     }
 
     /// Answer one question (sequence, forward, temperature, softmax, answer object).
-    pub fn run_question(&self, ws: &mut Workspace, q: &Question, state: &Value, path: &str) -> Result<CaseResult> {
+    pub fn run_question(
+        &self,
+        ws: &mut Workspace,
+        q: &Question,
+        state: &Value,
+        path: &str,
+    ) -> Result<CaseResult> {
         let seq = self.sequence(q, state, path)?;
         let scores = self.scores(ws, &seq, q.qtype, None)?;
         let t = self.temperatures.pick(q.qtype, seq.markers.len());
@@ -130,34 +193,55 @@ impl Engine {
             None => return Err(bad_request("id", "missing")),
         };
         let q = Question::parse(&id, case)?;
-        let state = case.get("state").ok_or_else(|| bad_request(format!("{id}.state"), "missing"))?;
+        let state = case
+            .get("state")
+            .ok_or_else(|| bad_request(format!("{id}.state"), "missing"))?;
         let r = self.run_question(ws, &q, state, &id)?;
         Ok((id, r))
     }
 
     /// Answer a `/v1/systemone` request (spec 5.1) with the response shape (5.2).
     pub fn systemone(&self, ws: &mut Workspace, request: &Value) -> Result<Value> {
-        let obj = request.as_object().ok_or_else(|| bad_request("request", "must be a JSON object with state and questions"))?;
+        let obj = request.as_object().ok_or_else(|| {
+            bad_request("request", "must be a JSON object with state and questions")
+        })?;
         let state = match obj.get("state") {
-            None | Some(Value::Null) => return Err(bad_request("state", "missing (any JSON value except null)")),
+            None | Some(Value::Null) => {
+                return Err(bad_request("state", "missing (any JSON value except null)"))
+            }
             Some(s) => s,
         };
         let questions = match obj.get("questions") {
             Some(Value::Object(q)) if !q.is_empty() => q,
             Some(Value::Object(_)) => return Err(bad_request("questions", "must not be empty")),
-            _ => return Err(bad_request("questions", "missing: an object of question id -> {type, instructions, criteria}")),
+            _ => {
+                return Err(bad_request(
+                    "questions",
+                    "missing: an object of question id -> {type, instructions, criteria}",
+                ))
+            }
         };
         // Validate every question before running any.
         let parsed: Vec<(String, Question)> = questions
             .iter()
-            .map(|(id, def)| Question::parse(&format!("questions.{id}"), def).map(|q| (id.clone(), q)))
+            .map(|(id, def)| {
+                Question::parse(&format!("questions.{id}"), def).map(|q| (id.clone(), q))
+            })
             .collect::<Result<_>>()?;
         let (state_ids, left) = encode_state(self.tokenizer.as_ref(), &self.special, state);
         let mut answers = Map::new();
         let mut tokens = 0usize;
         for (id, q) in &parsed {
             let path = format!("questions.{id}");
-            let seq = build_sequence(self.tokenizer.as_ref(), &self.special, self.budget(), q, &state_ids, left, &path)?;
+            let seq = build_sequence(
+                self.tokenizer.as_ref(),
+                &self.special,
+                self.budget(),
+                q,
+                &state_ids,
+                left,
+                &path,
+            )?;
             tokens += seq.ids.len();
             let scores = self.scores(ws, &seq, q.qtype, None)?;
             let t = self.temperatures.pick(q.qtype, seq.markers.len());

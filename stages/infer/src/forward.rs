@@ -104,7 +104,7 @@ impl Workspace {
     }
 
     /// The raw scores of the last [`forward`] call, one per marker.
-    pub fn scores(&self) -> &[f32] {
+    pub fn last_scores(&self) -> &[f32] {
         &self.out
     }
 }
@@ -158,13 +158,24 @@ fn attention(
         while i0 < nq {
             let rows = QB.min(nq - i0);
             let (lo, hi) = match window {
-                Some(w) => (qpos(i0).saturating_sub(w), (qpos(i0 + rows - 1) + w + 1).min(n)),
+                Some(w) => (
+                    qpos(i0).saturating_sub(w),
+                    (qpos(i0 + rows - 1) + w + 1).min(n),
+                ),
                 None => (0, n),
             };
             let width = hi - lo;
             gemm(
                 isa,
-                Gemm { m: rows, n: width, k: hd, lda: ldq, ldb: n, ldc: width, accumulate: false },
+                Gemm {
+                    m: rows,
+                    n: width,
+                    k: hd,
+                    lda: ldq,
+                    ldb: n,
+                    ldc: width,
+                    accumulate: false,
+                },
                 &q[i0 * ldq + h * hd..],
                 &kt[lo..],
                 scores,
@@ -186,7 +197,15 @@ fn attention(
             }
             gemm(
                 isa,
-                Gemm { m: rows, n: hd, k: width, lda: width, ldb: 3 * d, ldc: d, accumulate: false },
+                Gemm {
+                    m: rows,
+                    n: hd,
+                    k: width,
+                    lda: width,
+                    ldb: 3 * d,
+                    ldc: d,
+                    accumulate: false,
+                },
                 scores,
                 &qkv[lo * 3 * d + 2 * d + h * hd..],
                 &mut out[i0 * d + h * hd..],
@@ -229,11 +248,18 @@ pub fn forward<'w>(
     let c = &model.config;
     let (d, f, n) = (c.hidden, c.intermediate, ids.len());
     if n == 0 {
-        return Err(InferError::BadRequest { path: "input_ids".into(), message: "empty sequence".into() });
+        return Err(InferError::BadRequest {
+            path: "input_ids".into(),
+            message: "empty sequence".into(),
+        });
     }
     for (position, &id) in ids.iter().enumerate() {
         if id as usize >= c.vocab {
-            return Err(InferError::TokenOutOfRange { position, id, vocab: c.vocab });
+            return Err(InferError::TokenOutOfRange {
+                position,
+                id,
+                vocab: c.vocab,
+            });
         }
     }
     if let Some(&m) = markers.iter().find(|&&m| m >= n) {
@@ -243,14 +269,36 @@ pub fn forward<'w>(
         });
     }
     ws.ensure(model, n, markers.len());
-    let Workspace { x, h, qkv, attn, tmp, up, act, kt, scores, qrows, rows_out, rope, out, .. } = ws;
+    let Workspace {
+        x,
+        h,
+        qkv,
+        attn,
+        tmp,
+        up,
+        act,
+        kt,
+        scores,
+        qrows,
+        rows_out,
+        rope,
+        out,
+        ..
+    } = ws;
 
     // Embeddings + norm.
     for (t, &id) in ids.iter().enumerate() {
         let id = id as usize;
         h[t * d..(t + 1) * d].copy_from_slice(&model.tok_embd[id * d..(id + 1) * d]);
     }
-    layer_norm(&h[..n * d], &mut x[..n * d], d, &model.embd_norm, None, c.eps);
+    layer_norm(
+        &h[..n * d],
+        &mut x[..n * d],
+        d,
+        &model.embd_norm,
+        None,
+        c.eps,
+    );
 
     let heads = c.enc_heads;
     let half_window = c.local_attention / 2;
@@ -276,20 +324,35 @@ pub fn forward<'w>(
             3 * d,
             &|i| i,
             n,
-            if layer.global { None } else { Some(half_window) },
+            if layer.global {
+                None
+            } else {
+                Some(half_window)
+            },
             None,
             kt,
             scores,
             &mut attn[..n * d],
         );
         observe(&mut observer, &layer.attn_out, n, attn);
-        layer.attn_out.matmul(isa, &attn[..n * d], n, &mut tmp[..n * d]);
+        layer
+            .attn_out
+            .matmul(isa, &attn[..n * d], n, &mut tmp[..n * d]);
         for (a, b) in x[..n * d].iter_mut().zip(&tmp[..n * d]) {
             *a += *b;
         }
-        layer_norm(&x[..n * d], &mut h[..n * d], d, &layer.ffn_norm, None, c.eps);
+        layer_norm(
+            &x[..n * d],
+            &mut h[..n * d],
+            d,
+            &layer.ffn_norm,
+            None,
+            c.eps,
+        );
         observe(&mut observer, &layer.ffn_up, n, h);
-        layer.ffn_up.matmul(isa, &h[..n * d], n, &mut up[..n * 2 * f]);
+        layer
+            .ffn_up
+            .matmul(isa, &h[..n * d], n, &mut up[..n * 2 * f]);
         for t in 0..n {
             let z = &up[t * 2 * f..(t + 1) * 2 * f];
             let o = &mut act[t * f..(t + 1) * f];
@@ -298,12 +361,21 @@ pub fn forward<'w>(
             }
         }
         observe(&mut observer, &layer.ffn_down, n, act);
-        layer.ffn_down.matmul(isa, &act[..n * f], n, &mut tmp[..n * d]);
+        layer
+            .ffn_down
+            .matmul(isa, &act[..n * f], n, &mut tmp[..n * d]);
         for (a, b) in x[..n * d].iter_mut().zip(&tmp[..n * d]) {
             *a += *b;
         }
     }
-    layer_norm(&x[..n * d], &mut h[..n * d], d, &model.output_norm, None, c.eps);
+    layer_norm(
+        &x[..n * d],
+        &mut h[..n * d],
+        d,
+        &model.output_norm,
+        None,
+        c.eps,
+    );
     // Decision head input: last_hidden_state + type embedding.
     let temb = &model.token_types[qtype as usize * d..(qtype as usize + 1) * d];
     for t in 0..n {
@@ -316,19 +388,49 @@ pub fn forward<'w>(
     let hh = c.head_heads;
     for (li, blk) in model.head.iter().enumerate() {
         let last = li + 1 == model.head.len();
-        layer_norm(&x[..n * d], &mut h[..n * d], d, &blk.norm1.0, Some(&blk.norm1.1), c.eps);
+        layer_norm(
+            &x[..n * d],
+            &mut h[..n * d],
+            d,
+            &blk.norm1.0,
+            Some(&blk.norm1.1),
+            c.eps,
+        );
         observe(&mut observer, &blk.qkv, n, h);
         blk.qkv.matmul(isa, &h[..n * d], n, &mut qkv[..n * 3 * d]);
         add_bias(&mut qkv[..n * 3 * d], &blk.qkv_b);
         if !last {
-            attention(isa, &qkv[..n * 3 * d], n, d, hh, &qkv[..n * 3 * d], 3 * d, &|i| i, n, None, None, kt, scores, &mut attn[..n * d]);
+            attention(
+                isa,
+                &qkv[..n * 3 * d],
+                n,
+                d,
+                hh,
+                &qkv[..n * 3 * d],
+                3 * d,
+                &|i| i,
+                n,
+                None,
+                None,
+                kt,
+                scores,
+                &mut attn[..n * d],
+            );
             observe(&mut observer, &blk.attn_out, n, attn);
-            blk.attn_out.matmul(isa, &attn[..n * d], n, &mut tmp[..n * d]);
+            blk.attn_out
+                .matmul(isa, &attn[..n * d], n, &mut tmp[..n * d]);
             add_bias(&mut tmp[..n * d], &blk.attn_out_b);
             for (a, b) in x[..n * d].iter_mut().zip(&tmp[..n * d]) {
                 *a += *b;
             }
-            layer_norm(&x[..n * d], &mut h[..n * d], d, &blk.norm2.0, Some(&blk.norm2.1), c.eps);
+            layer_norm(
+                &x[..n * d],
+                &mut h[..n * d],
+                d,
+                &blk.norm2.0,
+                Some(&blk.norm2.1),
+                c.eps,
+            );
             observe(&mut observer, &blk.ffn_up, n, h);
             blk.ffn_up.matmul(isa, &h[..n * d], n, &mut up[..n * 4 * d]);
             add_bias(&mut up[..n * 4 * d], &blk.ffn_up_b);
@@ -336,7 +438,8 @@ pub fn forward<'w>(
                 *v = v.max(0.0);
             }
             observe(&mut observer, &blk.ffn_down, n, up);
-            blk.ffn_down.matmul(isa, &up[..n * 4 * d], n, &mut tmp[..n * d]);
+            blk.ffn_down
+                .matmul(isa, &up[..n * 4 * d], n, &mut tmp[..n * d]);
             add_bias(&mut tmp[..n * d], &blk.ffn_down_b);
             for (a, b) in x[..n * d].iter_mut().zip(&tmp[..n * d]) {
                 *a += *b;
@@ -346,9 +449,25 @@ pub fn forward<'w>(
             for (r, &m) in markers.iter().enumerate() {
                 qrows[r * 3 * d..r * 3 * d + d].copy_from_slice(&qkv[m * 3 * d..m * 3 * d + d]);
             }
-            attention(isa, &qkv[..n * 3 * d], n, d, hh, &qrows[..], 3 * d, &|r| markers[r], nm, None, None, kt, scores, &mut attn[..nm * d]);
+            attention(
+                isa,
+                &qkv[..n * 3 * d],
+                n,
+                d,
+                hh,
+                &qrows[..],
+                3 * d,
+                &|r| markers[r],
+                nm,
+                None,
+                None,
+                kt,
+                scores,
+                &mut attn[..nm * d],
+            );
             observe(&mut observer, &blk.attn_out, nm, attn);
-            blk.attn_out.matmul(isa, &attn[..nm * d], nm, &mut tmp[..nm * d]);
+            blk.attn_out
+                .matmul(isa, &attn[..nm * d], nm, &mut tmp[..nm * d]);
             add_bias(&mut tmp[..nm * d], &blk.attn_out_b);
             for (r, &m) in markers.iter().enumerate() {
                 for j in 0..d {
@@ -356,15 +475,24 @@ pub fn forward<'w>(
                 }
             }
             // h[..nm*d] = residual rows after attention; MLP on them into x[..nm*d].
-            layer_norm(&h[..nm * d], &mut rows_out[..nm * d], d, &blk.norm2.0, Some(&blk.norm2.1), c.eps);
+            layer_norm(
+                &h[..nm * d],
+                &mut rows_out[..nm * d],
+                d,
+                &blk.norm2.0,
+                Some(&blk.norm2.1),
+                c.eps,
+            );
             observe(&mut observer, &blk.ffn_up, nm, rows_out);
-            blk.ffn_up.matmul(isa, &rows_out[..nm * d], nm, &mut up[..nm * 4 * d]);
+            blk.ffn_up
+                .matmul(isa, &rows_out[..nm * d], nm, &mut up[..nm * 4 * d]);
             add_bias(&mut up[..nm * 4 * d], &blk.ffn_up_b);
             for v in up[..nm * 4 * d].iter_mut() {
                 *v = v.max(0.0);
             }
             observe(&mut observer, &blk.ffn_down, nm, up);
-            blk.ffn_down.matmul(isa, &up[..nm * 4 * d], nm, &mut tmp[..nm * d]);
+            blk.ffn_down
+                .matmul(isa, &up[..nm * 4 * d], nm, &mut tmp[..nm * d]);
             add_bias(&mut tmp[..nm * d], &blk.ffn_down_b);
             for r in 0..nm * d {
                 x[r] = h[r] + tmp[r];
@@ -378,7 +506,14 @@ pub fn forward<'w>(
         x[..nm * d].copy_from_slice(&h[..nm * d]);
     }
     // Scorer on the marker rows (now x[..nm*d]).
-    layer_norm(&x[..nm * d], &mut h[..nm * d], d, &model.cls_norm.0, Some(&model.cls_norm.1), c.eps);
+    layer_norm(
+        &x[..nm * d],
+        &mut h[..nm * d],
+        d,
+        &model.cls_norm.0,
+        Some(&model.cls_norm.1),
+        c.eps,
+    );
     observe(&mut observer, &model.cls, nm, h);
     model.cls.matmul(isa, &h[..nm * d], nm, &mut tmp[..nm * d]);
     add_bias(&mut tmp[..nm * d], &model.cls_b);
@@ -386,8 +521,8 @@ pub fn forward<'w>(
     for r in 0..nm {
         let row = &tmp[r * d..(r + 1) * d];
         let mut s = 0f32;
-        for j in 0..d {
-            s += gelu_erf(row[j]) * model.cls_out[j];
+        for (v, w) in row.iter().zip(&model.cls_out) {
+            s += gelu_erf(*v) * w;
         }
         out.push(s + model.cls_out_b);
     }

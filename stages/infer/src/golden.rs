@@ -51,7 +51,10 @@ fn jsonl<T: for<'de> Deserialize<'de>>(text: &str, what: &str) -> Result<Vec<T>>
     text.lines()
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty())
-        .map(|(i, l)| serde_json::from_str(l).map_err(|e| bad_request(format!("{what}:{}", i + 1), e.to_string())))
+        .map(|(i, l)| {
+            serde_json::from_str(l)
+                .map_err(|e| bad_request(format!("{what}:{}", i + 1), e.to_string()))
+        })
         .collect()
 }
 
@@ -75,7 +78,10 @@ pub fn run_cases(engine: &Engine, cases: &[Value]) -> CaseOutputs {
         .iter()
         .enumerate()
         .map(|(i, case)| {
-            let id = case.get("id").and_then(Value::as_str).map_or_else(|| format!("#{}", i + 1), str::to_string);
+            let id = case
+                .get("id")
+                .and_then(Value::as_str)
+                .map_or_else(|| format!("#{}", i + 1), str::to_string);
             let r = engine.run_case(&mut ws, case).map(|(_, r)| r);
             (id, r)
         })
@@ -110,7 +116,11 @@ pub fn compare(outputs: &CaseOutputs, expected: &[Expected], tolerance: f64) -> 
             }
         };
         if got.ids != want.input_ids || got.markers != want.markers {
-            let at = got.ids.iter().zip(&want.input_ids).position(|(a, b)| a != b);
+            let at = got
+                .ids
+                .iter()
+                .zip(&want.input_ids)
+                .position(|(a, b)| a != b);
             fail(format!(
                 "token ids/markers differ ({} vs {} tokens, first differing position {at:?}, markers {:?} vs {:?})",
                 got.ids.len(),
@@ -121,7 +131,11 @@ pub fn compare(outputs: &CaseOutputs, expected: &[Expected], tolerance: f64) -> 
             continue;
         }
         if got.probabilities.len() != want.probabilities.len() {
-            fail(format!("{} probabilities, expected {}", got.probabilities.len(), want.probabilities.len()));
+            fail(format!(
+                "{} probabilities, expected {}",
+                got.probabilities.len(),
+                want.probabilities.len()
+            ));
             continue;
         }
         for (p, q) in got.probabilities.iter().zip(&want.probabilities) {
@@ -134,12 +148,18 @@ pub fn compare(outputs: &CaseOutputs, expected: &[Expected], tolerance: f64) -> 
             }
         }
     }
-    report.passed = report.mismatched_ids.is_empty() && report.max_abs_err <= tolerance && report.cases > 0;
+    report.passed =
+        report.mismatched_ids.is_empty() && report.max_abs_err <= tolerance && report.cases > 0;
     report
 }
 
 /// Run one suite: every case on `engine`, compared with `expected` (matched by id).
 /// This is the function a `skyctl verify` node calls.
-pub fn check_golden(engine: &Engine, cases: &[Value], expected: &[Expected], tolerance: f64) -> GoldenReport {
+pub fn check_golden(
+    engine: &Engine,
+    cases: &[Value],
+    expected: &[Expected],
+    tolerance: f64,
+) -> GoldenReport {
     compare(&run_cases(engine, cases), expected, tolerance)
 }

@@ -9,7 +9,10 @@ use crate::sequence::SpecialTokens;
 use sky_gguf::{GgufFile, Value as GValue};
 
 fn upstream(component: &'static str, e: impl std::fmt::Display) -> InferError {
-    InferError::Upstream { component, message: e.to_string() }
+    InferError::Upstream {
+        component,
+        message: e.to_string(),
+    }
 }
 
 /// Laya bucket name from a GGUF temperature key suffix (`choice.3_5` -> `choice:3-5`,
@@ -39,11 +42,16 @@ impl Meta<'_, '_> {
         self.f.get(&self.key(k))
     }
     fn req_u(&self, k: &str) -> Result<usize> {
-        let v = self.get(k).ok_or_else(|| InferError::MissingKey { source: "GGUF".into(), key: self.key(k) })?;
-        v.as_u64().map(|x| x as usize).ok_or_else(|| InferError::BadValue {
+        let v = self.get(k).ok_or_else(|| InferError::MissingKey {
+            source: "GGUF".into(),
             key: self.key(k),
-            message: format!("expected an unsigned integer, found {:?}", v.value_type()),
-        })
+        })?;
+        v.as_u64()
+            .map(|x| x as usize)
+            .ok_or_else(|| InferError::BadValue {
+                key: self.key(k),
+                message: format!("expected an unsigned integer, found {:?}", v.value_type()),
+            })
     }
     fn opt_u(&self, k: &str) -> Result<Option<usize>> {
         match self.get(k) {
@@ -63,8 +71,14 @@ impl Meta<'_, '_> {
 }
 
 fn gguf_u32(f: &GgufFile<'_>, key: &str) -> Result<u32> {
-    let v = f.get(key).ok_or_else(|| InferError::MissingKey { source: "GGUF".into(), key: key.into() })?;
-    v.as_u32().ok_or_else(|| InferError::BadValue { key: key.into(), message: "expected a u32 token id".into() })
+    let v = f.get(key).ok_or_else(|| InferError::MissingKey {
+        source: "GGUF".into(),
+        key: key.into(),
+    })?;
+    v.as_u32().ok_or_else(|| InferError::BadValue {
+        key: key.into(),
+        message: "expected a u32 token id".into(),
+    })
 }
 
 /// Build an engine from the bytes of a GGUF written for a Laya decision model
@@ -74,15 +88,27 @@ pub fn engine_from_gguf(bytes: &[u8], name: String) -> Result<Engine> {
     let arch = f
         .get("general.architecture")
         .and_then(GValue::as_str)
-        .ok_or_else(|| InferError::MissingKey { source: "GGUF".into(), key: "general.architecture".into() })?
+        .ok_or_else(|| InferError::MissingKey {
+            source: "GGUF".into(),
+            key: "general.architecture".into(),
+        })?
         .to_string();
     let m = Meta { f: &f, arch };
     match m.get("decision.type").and_then(GValue::as_str) {
         Some("laya") => {}
         Some(other) => {
-            return Err(InferError::NotDecisionModel { message: format!("{} is {other:?}; only \"laya\" is supported", m.key("decision.type")) })
+            return Err(InferError::NotDecisionModel {
+                message: format!(
+                    "{} is {other:?}; only \"laya\" is supported",
+                    m.key("decision.type")
+                ),
+            })
         }
-        None => return Err(InferError::NotDecisionModel { message: format!("the file has no {} key", m.key("decision.type")) }),
+        None => {
+            return Err(InferError::NotDecisionModel {
+                message: format!("the file has no {} key", m.key("decision.type")),
+            })
+        }
     }
     let n_layer = m.req_u("block_count")?;
     let n_dec = m.req_u("decision.block_count")?;
@@ -100,8 +126,14 @@ pub fn engine_from_gguf(bytes: &[u8], name: String) -> Result<Engine> {
         Some(v) => v.as_u64().map(|x| x as usize),
         None => None,
     }
-    .ok_or_else(|| InferError::MissingKey { source: "GGUF".into(), key: ff_key })?;
-    let pattern = m.opt_u("attention.sliding_window_pattern")?.unwrap_or(3).max(1);
+    .ok_or_else(|| InferError::MissingKey {
+        source: "GGUF".into(),
+        key: ff_key,
+    })?;
+    let pattern = m
+        .opt_u("attention.sliding_window_pattern")?
+        .unwrap_or(3)
+        .max(1);
     let window = m.opt_u("attention.sliding_window")?.unwrap_or(0);
     let eps = match m.opt_f("attention.layer_norm_epsilon")? {
         Some(e) => e,
@@ -111,7 +143,13 @@ pub fn engine_from_gguf(bytes: &[u8], name: String) -> Result<Engine> {
     let cfg = ModelConfig {
         hidden,
         vocab: m.opt_u("vocab_size")?.map_or_else(
-            || f.tensor("token_embd.weight").map(|t| t.shape()[0] as usize).ok_or(InferError::MissingTensor { name: "token_embd.weight".into() }),
+            || {
+                f.tensor("token_embd.weight")
+                    .map(|t| t.shape()[0] as usize)
+                    .ok_or(InferError::MissingTensor {
+                        name: "token_embd.weight".into(),
+                    })
+            },
             Ok,
         )?,
         n_enc,
@@ -120,7 +158,9 @@ pub fn engine_from_gguf(bytes: &[u8], name: String) -> Result<Engine> {
         n_head_layers: n_dec,
         head_heads: (hidden / 64).max(1),
         eps: eps as f32,
-        global_layers: (0..n_enc).map(|i| window == 0 || i % pattern == 0).collect(),
+        global_layers: (0..n_enc)
+            .map(|i| window == 0 || i % pattern == 0)
+            .collect(),
         local_attention: if window == 0 { usize::MAX / 4 } else { window },
         rope_global: rope_global as f32,
         rope_local: m.opt_f("rope.freq_base_swa")?.unwrap_or(rope_global) as f32,
@@ -130,8 +170,13 @@ pub fn engine_from_gguf(bytes: &[u8], name: String) -> Result<Engine> {
     let mut temps = Temperatures::default();
     let prefix = m.key("decision.temperature.");
     for (k, v) in f.metadata.iter() {
-        let Some(suffix) = k.strip_prefix(&prefix) else { continue };
-        let t = v.as_f64().ok_or_else(|| InferError::BadValue { key: k.clone(), message: "expected a float temperature".into() })?;
+        let Some(suffix) = k.strip_prefix(&prefix) else {
+            continue;
+        };
+        let t = v.as_f64().ok_or_else(|| InferError::BadValue {
+            key: k.clone(),
+            message: "expected a float temperature".into(),
+        })?;
         match suffix {
             "choice" => temps.by_type[0] = Some(t),
             "score" => temps.by_type[1] = Some(t),
@@ -144,9 +189,14 @@ pub fn engine_from_gguf(bytes: &[u8], name: String) -> Result<Engine> {
         }
     }
     let src = |name: &str| -> Result<Option<(Vec<usize>, Vec<f32>)>> {
-        let Some(t) = f.tensor(name) else { return Ok(None) };
+        let Some(t) = f.tensor(name) else {
+            return Ok(None);
+        };
         let shape = t.shape().iter().map(|&x| x as usize).collect();
-        let data = t.to_f32().map_err(|e| InferError::BadTensor { name: name.into(), message: e.to_string() })?;
+        let data = t.to_f32().map_err(|e| InferError::BadTensor {
+            name: name.into(),
+            message: e.to_string(),
+        })?;
         Ok(Some((shape, data)))
     };
     let model = Model::build(cfg, &src)?;
@@ -155,7 +205,10 @@ pub fn engine_from_gguf(bytes: &[u8], name: String) -> Result<Engine> {
     let sep = gguf_u32(&f, "tokenizer.ggml.seperator_token_id")?;
     let mask_text = tok
         .id_to_token(mask)
-        .ok_or_else(|| InferError::BadValue { key: "tokenizer.ggml.mask_token_id".into(), message: format!("id {mask} is not in the vocabulary") })?
+        .ok_or_else(|| InferError::BadValue {
+            key: "tokenizer.ggml.mask_token_id".into(),
+            message: format!("id {mask} is not in the vocabulary"),
+        })?
         .to_string();
     // The CLS id has no GGUF key: take the text the systemone template starts with.
     let cls = f
@@ -165,7 +218,12 @@ pub fn engine_from_gguf(bytes: &[u8], name: String) -> Result<Engine> {
         .and_then(|text| tok.token_to_id(text))
         .map(Ok)
         .unwrap_or_else(|| gguf_u32(&f, "tokenizer.ggml.bos_token_id"))?;
-    let special = SpecialTokens { cls, sep, mask, mask_text };
+    let special = SpecialTokens {
+        cls,
+        sep,
+        mask,
+        mask_text,
+    };
     Ok(Engine::new(name, model, Box::new(tok), special, temps))
 }
 
@@ -175,11 +233,16 @@ mod fs {
     use std::path::Path;
 
     fn io(path: &Path, e: impl std::fmt::Display) -> InferError {
-        InferError::Io { path: path.display().to_string(), message: e.to_string() }
+        InferError::Io {
+            path: path.display().to_string(),
+            message: e.to_string(),
+        }
     }
 
     fn file_name(path: &Path) -> String {
-        path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| path.display().to_string())
+        path.file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| path.display().to_string())
     }
 
     /// Load a Laya checkpoint directory (safetensors computed in f32).
@@ -192,25 +255,41 @@ mod fs {
         let enc = read_json("encoder/config.json")?;
         let agent = read_json("rl_agent_config.json")?;
         let cfg = ModelConfig::from_laya_json(&enc, &agent)?;
-        let ckpt = sky_laya::LayaCheckpoint::open(dir).map_err(|e| upstream("laya checkpoint", e))?;
+        let ckpt =
+            sky_laya::LayaCheckpoint::open(dir).map_err(|e| upstream("laya checkpoint", e))?;
         let mut map = std::collections::HashMap::new();
         for (gguf, _pt, shape, data) in ckpt.iter_f32() {
             map.insert(gguf.to_string(), (shape.to_vec(), data));
         }
-        let lookup = |name: &str| -> Result<Option<(Vec<usize>, Vec<f32>)>> { Ok(map.get(name).cloned()) };
+        let lookup =
+            |name: &str| -> Result<Option<(Vec<usize>, Vec<f32>)>> { Ok(map.get(name).cloned()) };
         let model = Model::build(cfg, &lookup)?;
         let tk = &ckpt.tokenizer;
         let tok = tk.tokenizer().map_err(|e| upstream("tokenizer", e))?;
         let id_of = |key: &str| -> Result<(u32, String)> {
             let text = tk.special_text(key).map_err(|e| upstream("tokenizer", e))?;
-            let id = tk.added_id(&text).ok_or_else(|| InferError::BadValue { key: key.into(), message: format!("{text:?} has no id") })?;
+            let id = tk.added_id(&text).ok_or_else(|| InferError::BadValue {
+                key: key.into(),
+                message: format!("{text:?} has no id"),
+            })?;
             Ok((id, text))
         };
         let (cls, _) = id_of("cls_token")?;
         let (sep, _) = id_of("sep_token")?;
         let (mask, mask_text) = id_of("mask_token")?;
         let temps = Temperatures::from_laya_json(&agent);
-        Ok(Engine::new(file_name(dir), model, Box::new(tok), SpecialTokens { cls, sep, mask, mask_text }, temps))
+        Ok(Engine::new(
+            file_name(dir),
+            model,
+            Box::new(tok),
+            SpecialTokens {
+                cls,
+                sep,
+                mask,
+                mask_text,
+            },
+            temps,
+        ))
     }
 
     /// Load a `.gguf` file or a Laya directory.
@@ -220,7 +299,10 @@ mod fs {
         }
         let bytes = std::fs::read(path).map_err(|e| io(path, e))?;
         engine_from_gguf(&bytes, file_name(path)).map_err(|e| match e {
-            InferError::Upstream { component, message } => InferError::Upstream { component, message: format!("{}: {message}", path.display()) },
+            InferError::Upstream { component, message } => InferError::Upstream {
+                component,
+                message: format!("{}: {message}", path.display()),
+            },
             other => other,
         })
     }

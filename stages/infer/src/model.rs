@@ -100,7 +100,10 @@ struct Loader<'a> {
 
 impl Loader<'_> {
     fn get(&self, name: &str, shape: &[usize]) -> Result<Vec<f32>> {
-        let (found, data) = self.src.tensor(name)?.ok_or_else(|| InferError::MissingTensor { name: name.into() })?;
+        let (found, data) = self
+            .src
+            .tensor(name)?
+            .ok_or_else(|| InferError::MissingTensor { name: name.into() })?;
         // A [d] vector may come as [1, d] or [d, 1]; compare element-wise shapes without unit dims.
         let squeeze = |s: &[usize]| s.iter().copied().filter(|&x| x != 1).collect::<Vec<_>>();
         if squeeze(&found) != squeeze(shape) {
@@ -180,7 +183,10 @@ impl Model {
             output_norm: l.get("output_norm.weight", &[d])?,
             head,
             token_types: l.get("token_types.weight", &[3, d])?,
-            cls_norm: (l.get("cls.norm.weight", &[d])?, l.get("cls.norm.bias", &[d])?),
+            cls_norm: (
+                l.get("cls.norm.weight", &[d])?,
+                l.get("cls.norm.bias", &[d])?,
+            ),
             cls: l.weight("cls", d, d)?,
             cls_b: l.get("cls.bias", &[d])?,
             cls_out: l.get("cls.output.weight", &[1, d])?,
@@ -208,7 +214,10 @@ impl Model {
 /// runtime drops (`act_head.*`, `temperature`).
 pub fn gguf_name(pytorch: &str, n_enc: usize) -> Option<String> {
     let simple = [
-        ("encoder.embeddings.tok_embeddings.weight", "token_embd.weight"),
+        (
+            "encoder.embeddings.tok_embeddings.weight",
+            "token_embd.weight",
+        ),
         ("encoder.embeddings.norm.weight", "token_embd_norm.weight"),
         ("encoder.final_norm.weight", "output_norm.weight"),
         ("type_emb.weight", "token_types.weight"),
@@ -265,9 +274,18 @@ mod tests {
 
     #[test]
     fn gguf_names_follow_the_spec_table() {
-        assert_eq!(gguf_name("encoder.layers.1.attn.Wqkv.weight", 2).as_deref(), Some("blk.1.attn_qkv.weight"));
-        assert_eq!(gguf_name("head.layers.1.linear2.bias", 6).as_deref(), Some("blk.7.ffn_down.bias"));
-        assert_eq!(gguf_name("scorer.3.weight", 2).as_deref(), Some("cls.output.weight"));
+        assert_eq!(
+            gguf_name("encoder.layers.1.attn.Wqkv.weight", 2).as_deref(),
+            Some("blk.1.attn_qkv.weight")
+        );
+        assert_eq!(
+            gguf_name("head.layers.1.linear2.bias", 6).as_deref(),
+            Some("blk.7.ffn_down.bias")
+        );
+        assert_eq!(
+            gguf_name("scorer.3.weight", 2).as_deref(),
+            Some("cls.output.weight")
+        );
         assert_eq!(gguf_name("act_head.0.weight", 2), None);
         assert_eq!(gguf_name("temperature", 2), None);
     }

@@ -79,10 +79,18 @@ pub fn float_repr(x: f64) -> String {
         return "NaN".into();
     }
     if x.is_infinite() {
-        return if x > 0.0 { "Infinity".into() } else { "-Infinity".into() };
+        return if x > 0.0 {
+            "Infinity".into()
+        } else {
+            "-Infinity".into()
+        };
     }
     if x == 0.0 {
-        return if x.is_sign_negative() { "-0.0".into() } else { "0.0".into() };
+        return if x.is_sign_negative() {
+            "-0.0".into()
+        } else {
+            "0.0".into()
+        };
     }
     // Rust's `{:e}` prints the shortest round-trip digits: "d.ddde<exp>".
     let sci = format!("{:e}", x.abs());
@@ -104,7 +112,11 @@ pub fn float_repr(x: f64) -> String {
         };
         format!("{sign}{s}")
     } else {
-        let m = if digits.len() > 1 { format!("{}.{}", &digits[..1], &digits[1..]) } else { digits };
+        let m = if digits.len() > 1 {
+            format!("{}.{}", &digits[..1], &digits[1..])
+        } else {
+            digits
+        };
         let esign = if exp < 0 { '-' } else { '+' };
         format!("{sign}{m}e{esign}{:02}", exp.abs())
     }
@@ -132,7 +144,7 @@ mod tests {
         for (x, want) in [
             (100.0, "100.0"),
             (0.1, "0.1"),
-            (3.14159265, "3.14159265"),
+            (1.23456789, "1.23456789"),
             (1e-7, "1e-07"),
             (1e-4, "0.0001"),
             (12.5, "12.5"),

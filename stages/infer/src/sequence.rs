@@ -70,19 +70,37 @@ impl Question {
     /// Validate and normalise one question definition (`type`, `instructions`, `criteria`);
     /// `path` names it in errors (e.g. `questions.route`).
     pub fn parse(path: &str, def: &Value) -> Result<Question> {
-        let obj = def
-            .as_object()
-            .ok_or_else(|| bad_request(path, "a question must be an object with type, instructions and criteria"))?;
-        let tname = obj
-            .get("type")
-            .ok_or_else(|| bad_request(format!("{path}.type"), "missing; use one of choice, score, noul"))?;
-        let qtype = tname
-            .as_str()
-            .and_then(QType::parse)
-            .ok_or_else(|| bad_request(format!("{path}.type"), format!("unknown question type {tname}; use one of choice, score, noul")))?;
+        let obj = def.as_object().ok_or_else(|| {
+            bad_request(
+                path,
+                "a question must be an object with type, instructions and criteria",
+            )
+        })?;
+        let tname = obj.get("type").ok_or_else(|| {
+            bad_request(
+                format!("{path}.type"),
+                "missing; use one of choice, score, noul",
+            )
+        })?;
+        let qtype = tname.as_str().and_then(QType::parse).ok_or_else(|| {
+            bad_request(
+                format!("{path}.type"),
+                format!("unknown question type {tname}; use one of choice, score, noul"),
+            )
+        })?;
         let ins = match obj.get("instructions") {
-            None => return Err(bad_request(format!("{path}.instructions"), "missing; add the text the model should answer")),
-            Some(Value::Null) => return Err(bad_request(format!("{path}.instructions"), "must not be null")),
+            None => {
+                return Err(bad_request(
+                    format!("{path}.instructions"),
+                    "missing; add the text the model should answer",
+                ))
+            }
+            Some(Value::Null) => {
+                return Err(bad_request(
+                    format!("{path}.instructions"),
+                    "must not be null",
+                ))
+            }
             Some(Value::String(s)) => s.clone(),
             Some(other) => dumps(other),
         };
@@ -114,7 +132,10 @@ impl Question {
                     }
                 };
                 if pairs.is_empty() {
-                    return Err(bad_request(cpath, "a choice question needs at least one option"));
+                    return Err(bad_request(
+                        cpath,
+                        "a choice question needs at least one option",
+                    ));
                 }
                 let options = pairs
                     .iter()
@@ -126,24 +147,38 @@ impl Question {
                         }
                     })
                     .collect();
-                (pairs.into_iter().map(|(k, _)| k).collect(), options, Vec::new())
+                (
+                    pairs.into_iter().map(|(k, _)| k).collect(),
+                    options,
+                    Vec::new(),
+                )
             }
             QType::Score => {
                 let items = crit
                     .as_array()
                     .ok_or_else(|| bad_request(&cpath, "a score question takes criteria as a list of level descriptions, level 0 first"))?;
                 if items.is_empty() {
-                    return Err(bad_request(cpath, "a score question needs at least one level"));
+                    return Err(bad_request(
+                        cpath,
+                        "a score question needs at least one level",
+                    ));
                 }
                 if let Some(i) = items.iter().position(Value::is_null) {
-                    return Err(bad_request(format!("{cpath}[{i}]"), "a score level must have a description"));
+                    return Err(bad_request(
+                        format!("{cpath}[{i}]"),
+                        "a score level must have a description",
+                    ));
                 }
                 let options = items
                     .iter()
                     .enumerate()
                     .map(|(i, c)| format!("level {i}: {}", render_criterion(c)))
                     .collect();
-                ((0..items.len()).map(|i| i.to_string()).collect(), options, items.clone())
+                (
+                    (0..items.len()).map(|i| i.to_string()).collect(),
+                    options,
+                    items.clone(),
+                )
             }
             QType::Noul => {
                 let mut f_desc = None;
@@ -265,7 +300,11 @@ pub fn build_sequence(
         ));
     }
     let scrub = |s: &str| s.replace(&special.mask_text, " ");
-    let head_ids = enc.encode(&format!("{} question: {}", q.qtype.name(), scrub(&q.instructions)));
+    let head_ids = enc.encode(&format!(
+        "{} question: {}",
+        q.qtype.name(),
+        scrub(&q.instructions)
+    ));
     let mut opt_ids: Vec<Vec<u32>> = q
         .options
         .iter()
@@ -335,7 +374,11 @@ pub fn build_sequence(
 
 /// Token ids of a state (serialised, `[MASK]` text scrubbed) and whether Laya truncates it
 /// from the left (list states).
-pub fn encode_state(enc: &dyn TextEncoder, special: &SpecialTokens, state: &Value) -> (Vec<u32>, bool) {
+pub fn encode_state(
+    enc: &dyn TextEncoder,
+    special: &SpecialTokens,
+    state: &Value,
+) -> (Vec<u32>, bool) {
     let text = state_text(state).replace(&special.mask_text, " ");
     (enc.encode(&text), state.is_array())
 }
@@ -354,17 +397,36 @@ mod tests {
     }
 
     fn special() -> SpecialTokens {
-        SpecialTokens { cls: 2, sep: 3, mask: 4, mask_text: "[MASK]".into() }
+        SpecialTokens {
+            cls: 2,
+            sep: 3,
+            mask: 4,
+            mask_text: "[MASK]".into(),
+        }
     }
 
     #[test]
     fn rendering_follows_laya() {
-        let q = Question::parse("q", &json!({"type": "choice", "instructions": "x",
-            "criteria": {"ok": null, "warn": "", "zero": 0, "no": false, "r": {"a": 1}}})).unwrap();
-        assert_eq!(q.options, ["ok", "warn", "zero: 0", "no: false", "r: {\"a\": 1}"]);
+        let q = Question::parse(
+            "q",
+            &json!({"type": "choice", "instructions": "x",
+            "criteria": {"ok": null, "warn": "", "zero": 0, "no": false, "r": {"a": 1}}}),
+        )
+        .unwrap();
+        assert_eq!(
+            q.options,
+            ["ok", "warn", "zero: 0", "no: false", "r: {\"a\": 1}"]
+        );
         let q = Question::parse("q", &json!({"type": "noul", "instructions": "x", "criteria": {"True": "yes!", "FALSE": ""}})).unwrap();
-        assert_eq!(q.options, ["false: no, the statement does not hold", "true: yes!"]);
-        let q = Question::parse("q", &json!({"type": "score", "instructions": {"a": "é"}, "criteria": ["lo", 7]})).unwrap();
+        assert_eq!(
+            q.options,
+            ["false: no, the statement does not hold", "true: yes!"]
+        );
+        let q = Question::parse(
+            "q",
+            &json!({"type": "score", "instructions": {"a": "é"}, "criteria": ["lo", 7]}),
+        )
+        .unwrap();
         assert_eq!(q.options, ["level 0: lo", "level 1: 7"]);
         assert_eq!(q.instructions, "{\"a\": \"é\"}");
     }
@@ -373,17 +435,35 @@ mod tests {
     fn bad_questions_name_the_field() {
         let err = |v: Value| Question::parse("questions.a", &v).unwrap_err().to_string();
         assert!(err(json!({"type": "pick", "instructions": "x"})).contains("questions.a.type"));
-        assert!(err(json!({"type": "choice", "criteria": ["a"]})).contains("questions.a.instructions"));
-        assert!(err(json!({"type": "choice", "instructions": "x", "criteria": {}})).contains("at least one option"));
-        assert!(err(json!({"type": "score", "instructions": "x", "criteria": ["a", null]})).contains("criteria[1]"));
-        assert!(err(json!({"type": "noul", "instructions": "x", "criteria": {"maybe": "x"}})).contains("criteria.maybe"));
+        assert!(
+            err(json!({"type": "choice", "criteria": ["a"]})).contains("questions.a.instructions")
+        );
+        assert!(
+            err(json!({"type": "choice", "instructions": "x", "criteria": {}}))
+                .contains("at least one option")
+        );
+        assert!(
+            err(json!({"type": "score", "instructions": "x", "criteria": ["a", null]}))
+                .contains("criteria[1]")
+        );
+        assert!(
+            err(json!({"type": "noul", "instructions": "x", "criteria": {"maybe": "x"}}))
+                .contains("criteria.maybe")
+        );
         assert!(err(json!("nope")).contains("questions.a"));
     }
 
     #[test]
     fn layout_budgets_and_truncation() {
-        let q = Question::parse("q", &json!({"type": "choice", "instructions": "ab", "criteria": ["x", "y"]})).unwrap();
-        let budget = Budget { max_len: 40, max_head_tokens: 96 };
+        let q = Question::parse(
+            "q",
+            &json!({"type": "choice", "instructions": "ab", "criteria": ["x", "y"]}),
+        )
+        .unwrap();
+        let budget = Budget {
+            max_len: 40,
+            max_head_tokens: 96,
+        };
         let state: Vec<u32> = (100..160).collect();
         let s = build_sequence(&CharEncoder, &special(), budget, &q, &state, false, "q").unwrap();
         assert_eq!(s.ids.len(), 40);
@@ -397,8 +477,13 @@ mod tests {
         assert_eq!(l.ids[l.ids.len() - 2], 159);
         // Too many options for the head window.
         let many: Vec<String> = (0..30).map(|i| format!("o{i}")).collect();
-        let q = Question::parse("q", &json!({"type": "choice", "instructions": "x", "criteria": many})).unwrap();
-        let e = build_sequence(&CharEncoder, &special(), budget, &q, &state, false, "q").unwrap_err();
+        let q = Question::parse(
+            "q",
+            &json!({"type": "choice", "instructions": "x", "criteria": many}),
+        )
+        .unwrap();
+        let e =
+            build_sequence(&CharEncoder, &special(), budget, &q, &state, false, "q").unwrap_err();
         assert!(e.to_string().contains("at most 20 options"), "{e}");
     }
 }

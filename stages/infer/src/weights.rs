@@ -97,7 +97,9 @@ impl Weight {
                 t,
                 out,
             ),
-            WeightData::External(kern) => kern.matmul(&x[..rows * self.k], rows, &mut out[..rows * self.n]),
+            WeightData::External(kern) => {
+                kern.matmul(&x[..rows * self.k], rows, &mut out[..rows * self.n])
+            }
         }
     }
 }
@@ -110,7 +112,10 @@ mod tests {
     fn from_rows_round_trips_and_multiplies() {
         // W = [[1, 2, 3], [4, 5, 6]] (out 2, in 3); x = [1, 0, -1]
         let w = Weight::from_rows("t", 2, 3, &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
-        assert_eq!(w.to_rows().as_deref(), Some(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0][..]));
+        assert_eq!(
+            w.to_rows().as_deref(),
+            Some(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0][..])
+        );
         let mut out = [0f32; 2];
         w.matmul(Isa::Scalar, &[1.0, 0.0, -1.0], 1, &mut out);
         assert_eq!(out, [-2.0, -2.0]);

@@ -11,8 +11,18 @@ fn qtype(rec: &serde_json::Value) -> QType {
 }
 
 fn ids_markers(rec: &serde_json::Value) -> (Vec<u32>, Vec<usize>) {
-    let ids = rec["input_ids"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as u32).collect();
-    let markers = rec["markers"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as usize).collect();
+    let ids = rec["input_ids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap() as u32)
+        .collect();
+    let markers = rec["markers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap() as usize)
+        .collect();
     (ids, markers)
 }
 
@@ -31,8 +41,16 @@ fn check_model(name: &str, golden_name: &str, isa: Isa, tol: f64) -> f64 {
             }
         }
     }
-    eprintln!("{name} {isa:?}: max |Δscore| vs f64 = {:.3e} ({})", worst.0, worst.1);
-    assert!(worst.0 < tol, "{name}: max |Δscore| {} at {}", worst.0, worst.1);
+    eprintln!(
+        "{name} {isa:?}: max |Δscore| vs f64 = {:.3e} ({})",
+        worst.0, worst.1
+    );
+    assert!(
+        worst.0 < tol,
+        "{name}: max |Δscore| {} at {}",
+        worst.0,
+        worst.1
+    );
     worst.0
 }
 

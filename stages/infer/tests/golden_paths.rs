@@ -12,24 +12,36 @@ mod common;
 
 use sky_gguf::GgmlType;
 use sky_infer::engine::Engine;
-use sky_infer::golden::{check_golden, compare, parse_cases, parse_expected, run_cases, Expected, F32_TOLERANCE};
+use sky_infer::golden::{
+    check_golden, compare, parse_cases, parse_expected, run_cases, Expected, F32_TOLERANCE,
+};
 
 fn suite(model: &str) -> (Vec<serde_json::Value>, Vec<Expected>) {
     let root = common::repo_root().join("golden/laya");
     let cases = parse_cases(&std::fs::read_to_string(root.join("cases.jsonl")).unwrap()).unwrap();
-    let expected = parse_expected(&std::fs::read_to_string(root.join(format!("{model}.expected.jsonl"))).unwrap()).unwrap();
+    let expected = parse_expected(
+        &std::fs::read_to_string(root.join(format!("{model}.expected.jsonl"))).unwrap(),
+    )
+    .unwrap();
     (cases, expected)
 }
 
 fn f64_expected(model: &str) -> Vec<Expected> {
-    let text = std::fs::read_to_string(common::repo_root().join(format!("fixtures/laya-ref/goldens/{model}.f64.jsonl"))).unwrap();
+    let text = std::fs::read_to_string(
+        common::repo_root().join(format!("fixtures/laya-ref/goldens/{model}.f64.jsonl")),
+    )
+    .unwrap();
     parse_expected(&text).unwrap()
 }
 
 fn gguf(model: &str, ty: GgmlType, dir: &std::path::Path) -> Engine {
     let ckpt = sky_laya::LayaCheckpoint::open(common::model_dir(model)).unwrap();
     let opts = sky_laya::ConvertOptions {
-        policy: sky_laya::TypePolicy { ftype: ty, head_type: GgmlType::F32, rules: Vec::new() },
+        policy: sky_laya::TypePolicy {
+            ftype: ty,
+            head_type: GgmlType::F32,
+            rules: Vec::new(),
+        },
         ..Default::default()
     };
     let out = dir.join(format!("{model}.{ty:?}.gguf"));
@@ -44,7 +56,11 @@ fn full() -> bool {
 fn run(label: &str, engine: &Engine, golden_model: &str, short_only: bool) {
     let (mut cases, expected) = suite(golden_model);
     if short_only && !full() {
-        cases.retain(|c| expected.iter().any(|e| e.id == c["id"].as_str().unwrap_or("") && e.input_ids.len() < 200));
+        cases.retain(|c| {
+            expected
+                .iter()
+                .any(|e| e.id == c["id"].as_str().unwrap_or("") && e.input_ids.len() < 200)
+        });
     }
     let outputs = run_cases(engine, &cases);
     let r = compare(&outputs, &expected, F32_TOLERANCE);
@@ -64,15 +80,35 @@ fn run(label: &str, engine: &Engine, golden_model: &str, short_only: bool) {
 
 fn all_paths(model: &str, short_gguf: bool) {
     let dir = tempfile::tempdir().unwrap();
-    run(&format!("{model} laya dir"), &sky_infer::load::open(&common::model_dir(model)).unwrap(), model, false);
-    run(&format!("{model} F32 GGUF"), &gguf(model, GgmlType::F32, dir.path()), model, short_gguf);
-    run(&format!("{model} F16 GGUF"), &gguf(model, GgmlType::F16, dir.path()), model, short_gguf);
+    run(
+        &format!("{model} laya dir"),
+        &sky_infer::load::open(&common::model_dir(model)).unwrap(),
+        model,
+        false,
+    );
+    run(
+        &format!("{model} F32 GGUF"),
+        &gguf(model, GgmlType::F32, dir.path()),
+        model,
+        short_gguf,
+    );
+    run(
+        &format!("{model} F16 GGUF"),
+        &gguf(model, GgmlType::F16, dir.path()),
+        model,
+        short_gguf,
+    );
 }
 
 #[test]
 fn pico_all_paths() {
     all_paths("s1-pico", false);
-    run("s1-pico-f32 laya dir", &sky_infer::load::open(&common::model_dir("s1-pico-f32")).unwrap(), "s1-pico", false);
+    run(
+        "s1-pico-f32 laya dir",
+        &sky_infer::load::open(&common::model_dir("s1-pico-f32")).unwrap(),
+        "s1-pico",
+        false,
+    );
 }
 
 #[test]

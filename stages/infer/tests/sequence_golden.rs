@@ -16,19 +16,61 @@ fn check(model: &str) {
         let id = case["id"].as_str().unwrap();
         assert_eq!(gold["id"].as_str(), Some(id));
         let q = Question::parse(id, case).unwrap();
-        assert_eq!(q.options, gold["rendered_options"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect::<Vec<_>>(), "{id}: options");
+        assert_eq!(
+            q.options,
+            gold["rendered_options"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_str().unwrap())
+                .collect::<Vec<_>>(),
+            "{id}: options"
+        );
         let seq = engine.sequence(&q, &case["state"], id).unwrap();
-        let want_ids: Vec<u32> = gold["input_ids"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as u32).collect();
-        let want_markers: Vec<usize> = gold["markers"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as usize).collect();
+        let want_ids: Vec<u32> = gold["input_ids"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_u64().unwrap() as u32)
+            .collect();
+        let want_markers: Vec<usize> = gold["markers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_u64().unwrap() as usize)
+            .collect();
         if seq.ids != want_ids || seq.markers != want_markers {
             let first = seq.ids.iter().zip(&want_ids).position(|(a, b)| a != b);
-            bad.push(format!("{id}: len {} vs {}, first diff at {first:?}, markers {:?} vs {:?}", seq.ids.len(), want_ids.len(), seq.markers, want_markers));
+            bad.push(format!(
+                "{id}: len {} vs {}, first diff at {first:?}, markers {:?} vs {:?}",
+                seq.ids.len(),
+                want_ids.len(),
+                seq.markers,
+                want_markers
+            ));
         }
-        assert_eq!(seq.state_tokens, gold["state_tokens"].as_u64().unwrap() as usize, "{id}: state tokens");
-        assert_eq!(seq.state_tokens_used, gold["state_tokens_used"].as_u64().unwrap() as usize, "{id}: state tokens used");
-        assert_eq!(seq.options_distinct, gold["option_stats"]["options_distinct"].as_u64().unwrap() as usize, "{id}: distinct");
+        assert_eq!(
+            seq.state_tokens,
+            gold["state_tokens"].as_u64().unwrap() as usize,
+            "{id}: state tokens"
+        );
+        assert_eq!(
+            seq.state_tokens_used,
+            gold["state_tokens_used"].as_u64().unwrap() as usize,
+            "{id}: state tokens used"
+        );
+        assert_eq!(
+            seq.options_distinct,
+            gold["option_stats"]["options_distinct"].as_u64().unwrap() as usize,
+            "{id}: distinct"
+        );
     }
-    assert!(bad.is_empty(), "{model}: {} mismatches:\n{}", bad.len(), bad.join("\n"));
+    assert!(
+        bad.is_empty(),
+        "{model}: {} mismatches:\n{}",
+        bad.len(),
+        bad.join("\n")
+    );
 }
 
 #[test]

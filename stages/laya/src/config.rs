@@ -204,7 +204,7 @@ impl EncoderConfig {
                 return Err(LayaError::key(path, key, "must be positive"));
             }
         }
-        if cfg.hidden_size % cfg.num_attention_heads != 0 {
+        if !cfg.hidden_size.is_multiple_of(cfg.num_attention_heads) {
             return Err(LayaError::key(
                 path,
                 "num_attention_heads",

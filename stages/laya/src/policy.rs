@@ -104,7 +104,7 @@ impl TypePolicy {
             }
         });
         let inner = shape.last().copied().unwrap_or(1);
-        if ty == GgmlType::Q8_0 && inner % QK8_0 != 0 {
+        if ty == GgmlType::Q8_0 && !inner.is_multiple_of(QK8_0) {
             GgmlType::F16
         } else {
             ty

@@ -139,7 +139,7 @@ impl Preset {
     fn encoder_json(&self) -> serde_json::Value {
         let layer_types: Vec<&str> = (0..self.layers)
             .map(|i| {
-                if i % 3 == 0 {
+                if i.is_multiple_of(3) {
                     "full_attention"
                 } else {
                     "sliding_attention"
@@ -356,6 +356,7 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     tmp.as_file()
         .sync_all()
         .map_err(|e| LayaError::io(path, e))?;
+    crate::stream::readable_mode(tmp.as_file()).map_err(|e| LayaError::io(path, e))?;
     tmp.persist(path)
         .map_err(|e| LayaError::io(path, e.error))?;
     Ok(())

@@ -131,6 +131,20 @@ pub(crate) fn write_file(
         w.flush().map_err(io)?;
     }
     tmp.as_file().sync_all().map_err(io)?;
+    readable_mode(tmp.as_file()).map_err(io)?;
     tmp.persist(out).map_err(|e| io(e.error))?;
     Ok(size)
+}
+
+/// Temporary files are created 0600; a published model or checkpoint file should be readable
+/// like any other output (0644).
+pub(crate) fn readable_mode(file: &std::fs::File) -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        file.set_permissions(std::fs::Permissions::from_mode(0o644))?;
+    }
+    #[cfg(not(unix))]
+    let _ = file;
+    Ok(())
 }

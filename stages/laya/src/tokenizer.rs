@@ -909,4 +909,76 @@ mod tests {
         assert!(looks_special("<unused12>"));
         assert!(!looks_special("[CLS]"));
     }
+
+    fn tiny(dir: &Path, added: &str, post: &str, config: &str) -> LayaTokenizer {
+        let json = format!(
+            r#"{{"added_tokens": {added}, "normalizer": null,
+                "pre_tokenizer": {{"type": "ByteLevel", "add_prefix_space": true}},
+                "post_processor": {post},
+                "model": {{"type": "BPE", "vocab": {{"a": 2, "b": 3, "ab": 4}}, "merges": ["a b"]}}}}"#
+        );
+        std::fs::write(dir.join("tokenizer.json"), json).unwrap();
+        std::fs::write(dir.join("tokenizer_config.json"), config).unwrap();
+        LayaTokenizer::load(dir).unwrap()
+    }
+
+    #[test]
+    fn tokens_types_and_special_ids() {
+        let d = tempfile::tempdir().unwrap();
+        let added = r#"[{"id": 0, "content": "<s>", "special": true}, {"id": 1, "content": "</s>", "special": true},
+                        {"id": 5, "content": "<mask>", "special": false}, {"id": 6, "content": "\u2581word", "special": false}]"#;
+        let roberta = r#"{"type": "RobertaProcessing", "sep": ["</s>", 1], "cls": ["<s>", 0]}"#;
+        let cfg = r#"{"cls_token": "<s>", "sep_token": "</s>", "mask_token": "<mask>", "bos_token": "<s>"}"#;
+        let t = tiny(d.path(), added, roberta, cfg);
+        let (tokens, types) = t.gguf_tokens(9).unwrap();
+        assert_eq!(
+            tokens,
+            ["<s>", "</s>", "a", "b", "ab", "<mask>", " word", "[PAD7]", "[PAD8]"]
+        );
+        assert_eq!(types, [3, 3, 1, 1, 1, 3, 4, 5, 5]);
+        assert_eq!(t.gguf_merges(), ["a b"]);
+        assert!(t.add_prefix_space && !t.nfc);
+        let sv = t.special_vocab(9).unwrap();
+        // gguf-py: eos falls back to sep, cls is recorded (no GGUF key), Roberta adds all three
+        assert_eq!(
+            sv.ids,
+            [
+                ("bos".into(), 0),
+                ("eos".into(), 1),
+                ("sep".into(), 1),
+                ("cls".into(), 0),
+                ("mask".into(), 5)
+            ]
+        );
+        assert_eq!(
+            sv.add,
+            [
+                ("bos".into(), true),
+                ("eos".into(), true),
+                ("sep".into(), true)
+            ]
+        );
+        assert_eq!(special_id_key("cls"), None);
+        assert!(t
+            .gguf_tokens(4)
+            .unwrap_err()
+            .to_string()
+            .contains("outside the model's vocab_size 4"));
+    }
+
+    #[test]
+    fn special_names_must_be_added_tokens() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("tokenizer.json"), r#"{"added_tokens": [], "pre_tokenizer": {"type": "ByteLevel"}, "model": {"type": "BPE", "vocab": {}, "merges": []}}"#).unwrap();
+        std::fs::write(
+            d.path().join("tokenizer_config.json"),
+            r#"{"cls_token": "[CLS]", "sep_token": "[SEP]", "mask_token": "[MASK]"}"#,
+        )
+        .unwrap();
+        let e = LayaTokenizer::load(d.path()).unwrap_err().to_string();
+        assert!(
+            e.contains("cls_token") && e.contains("not an added token"),
+            "{e}"
+        );
+    }
 }

@@ -21,7 +21,9 @@ pub fn read_jsonl(path: &std::path::Path) -> Vec<Value> {
 }
 
 pub fn golden(model: &str, precision: &str) -> Vec<Value> {
-    read_jsonl(&repo_root().join(format!("fixtures/laya-ref/goldens/{model}.{precision}.jsonl")))
+    read_jsonl(&repo_root().join(format!(
+        "fixtures/laya-ref/goldens/{model}.{precision}.jsonl"
+    )))
 }
 
 /// Model directory for a golden name (`s1-pico-f32` lives under fixtures).
@@ -35,14 +37,20 @@ pub fn model_dir(name: &str) -> PathBuf {
 
 /// Load a Laya directory with the safetensors crate directly (F16 or F32 tensors).
 pub fn load_safetensors_model(dir: &std::path::Path) -> Model {
-    let enc: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("encoder/config.json")).unwrap()).unwrap();
-    let agent: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("rl_agent_config.json")).unwrap()).unwrap();
+    let enc: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("encoder/config.json")).unwrap())
+            .unwrap();
+    let agent: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("rl_agent_config.json")).unwrap())
+            .unwrap();
     let cfg = ModelConfig::from_laya_json(&enc, &agent).unwrap();
     let bytes = std::fs::read(dir.join("model.safetensors")).unwrap();
     let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
     let mut map = std::collections::HashMap::new();
     for (name, view) in st.tensors() {
-        let Some(g) = gguf_name(&name, cfg.n_enc) else { continue };
+        let Some(g) = gguf_name(&name, cfg.n_enc) else {
+            continue;
+        };
         let data: Vec<f32> = match view.dtype() {
             safetensors::Dtype::F16 => view
                 .data()
@@ -58,6 +66,8 @@ pub fn load_safetensors_model(dir: &std::path::Path) -> Model {
         };
         map.insert(g, (view.shape().to_vec(), data));
     }
-    let src = move |name: &str| -> sky_infer::Result<Option<(Vec<usize>, Vec<f32>)>> { Ok(map.get(name).cloned()) };
+    let src = move |name: &str| -> sky_infer::Result<Option<(Vec<usize>, Vec<f32>)>> {
+        Ok(map.get(name).cloned())
+    };
     Model::build(cfg, &src).unwrap()
 }

@@ -15,13 +15,20 @@ fn pico() -> PathBuf {
 }
 
 fn skyctl(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_skyctl")).args(args).current_dir(dir).output().expect("running skyctl")
+    Command::new(env!("CARGO_BIN_EXE_skyctl"))
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("running skyctl")
 }
 
 /// stdout of a command that must succeed.
 fn ok(dir: &Path, args: &[&str]) -> (String, String) {
     let o = skyctl(dir, args);
-    let (out, err) = (String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned());
+    let (out, err) = (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    );
     assert!(o.status.success(), "skyctl {args:?} failed: {out}\n{err}");
     (out, err)
 }
@@ -36,9 +43,19 @@ fn fails(dir: &Path, args: &[&str]) -> String {
 }
 
 fn python() -> PathBuf {
-    let p = std::env::var_os("SKYCTL_TEST_PYTHON").map(PathBuf::from).unwrap_or_else(|| root().join(".venv/bin/python"));
-    let works = Command::new(&p).args(["-c", "import gguf, numpy"]).output().map(|o| o.status.success()).unwrap_or(false);
-    assert!(works, "no Python with gguf and numpy at {} (set SKYCTL_TEST_PYTHON)", p.display());
+    let p = std::env::var_os("SKYCTL_TEST_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join(".venv/bin/python"));
+    let works = Command::new(&p)
+        .args(["-c", "import gguf, numpy"])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    assert!(
+        works,
+        "no Python with gguf and numpy at {} (set SKYCTL_TEST_PYTHON)",
+        p.display()
+    );
     p
 }
 
@@ -53,7 +70,11 @@ fn calibrate_quantize_and_bench_pico() {
     std::fs::create_dir(d.join("sub")).unwrap();
     ok(&d.join("sub"), &["calibrate", m, "b.json"]);
     let a = std::fs::read(d.join("a.json")).unwrap();
-    assert_eq!(a, std::fs::read(d.join("sub/b.json")).unwrap(), "same calibration in another folder");
+    assert_eq!(
+        a,
+        std::fs::read(d.join("sub/b.json")).unwrap(),
+        "same calibration in another folder"
+    );
     let calib = sky_quant::Calibration::from_json(std::str::from_utf8(&a).unwrap()).unwrap();
     assert!(calib.channel_max("blk.0.attn_qkv").is_some() && calib.channel_max("cls").is_some());
     // The fixture's planted channels (fixtures/laya-ref/README.md) are found again at layer 0.
@@ -68,23 +89,53 @@ fn calibrate_quantize_and_bench_pico() {
     assert_eq!(q8, std::fs::read(d.join("q8b.gguf")).unwrap());
     // from the F32 reference GGUF too
     ok(d, &["convert", "--type", "f32", m, "f32.gguf"]);
-    ok(d, &["quantize", "f32.gguf", "q8c.gguf", "--calibration", "a.json"]);
-    assert_eq!(q8, std::fs::read(d.join("q8c.gguf")).unwrap(), "Laya dir and F32 GGUF give the same file");
+    ok(
+        d,
+        &[
+            "quantize",
+            "f32.gguf",
+            "q8c.gguf",
+            "--calibration",
+            "a.json",
+        ],
+    );
+    assert_eq!(
+        q8,
+        std::fs::read(d.join("q8c.gguf")).unwrap(),
+        "Laya dir and F32 GGUF give the same file"
+    );
 
     // tensors byte-identical to plain `convert --type q8_0`; only skycmd.quant.* keys added
     ok(d, &["convert", "--type", "q8_0", m, "plain.gguf"]);
     let plain = std::fs::read(d.join("plain.gguf")).unwrap();
-    let (fq, fp) = (GgufFile::parse(&q8).unwrap(), GgufFile::parse(&plain).unwrap());
+    let (fq, fp) = (
+        GgufFile::parse(&q8).unwrap(),
+        GgufFile::parse(&plain).unwrap(),
+    );
     assert_eq!(fq.tensors.len(), fp.tensors.len());
     for (a, b) in fq.tensors.iter().zip(&fp.tensors) {
-        assert_eq!((&a.name, a.ty, &a.dims, a.data), (&b.name, b.ty, &b.dims, b.data));
+        assert_eq!(
+            (&a.name, a.ty, &a.dims, a.data),
+            (&b.name, b.ty, &b.dims, b.data)
+        );
     }
-    let kept: Vec<_> = fq.metadata.iter().filter(|(k, _)| !k.starts_with("skycmd.quant.")).collect();
+    let kept: Vec<_> = fq
+        .metadata
+        .iter()
+        .filter(|(k, _)| !k.starts_with("skycmd.quant."))
+        .collect();
     assert_eq!(kept, fp.metadata.iter().collect::<Vec<_>>());
-    let outliers = fq.get("skycmd.quant.outliers.blk.0.attn_qkv.weight").and_then(Value::as_array).expect("outliers recorded");
+    let outliers = fq
+        .get("skycmd.quant.outliers.blk.0.attn_qkv.weight")
+        .and_then(Value::as_array)
+        .expect("outliers recorded");
     let cols: Vec<u64> = outliers.items.iter().filter_map(Value::as_u64).collect();
     assert_eq!(cols, l0.iter().map(|&c| u64::from(c)).collect::<Vec<_>>());
-    assert_eq!(fq.get("skycmd.quant.calibration_digest").and_then(Value::as_str), Some(calib.digest().as_str()));
+    assert_eq!(
+        fq.get("skycmd.quant.calibration_digest")
+            .and_then(Value::as_str),
+        Some(calib.digest().as_str())
+    );
 
     // gguf-py reads the file: types, outlier keys, and the exact weights equal the F32 reference
     let script = r#"
@@ -104,24 +155,81 @@ assert ref.shape[0] == exact.shape[0], (ref.shape, exact.shape)
 assert np.array_equal(ref[:, cols], exact), "exact outlier weights differ from the F32 reference"
 print(len(cols), exact.shape)
 "#;
-    let o = Command::new(python()).args(["-c", script, d.join("q8.gguf").to_str().unwrap(), d.join("f32.gguf").to_str().unwrap()]).output().unwrap();
-    assert!(o.status.success(), "gguf-py check failed: {}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    let o = Command::new(python())
+        .args([
+            "-c",
+            script,
+            d.join("q8.gguf").to_str().unwrap(),
+            d.join("f32.gguf").to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "gguf-py check failed: {}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
 
     // bench: a Q8_0 file runs in int8 with its outliers by default
-    let (out, _) = ok(d, &["bench", "q8.gguf", "--iters", "1", "--rounds", "1", "--json"]);
+    let (out, _) = ok(
+        d,
+        &[
+            "bench", "q8.gguf", "--iters", "1", "--rounds", "1", "--json",
+        ],
+    );
     let r: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
-    assert_eq!((r["mode"].as_str(), r["weights"].as_str()), (Some("q8"), Some("q8_0 file")), "{r}");
+    assert_eq!(
+        (r["mode"].as_str(), r["weights"].as_str()),
+        (Some("q8"), Some("q8_0 file")),
+        "{r}"
+    );
     assert_eq!(r["int8_matrices"], 8);
-    assert!(r["outlier_columns"].as_u64().unwrap() > 0 && r["us_per_question"].as_f64().unwrap() > 0.0, "{r}");
-    let (out, _) = ok(d, &["bench", "q8.gguf", "--no-calib", "--q8-fast", "--iters", "1", "--rounds", "1", "--json"]);
+    assert!(
+        r["outlier_columns"].as_u64().unwrap() > 0 && r["us_per_question"].as_f64().unwrap() > 0.0,
+        "{r}"
+    );
+    let (out, _) = ok(
+        d,
+        &[
+            "bench",
+            "q8.gguf",
+            "--no-calib",
+            "--q8-fast",
+            "--iters",
+            "1",
+            "--rounds",
+            "1",
+            "--json",
+        ],
+    );
     let r: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
-    assert_eq!((r["mode"].as_str(), r["outlier_columns"].as_u64()), (Some("q8-fast"), Some(0)), "{r}");
-    let (out, err) = ok(d, &["bench", m, "--q8", "--iters", "1", "--rounds", "1", "--json"]);
+    assert_eq!(
+        (r["mode"].as_str(), r["outlier_columns"].as_u64()),
+        (Some("q8-fast"), Some(0)),
+        "{r}"
+    );
+    let (out, err) = ok(
+        d,
+        &[
+            "bench", m, "--q8", "--iters", "1", "--rounds", "1", "--json",
+        ],
+    );
     let r: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
-    assert_eq!((r["mode"].as_str(), r["weights"].as_str()), (Some("q8"), Some("at load")), "{r}");
-    assert!(err.contains("calibrated on the 12 built-in prompts"), "{err}");
+    assert_eq!(
+        (r["mode"].as_str(), r["weights"].as_str()),
+        (Some("q8"), Some("at load")),
+        "{r}"
+    );
+    assert!(
+        err.contains("calibrated on the 12 built-in prompts"),
+        "{err}"
+    );
     let (out, _) = ok(d, &["bench", "plain.gguf", "--iters", "1", "--rounds", "1"]);
-    assert!(out.contains("[q8; int8 weights: q8_0 file, 8 matrices, 0 outlier columns]"), "{out}");
+    assert!(
+        out.contains("[q8; int8 weights: q8_0 file, 8 matrices, 0 outlier columns]"),
+        "{out}"
+    );
 
     // a Q8_0 file whose outlier metadata does not match its tensors
     let bad = |key: &str, v: Value, name: &str| {
@@ -130,14 +238,40 @@ print(len(cols), exact.shape)
         std::fs::write(d.join(name), w.to_bytes().unwrap()).unwrap();
         fails(d, &["bench", name, "--iters", "1", "--rounds", "1"])
     };
-    let e = bad("skycmd.quant.outliers.blk.0.attn_qkv.weight", Value::u32_array([9999]), "bad1.gguf");
-    assert!(e.contains("skycmd.quant.outliers.blk.0.attn_qkv.weight") && e.contains("out of range"), "{e}");
-    let e = bad("skycmd.quant.outliers.blk.9.nothing.weight", Value::u32_array([1]), "bad2.gguf");
-    assert!(e.contains("blk.9.nothing.weight") && e.contains("does not have"), "{e}");
-    let e = bad("skycmd.quant.outliers.token_embd.weight", Value::u32_array([1]), "bad3.gguf");
+    let e = bad(
+        "skycmd.quant.outliers.blk.0.attn_qkv.weight",
+        Value::u32_array([9999]),
+        "bad1.gguf",
+    );
+    assert!(
+        e.contains("skycmd.quant.outliers.blk.0.attn_qkv.weight") && e.contains("out of range"),
+        "{e}"
+    );
+    let e = bad(
+        "skycmd.quant.outliers.blk.9.nothing.weight",
+        Value::u32_array([1]),
+        "bad2.gguf",
+    );
+    assert!(
+        e.contains("blk.9.nothing.weight") && e.contains("does not have"),
+        "{e}"
+    );
+    let e = bad(
+        "skycmd.quant.outliers.token_embd.weight",
+        Value::u32_array([1]),
+        "bad3.gguf",
+    );
     assert!(e.contains("F16") && e.contains("Q8_0 tensors only"), "{e}");
-    let e = bad("skycmd.quant.outlier_weights.blk.0.attn_qkv.weight", Value::f32_array([1.0]), "bad4.gguf");
-    assert!(e.contains("outlier_weights.blk.0.attn_qkv.weight") && e.contains("expected rows x outliers"), "{e}");
+    let e = bad(
+        "skycmd.quant.outlier_weights.blk.0.attn_qkv.weight",
+        Value::f32_array([1.0]),
+        "bad4.gguf",
+    );
+    assert!(
+        e.contains("outlier_weights.blk.0.attn_qkv.weight")
+            && e.contains("expected rows x outliers"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -157,10 +291,24 @@ fn bad_calibration_inputs_are_clear_errors() {
     let long = "word ".repeat(3000);
     std::fs::write(d.join("long.jsonl"), format!("{{\"id\": \"big\", \"type\": \"noul\", \"instructions\": \"Is it long?\", \"criteria\": null, \"state\": \"{long}\"}}\n")).unwrap();
     let (out, err) = ok(d, &["calibrate", m, "c.json", "--prompts", "long.jsonl"]);
-    assert!(err.contains("prompt big") && err.contains("truncated") && err.contains("max_len"), "{err}");
+    assert!(
+        err.contains("prompt big") && err.contains("truncated") && err.contains("max_len"),
+        "{err}"
+    );
     assert!(out.contains("from 1 prompts"), "{out}");
     // outlier ratio <= 1
-    let e = fails(d, &["quantize", m, "q.gguf", "--calibration", "c.json", "--outlier-ratio", "1"]);
+    let e = fails(
+        d,
+        &[
+            "quantize",
+            m,
+            "q.gguf",
+            "--calibration",
+            "c.json",
+            "--outlier-ratio",
+            "1",
+        ],
+    );
     assert!(e.contains("outlier_ratio") && e.contains("above 1"), "{e}");
     assert!(!d.join("q.gguf").exists());
     // a calibration made for another model

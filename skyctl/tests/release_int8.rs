@@ -10,12 +10,20 @@ fn root() -> PathBuf {
 }
 
 fn skyctl(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_skyctl")).args(args).current_dir(dir).env_remove("SKYCTL_STORE").output().expect("running skyctl")
+    Command::new(env!("CARGO_BIN_EXE_skyctl"))
+        .args(args)
+        .current_dir(dir)
+        .env_remove("SKYCTL_STORE")
+        .output()
+        .expect("running skyctl")
 }
 
 fn ok(dir: &Path, args: &[&str]) -> String {
     let o = skyctl(dir, args);
-    let (out, err) = (String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned());
+    let (out, err) = (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    );
     assert!(o.status.success(), "skyctl {args:?} failed: {out}\n{err}");
     out + &err
 }
@@ -62,11 +70,20 @@ fn build_produces_the_release_like_the_direct_commands() {
     // the same bytes as the direct commands
     ok(d, &["convert", "models/s1-pico", "direct.f16.gguf"]);
     ok(d, &["quantize", "models/s1-pico", "direct.q8_0.gguf"]);
-    assert_eq!(f16, std::fs::read(d.join("direct.f16.gguf")).unwrap(), "F16 release file = skyctl convert");
-    assert_eq!(q8, std::fs::read(d.join("direct.q8_0.gguf")).unwrap(), "Q8_0 release file = skyctl quantize");
+    assert_eq!(
+        f16,
+        std::fs::read(d.join("direct.f16.gguf")).unwrap(),
+        "F16 release file = skyctl convert"
+    );
+    assert_eq!(
+        q8,
+        std::fs::read(d.join("direct.q8_0.gguf")).unwrap(),
+        "Q8_0 release file = skyctl quantize"
+    );
 
     // manifest.json describes both files
-    let m: serde_json::Value = serde_json::from_slice(&std::fs::read(rel.join("manifest.json")).unwrap()).unwrap();
+    let m: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(rel.join("manifest.json")).unwrap()).unwrap();
     let model = &m["models"][0];
     assert_eq!(model["name"], "s1-pico");
     assert_eq!(model["parameters"], 202_305);
@@ -75,7 +92,10 @@ fn build_produces_the_release_like_the_direct_commands() {
     assert_eq!(files.len(), 2);
     for (f, bytes) in files.iter().zip([&f16, &q8]) {
         assert_eq!(f["bytes"].as_u64(), Some(bytes.len() as u64));
-        assert_eq!(f["blake3"].as_str(), Some(blake3::hash(bytes).to_hex().as_str()));
+        assert_eq!(
+            f["blake3"].as_str(),
+            Some(blake3::hash(bytes).to_hex().as_str())
+        );
     }
     assert_eq!(files[0]["policy"]["encoder"], "F16");
     assert_eq!(files[0]["policy"]["head"], "F32");
@@ -85,7 +105,8 @@ fn build_produces_the_release_like_the_direct_commands() {
     assert_eq!(files[1]["policy"]["outlier_ratio"], 3.0);
 
     // bench.json: measured modes are numbers, the others null
-    let b: serde_json::Value = serde_json::from_slice(&std::fs::read(rel.join("bench.json")).unwrap()).unwrap();
+    let b: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(rel.join("bench.json")).unwrap()).unwrap();
     let modes = &b["models"]["s1-pico"];
     assert!(modes["f32"].as_f64().is_some_and(|v| v > 0.0), "{b}");
     assert!(modes["q8_0"].as_f64().is_some_and(|v| v > 0.0), "{b}");

@@ -47,12 +47,17 @@ impl ComputePath {
         } else {
             None
         };
-        ComputeOptions { act, no_calib: self.no_calib, ..ComputeOptions::default() }
+        ComputeOptions {
+            act,
+            no_calib: self.no_calib,
+            ..ComputeOptions::default()
+        }
     }
 
     /// Load a model (GGUF file or Laya directory) on this compute path.
     pub fn open(&self, model: &Path) -> anyhow::Result<(Engine, ComputeReport)> {
-        sky_infer::int8::open(model, &self.options(), None).with_context(|| format!("loading {}", model.display()))
+        sky_infer::int8::open(model, &self.options(), None)
+            .with_context(|| format!("loading {}", model.display()))
     }
 }
 
@@ -124,7 +129,11 @@ fn median(v: &mut [f64]) -> f64 {
 }
 
 /// Time `engine` (see the module docs).
-pub fn bench_engine(engine: &Engine, report: &ComputeReport, cfg: BenchConfig) -> anyhow::Result<BenchResult> {
+pub fn bench_engine(
+    engine: &Engine,
+    report: &ComputeReport,
+    cfg: BenchConfig,
+) -> anyhow::Result<BenchResult> {
     let prompts = calibration_prompts();
     let mut questions = Vec::with_capacity(prompts.len());
     for p in &prompts {
@@ -162,7 +171,10 @@ pub fn bench_engine(engine: &Engine, report: &ComputeReport, cfg: BenchConfig) -
         outlier_columns: report.int8.outlier_columns,
         config: cfg,
         us_per_question: (best * 10.0).round() / 10.0,
-        round_medians_us: round_medians.iter().map(|v| (v * 10.0).round() / 10.0).collect(),
+        round_medians_us: round_medians
+            .iter()
+            .map(|v| (v * 10.0).round() / 10.0)
+            .collect(),
     })
 }
 
@@ -173,13 +185,21 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     for note in &report.notes {
         writeln!(err, "note: {note}")?;
     }
-    let cfg = BenchConfig { questions: args.questions, iters: args.iters, rounds: args.rounds };
+    let cfg = BenchConfig {
+        questions: args.questions,
+        iters: args.iters,
+        rounds: args.rounds,
+    };
     let r = bench_engine(&engine, &report, cfg)?;
     let mut out = std::io::stdout().lock();
     if args.json {
         writeln!(out, "{}", serde_json::to_string(&r)?)?;
     } else {
-        let rounds: Vec<String> = r.round_medians_us.iter().map(|v| format!("{v:.1}")).collect();
+        let rounds: Vec<String> = r
+            .round_medians_us
+            .iter()
+            .map(|v| format!("{v:.1}"))
+            .collect();
         writeln!(
             out,
             "{} [{}; int8 weights: {}, {} matrices, {} outlier columns]: {:.1} us/question (best median of {} rounds x {} frames of {} question(s); rounds {})",

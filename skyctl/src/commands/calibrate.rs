@@ -29,20 +29,24 @@ pub struct Args {
 pub fn calibrate_model(model: &Path, prompts: Option<&Path>) -> anyhow::Result<CalibrationRun> {
     let set = match prompts {
         Some(p) => {
-            let text = std::fs::read_to_string(p).with_context(|| format!("reading prompt set {}", p.display()))?;
+            let text = std::fs::read_to_string(p)
+                .with_context(|| format!("reading prompt set {}", p.display()))?;
             parse_prompts(&text).with_context(|| format!("prompt set {}", p.display()))?
         }
         None => calibration_prompts(),
     };
-    let engine = sky_infer::load::open(model).with_context(|| format!("loading {}", model.display()))?;
-    let run = calibrate(&engine, &set).with_context(|| format!("calibrating {}", model.display()))?;
+    let engine =
+        sky_infer::load::open(model).with_context(|| format!("loading {}", model.display()))?;
+    let run =
+        calibrate(&engine, &set).with_context(|| format!("calibrating {}", model.display()))?;
     Ok(run)
 }
 
 /// Run `skyctl calibrate`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let run = calibrate_model(&args.model, args.prompts.as_deref())?;
-    write_atomic(&args.out, run.calibration.to_json().as_bytes(), false).with_context(|| format!("writing {}", args.out.display()))?;
+    write_atomic(&args.out, run.calibration.to_json().as_bytes(), false)
+        .with_context(|| format!("writing {}", args.out.display()))?;
     let mut err = std::io::stderr().lock();
     for note in run.notes() {
         writeln!(err, "note: {note}")?;

@@ -8,7 +8,9 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use sky_gguf::GgufFile;
-use sky_infer::int8::{f32_reference_from_dir, q8_policy, quantize_gguf, QuantizedFile, OUTLIER_RATIO};
+use sky_infer::int8::{
+    f32_reference_from_dir, q8_policy, quantize_gguf, QuantizedFile, OUTLIER_RATIO,
+};
 use sky_quant::Calibration;
 
 use crate::engine::fsutil::write_atomic;
@@ -47,9 +49,17 @@ pub fn reference_bytes(model: &Path) -> anyhow::Result<Vec<u8>> {
 
 /// Quantize `reference` (GGUF bytes) with `calib` and write `out` atomically; what [`run`]
 /// and the `quantize` node share.
-pub fn quantize_to(reference: &[u8], what: &Path, calib: &Calibration, ratio: f32, exact_cols: bool, out: &Path) -> anyhow::Result<QuantizedFile> {
+pub fn quantize_to(
+    reference: &[u8],
+    what: &Path,
+    calib: &Calibration,
+    ratio: f32,
+    exact_cols: bool,
+    out: &Path,
+) -> anyhow::Result<QuantizedFile> {
     let f = GgufFile::parse(reference).with_context(|| format!("reading {}", what.display()))?;
-    let q = quantize_gguf(&f, calib, ratio, &q8_policy(), exact_cols).with_context(|| format!("quantizing {}", what.display()))?;
+    let q = quantize_gguf(&f, calib, ratio, &q8_policy(), exact_cols)
+        .with_context(|| format!("quantizing {}", what.display()))?;
     write_atomic(out, &q.bytes, false).with_context(|| format!("writing {}", out.display()))?;
     Ok(q)
 }
@@ -59,13 +69,18 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut err = std::io::stderr().lock();
     let calib = match &args.calibration {
         Some(p) => {
-            let text = std::fs::read_to_string(p).with_context(|| format!("reading calibration {}", p.display()))?;
+            let text = std::fs::read_to_string(p)
+                .with_context(|| format!("reading calibration {}", p.display()))?;
             Calibration::from_json(&text).with_context(|| format!("calibration {}", p.display()))?
         }
         None => {
             let run = super::calibrate::calibrate_model(&args.model, args.prompts.as_deref())?;
             if args.prompts.is_none() {
-                writeln!(err, "note: no calibration given: calibrated on the {} built-in prompts", run.prompts)?;
+                writeln!(
+                    err,
+                    "note: no calibration given: calibrated on the {} built-in prompts",
+                    run.prompts
+                )?;
             }
             for note in run.notes() {
                 writeln!(err, "note: {note}")?;
@@ -74,7 +89,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     };
     let reference = reference_bytes(&args.model)?;
-    let q = quantize_to(&reference, &args.model, &calib, args.outlier_ratio, args.exact_cols, &args.out)?;
+    let q = quantize_to(
+        &reference,
+        &args.model,
+        &calib,
+        args.outlier_ratio,
+        args.exact_cols,
+        &args.out,
+    )?;
     writeln!(
         std::io::stdout().lock(),
         "{}: {} Q8_0 matrices, {} outlier columns kept in f32, {} bytes",

@@ -291,6 +291,14 @@ impl GgufWriter {
             })?;
             bw.flush().map_err(io)?;
         }
+        // Temp files are created 0600; a model file is meant to be read by others.
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            tmp.as_file()
+                .set_permissions(std::fs::Permissions::from_mode(0o644))
+                .map_err(io)?;
+        }
         tmp.as_file().sync_all().map_err(io)?;
         tmp.persist(path).map_err(|e| io(e.error))?;
         Ok(())

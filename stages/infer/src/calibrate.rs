@@ -44,7 +44,10 @@ impl CalibrationRun {
 }
 
 pub(crate) fn quant_err(e: sky_quant::Error) -> InferError {
-    InferError::Upstream { component: "sky-quant", message: e.to_string() }
+    InferError::Upstream {
+        component: "sky-quant",
+        message: e.to_string(),
+    }
 }
 
 /// Calibrate `engine` (which must compute in f32) on `prompts`.
@@ -55,14 +58,18 @@ pub fn calibrate(engine: &Engine, prompts: &[PromptRequest]) -> Result<Calibrati
     if prompts.is_empty() {
         return Err(InferError::BadRequest {
             path: "prompts".into(),
-            message: "the calibration set has no usable prompt; give at least one decision request".into(),
+            message: "the calibration set has no usable prompt; give at least one decision request"
+                .into(),
         });
     }
     let mut model_sites = Vec::new();
     for l in &engine.model.layers {
         model_sites.extend([&l.qkv, &l.attn_out, &l.ffn_up, &l.ffn_down]);
     }
-    if let Some(w) = model_sites.iter().find(|w| matches!(w.data, WeightData::External(_))) {
+    if let Some(w) = model_sites
+        .iter()
+        .find(|w| matches!(w.data, WeightData::External(_)))
+    {
         return Err(InferError::BadValue {
             key: w.site.clone(),
             message: "calibration needs the f32 model, but this weight is already quantized".into(),
@@ -90,10 +97,19 @@ pub fn calibrate(engine: &Engine, prompts: &[PromptRequest]) -> Result<Calibrati
         };
         engine.scores(&mut ws, &seq, q.qtype, Some(&mut observer))?;
         if let Some(e) = failure {
-            return Err(InferError::Upstream { component: "calibration", message: format!("prompt {}: {e}", p.id) });
+            return Err(InferError::Upstream {
+                component: "calibration",
+                message: format!("prompt {}: {e}", p.id),
+            });
         }
     }
-    Ok(CalibrationRun { calibration, prompts: prompts.len(), tokens, truncated, max_len: engine.model.config.max_len })
+    Ok(CalibrationRun {
+        calibration,
+        prompts: prompts.len(),
+        tokens,
+        truncated,
+        max_len: engine.model.config.max_len,
+    })
 }
 
 /// Calibrate on the twelve built-in prompts ([`sky_quant::CALIBRATION_PROMPTS`]).

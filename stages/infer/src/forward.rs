@@ -7,7 +7,7 @@
 
 use crate::config::QType;
 use crate::error::{InferError, Result};
-use crate::kernels::{gelu_erf, gemm, layer_norm, softmax_row, Gemm, Isa};
+use crate::kernels::{geglu_row, gelu_erf, gemm, layer_norm, softmax_row, Gemm, Isa};
 use crate::model::Model;
 use crate::weights::Weight;
 
@@ -193,7 +193,7 @@ fn attention(
                         }
                     }
                 }
-                softmax_row(row);
+                softmax_row(isa, row);
             }
             gemm(
                 isa,
@@ -354,11 +354,7 @@ pub fn forward<'w>(
             .ffn_up
             .matmul(isa, &h[..n * d], n, &mut up[..n * 2 * f]);
         for t in 0..n {
-            let z = &up[t * 2 * f..(t + 1) * 2 * f];
-            let o = &mut act[t * f..(t + 1) * f];
-            for j in 0..f {
-                o[j] = gelu_erf(z[j]) * z[f + j];
-            }
+            geglu_row(isa, &up[t * 2 * f..(t + 1) * 2 * f], &mut act[t * f..(t + 1) * f]);
         }
         observe(&mut observer, &layer.ffn_down, n, act);
         layer

@@ -20,7 +20,8 @@ use crate::model::Model;
 use crate::weights::{MatmulKernel, Weight, WeightData};
 use sky_gguf::{GgmlType, GgufFile, Value as GValue};
 use sky_quant::{
-    max_outliers, select_outliers, ActQuant, Calibration, Q8Matrix, Scratch, META_OUTLIERS_PREFIX, META_OUTLIER_RATIO,
+    max_outliers, select_outliers, ActQuant, Calibration, Q8Matrix, Scratch, META_OUTLIERS_PREFIX,
+    META_OUTLIER_RATIO,
 };
 
 pub use sky_quant::OUTLIER_RATIO;
@@ -43,7 +44,11 @@ pub struct Q8Kernel {
 impl Q8Kernel {
     /// Wrap a quantized matrix.
     pub fn new(matrix: Q8Matrix, mode: ActQuant) -> Q8Kernel {
-        Q8Kernel { matrix, mode, scratch: Mutex::new(Scratch::new()) }
+        Q8Kernel {
+            matrix,
+            mode,
+            scratch: Mutex::new(Scratch::new()),
+        }
     }
 
     /// The quantized matrix.
@@ -56,7 +61,9 @@ impl MatmulKernel for Q8Kernel {
     fn matmul(&self, x: &[f32], rows: usize, out: &mut [f32]) {
         let res = match self.scratch.try_lock() {
             Ok(mut s) => self.matrix.matmul(x, rows, out, self.mode, &mut s),
-            Err(_) => self.matrix.matmul(x, rows, out, self.mode, &mut Scratch::new()),
+            Err(_) => self
+                .matrix
+                .matmul(x, rows, out, self.mode, &mut Scratch::new()),
         };
         // The forward pass always passes the declared shapes; should that ever break, NaN
         // scores are visible where a panic would take the server down.
@@ -114,14 +121,20 @@ fn check_ratio(ratio: f32) -> Result<()> {
 /// The outlier channels of `site` (width `k`) in a calibration, with the k/16 cap.
 pub fn site_outliers(calib: &Calibration, site: &str, k: usize, ratio: f32) -> Result<Vec<u32>> {
     check_ratio(ratio)?;
-    let m = calib.channel_max(site).ok_or_else(|| InferError::BadValue {
-        key: site.into(),
-        message: "the calibration has no statistics for this matrix (made for another model?)".into(),
-    })?;
+    let m = calib
+        .channel_max(site)
+        .ok_or_else(|| InferError::BadValue {
+            key: site.into(),
+            message: "the calibration has no statistics for this matrix (made for another model?)"
+                .into(),
+        })?;
     if m.len() != k {
         return Err(InferError::BadValue {
             key: site.into(),
-            message: format!("the calibration has {} input channels, the model {k} (made for another model?)", m.len()),
+            message: format!(
+                "the calibration has {} input channels, the model {k} (made for another model?)",
+                m.len()
+            ),
         });
     }
     select_outliers(m, ratio, max_outliers(k)).map_err(quant_err)
@@ -132,7 +145,10 @@ fn quantize_weight(w: &mut Weight, outliers: &[u32], mode: ActQuant) -> Result<u
         key: w.site.clone(),
         message: "already quantized: quantizing at load needs f32 weights".into(),
     })?;
-    let m = Q8Matrix::quantize(&rows, w.n, w.k, outliers).map_err(|e| InferError::BadTensor { name: tensor_name(&w.site), message: e.to_string() })?;
+    let m = Q8Matrix::quantize(&rows, w.n, w.k, outliers).map_err(|e| InferError::BadTensor {
+        name: tensor_name(&w.site),
+        message: e.to_string(),
+    })?;
     w.data = WeightData::External(Box::new(Q8Kernel::new(m, mode)));
     Ok(outliers.len())
 }
@@ -143,7 +159,12 @@ fn quantize_weight(w: &mut Weight, outliers: &[u32], mode: ActQuant) -> Result<u
 ///
 /// Errors: `ratio <= 1`, a site missing from the calibration or of another width, weights
 /// already quantized, a matrix width that is not a multiple of 32.
-pub fn quantize_at_load(model: &mut Model, calib: &Calibration, ratio: f32, mode: ActQuant) -> Result<Int8Summary> {
+pub fn quantize_at_load(
+    model: &mut Model,
+    calib: &Calibration,
+    ratio: f32,
+    mode: ActQuant,
+) -> Result<Int8Summary> {
     check_ratio(ratio)?;
     let n_enc = model.config.n_enc;
     let mut sum = Int8Summary::default();
@@ -180,31 +201,61 @@ pub fn quantize_plain_at_load(model: &mut Model, mode: ActQuant) -> Result<Int8S
 
 /// Read the `skycmd.quant.outliers.<tensor>` array of a file, validated against `k`.
 fn file_outliers(key: &str, v: &GValue, k: usize) -> Result<Vec<u32>> {
-    let bad = |message: String| InferError::BadValue { key: key.into(), message };
-    let arr = v.as_array().ok_or_else(|| bad(format!("expected an array of u32 channel indices, found {:?}", v.value_type())))?;
+    let bad = |message: String| InferError::BadValue {
+        key: key.into(),
+        message,
+    };
+    let arr = v.as_array().ok_or_else(|| {
+        bad(format!(
+            "expected an array of u32 channel indices, found {:?}",
+            v.value_type()
+        ))
+    })?;
     let mut out = Vec::with_capacity(arr.items.len());
     for (i, item) in arr.items.iter().enumerate() {
-        let c = item.as_u64().ok_or_else(|| bad(format!("item {i} is not an unsigned integer")))?;
+        let c = item
+            .as_u64()
+            .ok_or_else(|| bad(format!("item {i} is not an unsigned integer")))?;
         if c >= k as u64 {
-            return Err(bad(format!("item {i}: channel {c} is out of range for a tensor with {k} input channels")));
+            return Err(bad(format!(
+                "item {i}: channel {c} is out of range for a tensor with {k} input channels"
+            )));
         }
         if out.last().is_some_and(|&p: &u32| u64::from(p) >= c) {
-            return Err(bad(format!("item {i}: channels must be strictly ascending, {c} follows {}", out.last().copied().unwrap_or(0))));
+            return Err(bad(format!(
+                "item {i}: channels must be strictly ascending, {c} follows {}",
+                out.last().copied().unwrap_or(0)
+            )));
         }
         out.push(c as u32);
     }
     if out.len() > max_outliers(k) {
-        return Err(bad(format!("{} outlier channels, more than k/16 = {}", out.len(), max_outliers(k))));
+        return Err(bad(format!(
+            "{} outlier channels, more than k/16 = {}",
+            out.len(),
+            max_outliers(k)
+        )));
     }
     Ok(out)
 }
 
 /// Read the `skycmd.quant.outlier_weights.<tensor>` array of a file: `len` finite floats.
 fn file_outlier_weights(key: &str, v: &GValue, len: usize) -> Result<Vec<f32>> {
-    let bad = |message: String| InferError::BadValue { key: key.into(), message };
-    let arr = v.as_array().ok_or_else(|| bad(format!("expected an array of f32, found {:?}", v.value_type())))?;
+    let bad = |message: String| InferError::BadValue {
+        key: key.into(),
+        message,
+    };
+    let arr = v.as_array().ok_or_else(|| {
+        bad(format!(
+            "expected an array of f32, found {:?}",
+            v.value_type()
+        ))
+    })?;
     if arr.items.len() != len {
-        return Err(bad(format!("{} values, expected rows x outliers = {len}", arr.items.len())));
+        return Err(bad(format!(
+            "{} values, expected rows x outliers = {len}",
+            arr.items.len()
+        )));
     }
     arr.items
         .iter()
@@ -224,22 +275,54 @@ fn file_outlier_weights(key: &str, v: &GValue, len: usize) -> Result<Vec<f32>> {
 /// Errors (a file whose outlier metadata does not match its tensors): an outlier key naming a
 /// tensor that is absent, not Q8_0 or not a matrix of the model; indices out of range,
 /// unordered or above k/16; a bad `skycmd.quant.outlier_ratio`.
-pub fn from_q8_file(model: &mut Model, file: &GgufFile<'_>, mode: ActQuant, use_outliers: bool) -> Result<Int8Summary> {
+pub fn from_q8_file(
+    model: &mut Model,
+    file: &GgufFile<'_>,
+    mode: ActQuant,
+    use_outliers: bool,
+) -> Result<Int8Summary> {
     if let Some(v) = file.get(META_OUTLIER_RATIO) {
-        let r = v.as_f64().ok_or_else(|| InferError::BadValue { key: META_OUTLIER_RATIO.into(), message: "expected a float".into() })?;
-        check_ratio(r as f32).map_err(|_| InferError::BadValue { key: META_OUTLIER_RATIO.into(), message: format!("{r} is not above 1") })?;
+        let r = v.as_f64().ok_or_else(|| InferError::BadValue {
+            key: META_OUTLIER_RATIO.into(),
+            message: "expected a float".into(),
+        })?;
+        check_ratio(r as f32).map_err(|_| InferError::BadValue {
+            key: META_OUTLIER_RATIO.into(),
+            message: format!("{r} is not above 1"),
+        })?;
     }
-    let sites: Vec<(String, usize)> = model.weights_mut().iter().map(|w| (tensor_name(&w.site), w.k)).collect();
+    let sites: Vec<(String, usize)> = model
+        .weights_mut()
+        .iter()
+        .map(|w| (tensor_name(&w.site), w.k))
+        .collect();
     // Every outlier key must name a Q8_0 matrix of the model.
     for (key, _) in &file.metadata {
-        let Some(tensor) = key.strip_prefix(META_OUTLIERS_PREFIX).or_else(|| key.strip_prefix(META_OUTLIER_WEIGHTS_PREFIX)) else { continue };
-        let bad = |message: String| InferError::BadValue { key: key.clone(), message };
-        let t = file.tensor(tensor).ok_or_else(|| bad(format!("names tensor `{tensor}`, which the file does not have")))?;
+        let Some(tensor) = key
+            .strip_prefix(META_OUTLIERS_PREFIX)
+            .or_else(|| key.strip_prefix(META_OUTLIER_WEIGHTS_PREFIX))
+        else {
+            continue;
+        };
+        let bad = |message: String| InferError::BadValue {
+            key: key.clone(),
+            message,
+        };
+        let t = file.tensor(tensor).ok_or_else(|| {
+            bad(format!(
+                "names tensor `{tensor}`, which the file does not have"
+            ))
+        })?;
         if t.ty != GgmlType::Q8_0 {
-            return Err(bad(format!("tensor `{tensor}` is {}, but outliers are recorded for Q8_0 tensors only", t.ty.name())));
+            return Err(bad(format!(
+                "tensor `{tensor}` is {}, but outliers are recorded for Q8_0 tensors only",
+                t.ty.name()
+            )));
         }
         if !sites.iter().any(|(n, _)| n == tensor) {
-            return Err(bad(format!("tensor `{tensor}` is not a matrix of the model")));
+            return Err(bad(format!(
+                "tensor `{tensor}` is not a matrix of the model"
+            )));
         }
     }
     let mut sum = Int8Summary::default();
@@ -260,13 +343,21 @@ pub fn from_q8_file(model: &mut Model, file: &GgufFile<'_>, mode: ActQuant, use_
             (false, Some(v)) => Some(file_outlier_weights(&wkey, v, rows * outliers.len())?),
             _ => None,
         };
-        let m = Q8Matrix::from_q8_0_bytes(t.data, rows, *k, &outliers, exact.as_deref()).map_err(|e| InferError::BadTensor { name: name.clone(), message: e.to_string() })?;
+        let m = Q8Matrix::from_q8_0_bytes(t.data, rows, *k, &outliers, exact.as_deref()).map_err(
+            |e| InferError::BadTensor {
+                name: name.clone(),
+                message: e.to_string(),
+            },
+        )?;
         sum.outlier_columns += outliers.len();
         replaced.push(Q8Kernel::new(m, mode));
     }
     let mut replaced = replaced.into_iter();
     for w in model.weights_mut() {
-        if file.tensor(&tensor_name(&w.site)).is_some_and(|t| t.ty == GgmlType::Q8_0) {
+        if file
+            .tensor(&tensor_name(&w.site))
+            .is_some_and(|t| t.ty == GgmlType::Q8_0)
+        {
             if let Some(kern) = replaced.next() {
                 w.data = WeightData::External(Box::new(kern));
                 sum.matrices += 1;
@@ -278,7 +369,10 @@ pub fn from_q8_file(model: &mut Model, file: &GgufFile<'_>, mode: ActQuant, use_
 
 /// Whether any matrix of the model is stored as Q8_0 in `file`.
 pub fn has_q8_matrices(model: &mut Model, file: &GgufFile<'_>) -> bool {
-    model.weights_mut().iter().any(|w| file.tensor(&tensor_name(&w.site)).is_some_and(|t| t.ty == GgmlType::Q8_0))
+    model.weights_mut().iter().any(|w| {
+        file.tensor(&tensor_name(&w.site))
+            .is_some_and(|t| t.ty == GgmlType::Q8_0)
+    })
 }
 
 /// The compute path a user asked for (`--q8`, `--q8-fast`, `--no-calib`).
@@ -295,7 +389,11 @@ pub struct ComputeOptions {
 
 impl Default for ComputeOptions {
     fn default() -> Self {
-        ComputeOptions { act: None, no_calib: false, ratio: OUTLIER_RATIO }
+        ComputeOptions {
+            act: None,
+            no_calib: false,
+            ratio: OUTLIER_RATIO,
+        }
     }
 }
 
@@ -327,7 +425,12 @@ fn mode_name(act: ActQuant) -> &'static str {
 ///   outlier columns).
 /// - A float model runs in f32 unless `opts.act` asks for int8.
 /// - `--no-calib` on a float model without `--q8`/`--q8-fast` is an error.
-pub fn apply(engine: &mut Engine, gguf: Option<&GgufFile<'_>>, opts: &ComputeOptions, calibration: Option<&Calibration>) -> Result<ComputeReport> {
+pub fn apply(
+    engine: &mut Engine,
+    gguf: Option<&GgufFile<'_>>,
+    opts: &ComputeOptions,
+    calibration: Option<&Calibration>,
+) -> Result<ComputeReport> {
     check_ratio(opts.ratio)?;
     if let Some(f) = gguf {
         if has_q8_matrices(&mut engine.model, f) {
@@ -337,7 +440,12 @@ pub fn apply(engine: &mut Engine, gguf: Option<&GgufFile<'_>>, opts: &ComputeOpt
             if !opts.no_calib && int8.outlier_columns == 0 {
                 notes.push("the Q8_0 file records no outlier columns (plain Q8_0): it runs without outlier handling".into());
             }
-            return Ok(ComputeReport { mode: mode_name(act), weights: "q8_0 file", int8, notes });
+            return Ok(ComputeReport {
+                mode: mode_name(act),
+                weights: "q8_0 file",
+                int8,
+                notes,
+            });
         }
     }
     let Some(act) = opts.act else {
@@ -347,7 +455,12 @@ pub fn apply(engine: &mut Engine, gguf: Option<&GgufFile<'_>>, opts: &ComputeOpt
                 message: "selects plain int8 without outliers: use it with --q8 or --q8-fast, or on a Q8_0 file".into(),
             });
         }
-        return Ok(ComputeReport { mode: "f32", weights: "none", int8: Int8Summary::default(), notes: Vec::new() });
+        return Ok(ComputeReport {
+            mode: "f32",
+            weights: "none",
+            int8: Int8Summary::default(),
+            notes: Vec::new(),
+        });
     };
     let mut notes = Vec::new();
     let int8 = if opts.no_calib {
@@ -358,7 +471,10 @@ pub fn apply(engine: &mut Engine, gguf: Option<&GgufFile<'_>>, opts: &ComputeOpt
             Some(c) => c,
             None => {
                 let run = calibrate_builtin(engine)?;
-                notes.push(format!("no calibration given: calibrated on the {} built-in prompts", run.prompts));
+                notes.push(format!(
+                    "no calibration given: calibrated on the {} built-in prompts",
+                    run.prompts
+                ));
                 notes.extend(run.notes());
                 own = run.calibration;
                 &own
@@ -366,24 +482,45 @@ pub fn apply(engine: &mut Engine, gguf: Option<&GgufFile<'_>>, opts: &ComputeOpt
         };
         quantize_at_load(&mut engine.model, calib, opts.ratio, act)?
     };
-    Ok(ComputeReport { mode: mode_name(act), weights: "at load", int8, notes })
+    Ok(ComputeReport {
+        mode: mode_name(act),
+        weights: "at load",
+        int8,
+        notes,
+    })
 }
 
 /// Load a `.gguf` file or a Laya directory onto the requested compute path.
 #[cfg(feature = "std-fs")]
-pub fn open(path: &std::path::Path, opts: &ComputeOptions, calibration: Option<&Calibration>) -> Result<(Engine, ComputeReport)> {
+pub fn open(
+    path: &std::path::Path,
+    opts: &ComputeOptions,
+    calibration: Option<&Calibration>,
+) -> Result<(Engine, ComputeReport)> {
     if path.is_dir() {
         let mut e = crate::load::engine_from_laya_dir(path)?;
         let r = apply(&mut e, None, opts, calibration)?;
         return Ok((e, r));
     }
-    let bytes = std::fs::read(path).map_err(|e| InferError::Io { path: path.display().to_string(), message: e.to_string() })?;
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| path.display().to_string());
+    let bytes = std::fs::read(path).map_err(|e| InferError::Io {
+        path: path.display().to_string(),
+        message: e.to_string(),
+    })?;
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| path.display().to_string());
     let mut e = crate::load::engine_from_gguf(&bytes, name).map_err(|e| match e {
-        InferError::Upstream { component, message } => InferError::Upstream { component, message: format!("{}: {message}", path.display()) },
+        InferError::Upstream { component, message } => InferError::Upstream {
+            component,
+            message: format!("{}: {message}", path.display()),
+        },
         other => other,
     })?;
-    let f = GgufFile::parse(&bytes).map_err(|e| InferError::Upstream { component: "gguf", message: format!("{}: {e}", path.display()) })?;
+    let f = GgufFile::parse(&bytes).map_err(|e| InferError::Upstream {
+        component: "gguf",
+        message: format!("{}: {e}", path.display()),
+    })?;
     let r = apply(&mut e, Some(&f), opts, calibration)?;
     Ok((e, r))
 }
@@ -402,7 +539,10 @@ pub struct QuantizedFile {
 /// The type policy of the Q8_0 variant: Q8_0 encoder matrices, F16 token embeddings, F32
 /// head (what `skyctl convert --type q8_0` uses).
 pub fn q8_policy() -> sky_laya::TypePolicy {
-    sky_laya::TypePolicy { ftype: GgmlType::Q8_0, ..Default::default() }
+    sky_laya::TypePolicy {
+        ftype: GgmlType::Q8_0,
+        ..Default::default()
+    }
 }
 
 /// Re-encode a float reference GGUF (from `skyctl convert --type f32`) as the calibrated
@@ -421,12 +561,32 @@ pub fn q8_policy() -> sky_laya::TypePolicy {
 ///
 /// Errors: a reference that holds quantized tensors, a matrix missing from the calibration,
 /// `ratio <= 1`.
-pub fn quantize_gguf(reference: &GgufFile<'_>, calib: &Calibration, ratio: f32, policy: &sky_laya::TypePolicy, exact_cols: bool) -> Result<QuantizedFile> {
+pub fn quantize_gguf(
+    reference: &GgufFile<'_>,
+    calib: &Calibration,
+    ratio: f32,
+    policy: &sky_laya::TypePolicy,
+    exact_cols: bool,
+) -> Result<QuantizedFile> {
     check_ratio(ratio)?;
-    policy.validate().map_err(|e| InferError::BadValue { key: "policy".into(), message: e.to_string() })?;
-    let arch = reference.get("general.architecture").and_then(GValue::as_str).unwrap_or("modern-bert");
-    let count = |k: &str| reference.get(&format!("{arch}.{k}")).and_then(GValue::as_u64).map(|v| v as usize);
-    let n_layer = count("block_count").ok_or_else(|| InferError::MissingKey { source: "GGUF".into(), key: format!("{arch}.block_count") })?;
+    policy.validate().map_err(|e| InferError::BadValue {
+        key: "policy".into(),
+        message: e.to_string(),
+    })?;
+    let arch = reference
+        .get("general.architecture")
+        .and_then(GValue::as_str)
+        .unwrap_or("modern-bert");
+    let count = |k: &str| {
+        reference
+            .get(&format!("{arch}.{k}"))
+            .and_then(GValue::as_u64)
+            .map(|v| v as usize)
+    };
+    let n_layer = count("block_count").ok_or_else(|| InferError::MissingKey {
+        source: "GGUF".into(),
+        key: format!("{arch}.block_count"),
+    })?;
     let n_enc = n_layer.saturating_sub(count("decision.block_count").unwrap_or(0));
     let mut w = sky_gguf::GgufWriter::with_alignment(reference.alignment);
     for (k, v) in &reference.metadata {
@@ -439,14 +599,24 @@ pub fn quantize_gguf(reference: &GgufFile<'_>, calib: &Calibration, ratio: f32, 
             w.add_kv(k.clone(), v.clone());
         }
     }
-    let mut out = QuantizedFile { bytes: Vec::new(), q8_tensors: 0, outlier_columns: 0 };
+    let mut out = QuantizedFile {
+        bytes: Vec::new(),
+        q8_tensors: 0,
+        outlier_columns: 0,
+    };
     let mut recorded = Vec::new();
     for t in &reference.tensors {
-        let gerr = |e: &dyn std::fmt::Display| InferError::BadTensor { name: t.name.clone(), message: e.to_string() };
+        let gerr = |e: &dyn std::fmt::Display| InferError::BadTensor {
+            name: t.name.clone(),
+            message: e.to_string(),
+        };
         if !matches!(t.ty, GgmlType::F32 | GgmlType::F16 | GgmlType::BF16) {
             return Err(InferError::BadTensor {
                 name: t.name.clone(),
-                message: format!("is {}: quantizing needs a float reference (skyctl convert --type f32)", t.ty.name()),
+                message: format!(
+                    "is {}: quantizing needs a float reference (skyctl convert --type f32)",
+                    t.ty.name()
+                ),
             });
         }
         let values = t.to_f32().map_err(|e| gerr(&e))?;
@@ -454,7 +624,7 @@ pub fn quantize_gguf(reference: &GgufFile<'_>, calib: &Calibration, ratio: f32, 
         let ty = policy.type_for(&t.name, &shape, n_enc);
         let data = if ty == GgmlType::Q8_0 {
             let k = shape.last().copied().unwrap_or(1);
-            let rows = if k == 0 { 0 } else { values.len() / k };
+            let rows = values.len().checked_div(k).unwrap_or(0);
             let site = t.name.strip_suffix(".weight").unwrap_or(&t.name);
             let outliers = site_outliers(calib, site, k, ratio)?;
             let bytes = if exact_cols {
@@ -466,7 +636,10 @@ pub fn quantize_gguf(reference: &GgufFile<'_>, calib: &Calibration, ratio: f32, 
             out.q8_tensors += 1;
             out.outlier_columns += outliers.len();
             if !outliers.is_empty() {
-                let exact: Vec<f32> = (0..rows).flat_map(|r| outliers.iter().map(move |&c| (r, c))).map(|(r, c)| values[r * k + c as usize]).collect();
+                let exact: Vec<f32> = (0..rows)
+                    .flat_map(|r| outliers.iter().map(move |&c| (r, c)))
+                    .map(|(r, c)| values[r * k + c as usize])
+                    .collect();
                 recorded.push((t.name.clone(), outliers, exact));
             }
             bytes
@@ -474,31 +647,51 @@ pub fn quantize_gguf(reference: &GgufFile<'_>, calib: &Calibration, ratio: f32, 
             let row = t.dims.first().copied().unwrap_or(1) as usize;
             sky_gguf::encode(ty, &values, row).map_err(|e| gerr(&e))?
         };
-        w.add_tensor(t.name.clone(), t.dims.clone(), ty, data).map_err(|e| gerr(&e))?;
+        w.add_tensor(t.name.clone(), t.dims.clone(), ty, data)
+            .map_err(|e| gerr(&e))?;
     }
     if out.q8_tensors > 0 {
         w.add_kv(META_OUTLIER_RATIO, GValue::F32(ratio));
         w.add_kv(sky_quant::META_CALIBRATION_DIGEST, calib.digest());
         for (name, cols, exact) in recorded {
-            w.add_kv(format!("{META_OUTLIERS_PREFIX}{name}"), GValue::u32_array(cols));
-            w.add_kv(format!("{META_OUTLIER_WEIGHTS_PREFIX}{name}"), GValue::f32_array(exact));
+            w.add_kv(
+                format!("{META_OUTLIERS_PREFIX}{name}"),
+                GValue::u32_array(cols),
+            );
+            w.add_kv(
+                format!("{META_OUTLIER_WEIGHTS_PREFIX}{name}"),
+                GValue::f32_array(exact),
+            );
         }
     }
-    out.bytes = w.to_bytes().map_err(|e| InferError::Upstream { component: "gguf", message: e.to_string() })?;
+    out.bytes = w.to_bytes().map_err(|e| InferError::Upstream {
+        component: "gguf",
+        message: e.to_string(),
+    })?;
     Ok(out)
 }
 
 /// The reference F32 GGUF of a Laya checkpoint directory, built in memory.
 #[cfg(feature = "std-fs")]
 pub fn f32_reference_from_dir(dir: &std::path::Path) -> Result<Vec<u8>> {
-    let up = |e: sky_laya::LayaError| InferError::Upstream { component: "laya", message: format!("{}: {e}", dir.display()) };
+    let up = |e: sky_laya::LayaError| InferError::Upstream {
+        component: "laya",
+        message: format!("{}: {e}", dir.display()),
+    };
     let ckpt = sky_laya::LayaCheckpoint::open(dir).map_err(up)?;
     let opts = sky_laya::ConvertOptions {
-        policy: sky_laya::TypePolicy { ftype: GgmlType::F32, head_type: GgmlType::F32, rules: Vec::new() },
+        policy: sky_laya::TypePolicy {
+            ftype: GgmlType::F32,
+            head_type: GgmlType::F32,
+            rules: Vec::new(),
+        },
         ..Default::default()
     };
     let (w, _) = sky_laya::build_writer(&ckpt, &opts).map_err(up)?;
-    w.to_bytes().map_err(|e| InferError::Upstream { component: "gguf", message: e.to_string() })
+    w.to_bytes().map_err(|e| InferError::Upstream {
+        component: "gguf",
+        message: e.to_string(),
+    })
 }
 
 #[cfg(test)]
@@ -518,15 +711,24 @@ mod tests {
     #[test]
     fn kernel_matches_f32_and_keeps_outliers_exact() {
         let (n, k) = (3, 64);
-        let rows: Vec<f32> = (0..n * k).map(|i| ((i * 37 % 101) as f32 - 50.0) / 400.0).collect();
-        let mut x: Vec<f32> = (0..2 * k).map(|i| ((i * 13 % 29) as f32 - 14.0) / 20.0).collect();
+        let rows: Vec<f32> = (0..n * k)
+            .map(|i| ((i * 37 % 101) as f32 - 50.0) / 400.0)
+            .collect();
+        let mut x: Vec<f32> = (0..2 * k)
+            .map(|i| ((i * 13 % 29) as f32 - 14.0) / 20.0)
+            .collect();
         x[5] = 40.0;
         x[k + 5] = -35.0;
         let f = Weight::from_rows("s", n, k, &rows);
         let mut want = vec![0f32; 2 * n];
         f.matmul(Isa::Scalar, &x, 2, &mut want);
         let m = Q8Matrix::quantize(&rows, n, k, &[5]).unwrap();
-        let q = Weight { site: "s".into(), k, n, data: WeightData::External(Box::new(Q8Kernel::new(m, ActQuant::Q8x2))) };
+        let q = Weight {
+            site: "s".into(),
+            k,
+            n,
+            data: WeightData::External(Box::new(Q8Kernel::new(m, ActQuant::Q8x2))),
+        };
         let mut got = vec![0f32; 2 * n];
         q.matmul(Isa::Scalar, &x, 2, &mut got);
         for (a, b) in got.iter().zip(&want) {
@@ -538,12 +740,22 @@ mod tests {
     #[test]
     fn bad_ratio_and_foreign_calibration_are_refused() {
         let c = Calibration::new();
-        assert!(site_outliers(&c, "blk.0.attn_qkv", 64, 1.0).unwrap_err().to_string().contains("above 1"));
-        let e = site_outliers(&c, "blk.0.attn_qkv", 64, 3.0).unwrap_err().to_string();
-        assert!(e.contains("blk.0.attn_qkv") && e.contains("no statistics"), "{e}");
+        assert!(site_outliers(&c, "blk.0.attn_qkv", 64, 1.0)
+            .unwrap_err()
+            .to_string()
+            .contains("above 1"));
+        let e = site_outliers(&c, "blk.0.attn_qkv", 64, 3.0)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("blk.0.attn_qkv") && e.contains("no statistics"),
+            "{e}"
+        );
         let mut c = Calibration::new();
         c.observe("blk.0.attn_qkv", &[1.0; 32], 1, 32).unwrap();
-        let e = site_outliers(&c, "blk.0.attn_qkv", 64, 3.0).unwrap_err().to_string();
+        let e = site_outliers(&c, "blk.0.attn_qkv", 64, 3.0)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("32 input channels"), "{e}");
     }
 
@@ -557,8 +769,13 @@ mod tests {
             (GValue::u32_array([1, 2, 3, 4, 5]), "k/16"),
             (GValue::U32(3), "expected an array"),
         ] {
-            let e = file_outliers("skycmd.quant.outliers.t", &v, 64).unwrap_err().to_string();
-            assert!(e.contains(needle) && e.contains("skycmd.quant.outliers.t"), "{e}");
+            let e = file_outliers("skycmd.quant.outliers.t", &v, 64)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains(needle) && e.contains("skycmd.quant.outliers.t"),
+                "{e}"
+            );
         }
     }
 }

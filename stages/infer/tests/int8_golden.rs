@@ -8,6 +8,9 @@
 //! - plain round-to-nearest Q8_0 (`--no-calib`, or a llama.cpp Q8_0 file) is visibly worse;
 //! - the calibrated Q8_0 file is as good as quantizing at load.
 
+// The measured errors are printed (with --nocapture) so that the README figures can be redone.
+#![allow(clippy::print_stderr)]
+
 use std::path::PathBuf;
 
 use serde_json::Value;
@@ -28,13 +31,20 @@ fn root() -> PathBuf {
 fn goldens(model: &str) -> Vec<Value> {
     let p = root().join(format!("fixtures/laya-ref/goldens/{model}.f64.jsonl"));
     let text = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
-    text.lines().filter(|l| !l.trim().is_empty()).map(|l| serde_json::from_str(l).expect("golden line is JSON")).collect()
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).expect("golden line is JSON"))
+        .collect()
 }
 
 /// GGUF bytes of a reference checkpoint converted with `policy`.
 fn convert(model: &str, policy: sky_laya::TypePolicy) -> Vec<u8> {
-    let ckpt = sky_laya::LayaCheckpoint::open(root().join("models").join(model)).expect("reference checkpoint opens");
-    let opts = sky_laya::ConvertOptions { policy, ..Default::default() };
+    let ckpt = sky_laya::LayaCheckpoint::open(root().join("models").join(model))
+        .expect("reference checkpoint opens");
+    let opts = sky_laya::ConvertOptions {
+        policy,
+        ..Default::default()
+    };
     let (w, _) = sky_laya::build_writer(&ckpt, &opts).expect("converts");
     w.to_bytes().expect("serializes")
 }
@@ -48,10 +58,22 @@ fn errors(e: &Engine, gold: &[Value]) -> (f64, f64) {
     let mut ws = Workspace::new();
     let mut errs = Vec::new();
     for rec in gold {
-        let ids: Vec<u32> = rec["input_ids"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as u32).collect();
-        let markers: Vec<usize> = rec["markers"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as usize).collect();
+        let ids: Vec<u32> = rec["input_ids"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_u64().unwrap() as u32)
+            .collect();
+        let markers: Vec<usize> = rec["markers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_u64().unwrap() as usize)
+            .collect();
         let qtype = QType::parse(rec["type"].as_str().unwrap()).unwrap();
-        let scores = forward(&e.model, e.isa, &mut ws, &ids, &markers, qtype, None).unwrap().to_vec();
+        let scores = forward(&e.model, e.isa, &mut ws, &ids, &markers, qtype, None)
+            .unwrap()
+            .to_vec();
         let p = probabilities(&scores, rec["temperature"].as_f64().unwrap());
         for (a, b) in p.iter().zip(rec["probabilities"].as_array().unwrap()) {
             errs.push((f64::from(*a) - b.as_f64().unwrap()).abs());
@@ -59,14 +81,25 @@ fn errors(e: &Engine, gold: &[Value]) -> (f64, f64) {
     }
     errs.sort_by(f64::total_cmp);
     let n = errs.len();
-    let median = if n % 2 == 1 { errs[n / 2] } else { (errs[n / 2 - 1] + errs[n / 2]) / 2.0 };
+    let median = if n % 2 == 1 {
+        errs[n / 2]
+    } else {
+        (errs[n / 2 - 1] + errs[n / 2]) / 2.0
+    };
     (errs[n - 1], median)
 }
 
 /// Every path of one model: (name, max, median).
 fn measure(model: &str) -> Vec<(&'static str, f64, f64)> {
     let gold = goldens(model);
-    let f32_ref = convert(model, sky_laya::TypePolicy { ftype: sky_gguf::GgmlType::F32, head_type: sky_gguf::GgmlType::F32, rules: vec![] });
+    let f32_ref = convert(
+        model,
+        sky_laya::TypePolicy {
+            ftype: sky_gguf::GgmlType::F32,
+            head_type: sky_gguf::GgmlType::F32,
+            rules: vec![],
+        },
+    );
     let f16_file = convert(model, sky_laya::TypePolicy::default());
     let plain_q8_file = convert(model, q8_policy());
     let base = engine(&f32_ref);
@@ -83,21 +116,57 @@ fn measure(model: &str) -> Vec<(&'static str, f64, f64)> {
     let mut plain = engine(&f32_ref);
     int8::quantize_plain_at_load(&mut plain.model, ActQuant::Q8x2).unwrap();
     out.push(("plain q8 at load (--no-calib)", errors(&plain, &gold)));
-    let q8 = int8::quantize_gguf(&GgufFile::parse(&f32_ref).unwrap(), &calib, OUTLIER_RATIO, &q8_policy(), false).unwrap();
+    let q8 = int8::quantize_gguf(
+        &GgufFile::parse(&f32_ref).unwrap(),
+        &calib,
+        OUTLIER_RATIO,
+        &q8_policy(),
+        false,
+    )
+    .unwrap();
     let from_file = |bytes: &[u8], act, outliers| {
         let mut e = engine(bytes);
         let f = GgufFile::parse(bytes).unwrap();
         let s = int8::from_q8_file(&mut e.model, &f, act, outliers).unwrap();
-        assert_eq!(s.matrices, 4 * e.model.config.n_enc, "every encoder matrix runs in int8");
+        assert_eq!(
+            s.matrices,
+            4 * e.model.config.n_enc,
+            "every encoder matrix runs in int8"
+        );
         errors(&e, &gold)
     };
-    out.push(("calibrated Q8_0 file", from_file(&q8.bytes, ActQuant::Q8x2, true)));
-    out.push(("calibrated Q8_0 file, q8-fast", from_file(&q8.bytes, ActQuant::Q8, true)));
-    out.push(("calibrated Q8_0 file read as plain Q8_0", from_file(&q8.bytes, ActQuant::Q8x2, false)));
-    let exact = int8::quantize_gguf(&GgufFile::parse(&f32_ref).unwrap(), &calib, OUTLIER_RATIO, &q8_policy(), true).unwrap();
-    out.push(("exact-cols Q8_0 file", from_file(&exact.bytes, ActQuant::Q8x2, true)));
-    out.push(("exact-cols Q8_0 file read as plain Q8_0", from_file(&exact.bytes, ActQuant::Q8x2, false)));
-    out.push(("plain Q8_0 file (convert --type q8_0)", from_file(&plain_q8_file, ActQuant::Q8x2, true)));
+    out.push((
+        "calibrated Q8_0 file",
+        from_file(&q8.bytes, ActQuant::Q8x2, true),
+    ));
+    out.push((
+        "calibrated Q8_0 file, q8-fast",
+        from_file(&q8.bytes, ActQuant::Q8, true),
+    ));
+    out.push((
+        "calibrated Q8_0 file read as plain Q8_0",
+        from_file(&q8.bytes, ActQuant::Q8x2, false),
+    ));
+    let exact = int8::quantize_gguf(
+        &GgufFile::parse(&f32_ref).unwrap(),
+        &calib,
+        OUTLIER_RATIO,
+        &q8_policy(),
+        true,
+    )
+    .unwrap();
+    out.push((
+        "exact-cols Q8_0 file",
+        from_file(&exact.bytes, ActQuant::Q8x2, true),
+    ));
+    out.push((
+        "exact-cols Q8_0 file read as plain Q8_0",
+        from_file(&exact.bytes, ActQuant::Q8x2, false),
+    ));
+    out.push((
+        "plain Q8_0 file (convert --type q8_0)",
+        from_file(&plain_q8_file, ActQuant::Q8x2, true),
+    ));
     for (name, (max, med)) in &out {
         eprintln!("{model:9} {name:40} max {max:.4}  median {med:.4}");
     }
@@ -107,14 +176,25 @@ fn measure(model: &str) -> Vec<(&'static str, f64, f64)> {
 /// Bounds of one model: (path, max bound, median bound).
 fn check(model: &str, bounds: &[(&str, f64, f64)]) {
     let got = measure(model);
-    let find = |name: &str| got.iter().find(|(n, _, _)| *n == name).map(|&(_, a, b)| (a, b)).unwrap();
+    let find = |name: &str| {
+        got.iter()
+            .find(|(n, _, _)| *n == name)
+            .map(|&(_, a, b)| (a, b))
+            .unwrap()
+    };
     for &(name, max_b, med_b) in bounds {
         let (max, med) = find(name);
-        assert!(max <= max_b && med <= med_b, "{model} {name}: max {max:.4} (bound {max_b}), median {med:.4} (bound {med_b})");
+        assert!(
+            max <= max_b && med <= med_b,
+            "{model} {name}: max {max:.4} (bound {max_b}), median {med:.4} (bound {med_b})"
+        );
     }
     let (q8_max, q8_med) = find("q8 at load (Q8x2)");
     let (plain_max, plain_med) = find("plain q8 at load (--no-calib)");
-    assert!(plain_max > 1.5 * q8_max && plain_med > 1.5 * q8_med, "{model}: plain round-to-nearest must be visibly worse than calibrated");
+    assert!(
+        plain_max > 1.5 * q8_max && plain_med > 1.5 * q8_med,
+        "{model}: plain round-to-nearest must be visibly worse than calibrated"
+    );
     let (file_max, file_med) = find("calibrated Q8_0 file");
     assert!(file_max <= 1.25 * q8_max && file_med <= 1.25 * q8_med, "{model}: calibrated Q8_0 file ({file_max:.4}/{file_med:.4}) must be as good as quantizing at load ({q8_max:.4}/{q8_med:.4})");
 }

@@ -254,12 +254,16 @@ impl GoldenFile {
         let (o_seed, seed_s) = fields[4];
         let seed = seed_s
             .strip_prefix("seed=0x")
-            .filter(|h| h.len() == 8 && h.bytes().all(|b| b.is_ascii_hexdigit()))
+            // Upper-case hex only, as the generator writes it: one spelling per seed.
+            .filter(|h| {
+                h.len() == 8
+                    && h.bytes().all(|b| b.is_ascii_digit() || (b'A'..=b'F').contains(&b))
+            })
             .and_then(|h| u32::from_str_radix(h, 16).ok())
             .ok_or_else(|| {
                 bad(
                     o_seed,
-                    format!("seed field {seed_s:?} is not \"seed=0x\" followed by 8 hex digits"),
+                    format!("seed field {seed_s:?} is not \"seed=0x\" followed by 8 upper-case hex digits"),
                 )
             })?;
 

@@ -57,7 +57,8 @@ impl StageKind for Bench {
 
     fn run(&self, ctx: &mut StageCtx<'_>) -> anyhow::Result<()> {
         let node = ctx.node;
-        let p: Params = serde_json::from_value(ctx.params.clone()).with_context(|| format!("node `{node}`: bad bench params {}", ctx.params))?;
+        let p: Params = serde_json::from_value(ctx.params.clone())
+            .with_context(|| format!("node `{node}`: bad bench params {}", ctx.params))?;
         let mut modes: Vec<&str> = Vec::new();
         for m in &p.modes {
             let m = match m.as_str() {
@@ -73,11 +74,17 @@ impl StageKind for Bench {
         if modes.is_empty() {
             modes = MODES.to_vec();
         }
-        let Some(out) = ctx.outputs.first() else { bail!("node `{node}`: expects one output") };
+        let Some(out) = ctx.outputs.first() else {
+            bail!("node `{node}`: expects one output")
+        };
         let file = |v: &str| ctx.inputs.iter().find(|i| variant_of(i) == Some(v));
         let float = file("f16").or_else(|| file("f32"));
         let model = node.split('/').next().unwrap_or(node).to_string();
-        let cfg = BenchConfig { questions: p.questions, iters: p.iters, rounds: p.rounds };
+        let cfg = BenchConfig {
+            questions: p.questions,
+            iters: p.iters,
+            rounds: p.rounds,
+        };
         let mut results = Map::new();
         for mode in MODES {
             if !modes.contains(&mode) {
@@ -85,8 +92,20 @@ impl StageKind for Bench {
             }
             let (input, path) = match mode {
                 "f32" => (float, ComputePath::default()),
-                "q8" => (float, ComputePath { q8: true, ..Default::default() }),
-                "q8-fast" => (float, ComputePath { q8_fast: true, ..Default::default() }),
+                "q8" => (
+                    float,
+                    ComputePath {
+                        q8: true,
+                        ..Default::default()
+                    },
+                ),
+                "q8-fast" => (
+                    float,
+                    ComputePath {
+                        q8_fast: true,
+                        ..Default::default()
+                    },
+                ),
                 _ => (file("q8_0"), ComputePath::default()),
             };
             let Some(input) = input else {
@@ -95,8 +114,13 @@ impl StageKind for Bench {
                 continue;
             };
             let (engine, report) = path.open(&input.path)?;
-            let r = bench_engine(&engine, &report, cfg).with_context(|| format!("node `{node}`: {mode} on {}", input.rel))?;
-            writeln!(ctx.log, "{mode} ({}): {:.1} us/question, rounds {:?}", input.rel, r.us_per_question, r.round_medians_us)?;
+            let r = bench_engine(&engine, &report, cfg)
+                .with_context(|| format!("node `{node}`: {mode} on {}", input.rel))?;
+            writeln!(
+                ctx.log,
+                "{mode} ({}): {:.1} us/question, rounds {:?}",
+                input.rel, r.us_per_question, r.round_medians_us
+            )?;
             let mut v = serde_json::to_value(&r)?;
             if let Some(o) = v.as_object_mut() {
                 o.insert("file".into(), json!(input.rel));
@@ -104,7 +128,12 @@ impl StageKind for Bench {
             results.insert(mode.into(), v);
         }
         let doc = json!({"model": model, "modes": results});
-        write_atomic(out, format!("{}\n", serde_json::to_string_pretty(&doc)?).as_bytes(), false).with_context(|| format!("writing {}", out.display()))?;
+        write_atomic(
+            out,
+            format!("{}\n", serde_json::to_string_pretty(&doc)?).as_bytes(),
+            false,
+        )
+        .with_context(|| format!("writing {}", out.display()))?;
         Ok(())
     }
 }

@@ -33,16 +33,32 @@ impl StageKind for Calibrate {
             bail!("node `{node}`: expects the model as first input and one output");
         };
         let prompts = if file_set {
-            Some(ctx.inputs.get(1).with_context(|| format!("node `{node}`: the prompt file is not among the inputs"))?.path.clone())
+            Some(
+                ctx.inputs
+                    .get(1)
+                    .with_context(|| {
+                        format!("node `{node}`: the prompt file is not among the inputs")
+                    })?
+                    .path
+                    .clone(),
+            )
         } else {
             None
         };
-        let run = crate::commands::calibrate::calibrate_model(&model.path, prompts.as_deref()).with_context(|| format!("node `{node}`"))?;
-        write_atomic(out, run.calibration.to_json().as_bytes(), false).with_context(|| format!("writing {}", out.display()))?;
+        let run = crate::commands::calibrate::calibrate_model(&model.path, prompts.as_deref())
+            .with_context(|| format!("node `{node}`"))?;
+        write_atomic(out, run.calibration.to_json().as_bytes(), false)
+            .with_context(|| format!("writing {}", out.display()))?;
         for note in run.notes() {
             writeln!(ctx.log, "note: {note}")?;
         }
-        writeln!(ctx.log, "{} sites from {} prompts ({} tokens)", run.calibration.len(), run.prompts, run.tokens)?;
+        writeln!(
+            ctx.log,
+            "{} sites from {} prompts ({} tokens)",
+            run.calibration.len(),
+            run.prompts,
+            run.tokens
+        )?;
         Ok(())
     }
 }

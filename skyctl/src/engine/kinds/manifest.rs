@@ -39,14 +39,22 @@ struct Params {
 }
 
 /// The description of one published GGUF file.
-pub fn describe_file(bytes: &[u8], release_path: &str, variant: &str) -> anyhow::Result<(u64, usize, Value)> {
+pub fn describe_file(
+    bytes: &[u8],
+    release_path: &str,
+    variant: &str,
+) -> anyhow::Result<(u64, usize, Value)> {
     let f = GgufFile::parse(bytes).with_context(|| format!("reading {release_path}"))?;
     let mut types: BTreeMap<String, usize> = BTreeMap::new();
     for t in &f.tensors {
         *types.entry(t.ty.name()).or_default() += 1;
     }
     let ty_of = |name: &str| f.tensor(name).map(|t| t.ty.name());
-    let n_outliers = f.metadata.iter().filter(|(k, _)| k.starts_with(sky_quant::META_OUTLIERS_PREFIX)).count();
+    let n_outliers = f
+        .metadata
+        .iter()
+        .filter(|(k, _)| k.starts_with(sky_quant::META_OUTLIERS_PREFIX))
+        .count();
     let policy = json!({
         "encoder": ty_of("blk.0.attn_qkv.weight"),
         "token_embd": ty_of("token_embd.weight"),
@@ -77,8 +85,10 @@ impl StageKind for Manifest {
 
     fn run(&self, ctx: &mut StageCtx<'_>) -> anyhow::Result<()> {
         let node = ctx.node;
-        let p: Params = serde_json::from_value(ctx.params.clone()).with_context(|| format!("node `{node}`: bad manifest params {}", ctx.params))?;
-        let (Some(manifest_out), Some(bench_out)) = (ctx.outputs.first(), ctx.outputs.get(1)) else {
+        let p: Params = serde_json::from_value(ctx.params.clone())
+            .with_context(|| format!("node `{node}`: bad manifest params {}", ctx.params))?;
+        let (Some(manifest_out), Some(bench_out)) = (ctx.outputs.first(), ctx.outputs.get(1))
+        else {
             bail!("node `{node}`: expects two outputs (manifest.json, bench.json)");
         };
         let mut inputs = ctx.inputs.iter();
@@ -88,10 +98,14 @@ impl StageKind for Manifest {
             let mut files = Vec::new();
             let (mut params, mut tensors) = (Value::Null, Value::Null);
             for v in &m.publish {
-                let input = inputs.next().with_context(|| format!("node `{node}`: missing input for {}.{v}", m.name))?;
-                let bytes = std::fs::read(&input.path).with_context(|| format!("reading {}", input.rel))?;
+                let input = inputs
+                    .next()
+                    .with_context(|| format!("node `{node}`: missing input for {}.{v}", m.name))?;
+                let bytes =
+                    std::fs::read(&input.path).with_context(|| format!("reading {}", input.rel))?;
                 let rel = format!("models/{}.{v}.gguf", m.name);
-                let (n_params, n_tensors, file) = describe_file(&bytes, &rel, v).with_context(|| format!("node `{node}`: {}", input.rel))?;
+                let (n_params, n_tensors, file) = describe_file(&bytes, &rel, v)
+                    .with_context(|| format!("node `{node}`: {}", input.rel))?;
                 params = json!(n_params);
                 tensors = json!(n_tensors);
                 files.push(file);
@@ -101,9 +115,13 @@ impl StageKind for Manifest {
                 per_mode.insert(mode.into(), Value::Null);
             }
             if m.bench {
-                let input = inputs.next().with_context(|| format!("node `{node}`: missing bench.json of {}", m.name))?;
-                let text = std::fs::read_to_string(&input.path).with_context(|| format!("reading {}", input.rel))?;
-                let doc: Value = serde_json::from_str(&text).with_context(|| format!("node `{node}`: {} is not JSON", input.rel))?;
+                let input = inputs
+                    .next()
+                    .with_context(|| format!("node `{node}`: missing bench.json of {}", m.name))?;
+                let text = std::fs::read_to_string(&input.path)
+                    .with_context(|| format!("reading {}", input.rel))?;
+                let doc: Value = serde_json::from_str(&text)
+                    .with_context(|| format!("node `{node}`: {} is not JSON", input.rel))?;
                 if let Some(modes) = doc["modes"].as_object() {
                     for (mode, r) in modes {
                         per_mode.insert(mode.clone(), r["us_per_question"].clone());
@@ -111,12 +129,23 @@ impl StageKind for Manifest {
                 }
             }
             bench.insert(m.name.clone(), Value::Object(per_mode));
-            models.push(json!({"name": m.name, "parameters": params, "tensors": tensors, "files": files}));
+            models.push(
+                json!({"name": m.name, "parameters": params, "tensors": tensors, "files": files}),
+            );
         }
         let manifest = json!({"format": MANIFEST_FORMAT, "models": models});
-        let bench = json!({"format": BENCH_FORMAT, "unit": "microseconds per question", "models": bench});
-        write_atomic(manifest_out, format!("{}\n", serde_json::to_string_pretty(&manifest)?).as_bytes(), false)?;
-        write_atomic(bench_out, format!("{}\n", serde_json::to_string_pretty(&bench)?).as_bytes(), false)?;
+        let bench =
+            json!({"format": BENCH_FORMAT, "unit": "microseconds per question", "models": bench});
+        write_atomic(
+            manifest_out,
+            format!("{}\n", serde_json::to_string_pretty(&manifest)?).as_bytes(),
+            false,
+        )?;
+        write_atomic(
+            bench_out,
+            format!("{}\n", serde_json::to_string_pretty(&bench)?).as_bytes(),
+            false,
+        )?;
         Ok(())
     }
 }

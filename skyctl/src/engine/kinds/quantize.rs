@@ -24,17 +24,39 @@ impl StageKind for Quantize {
     fn run(&self, ctx: &mut StageCtx<'_>) -> anyhow::Result<()> {
         let node = ctx.node;
         let Some(ratio) = ctx.params["outlier_ratio"].as_f64() else {
-            bail!("node `{node}`: params.outlier_ratio must be a number, got {}", ctx.params["outlier_ratio"]);
+            bail!(
+                "node `{node}`: params.outlier_ratio must be a number, got {}",
+                ctx.params["outlier_ratio"]
+            );
         };
-        let (Some(model), Some(calib), Some(out)) = (ctx.inputs.first(), ctx.inputs.get(1), ctx.outputs.first()) else {
-            bail!("node `{node}`: expects the F32 GGUF and the calibration as inputs and one output");
+        let (Some(model), Some(calib), Some(out)) =
+            (ctx.inputs.first(), ctx.inputs.get(1), ctx.outputs.first())
+        else {
+            bail!(
+                "node `{node}`: expects the F32 GGUF and the calibration as inputs and one output"
+            );
         };
-        let text = std::fs::read_to_string(&calib.path).with_context(|| format!("reading {}", calib.rel))?;
-        let calibration = sky_quant::Calibration::from_json(&text).with_context(|| format!("node `{node}`: {}", calib.rel))?;
+        let text = std::fs::read_to_string(&calib.path)
+            .with_context(|| format!("reading {}", calib.rel))?;
+        let calibration = sky_quant::Calibration::from_json(&text)
+            .with_context(|| format!("node `{node}`: {}", calib.rel))?;
         let reference = crate::commands::quantize::reference_bytes(&model.path)?;
-        let q = crate::commands::quantize::quantize_to(&reference, std::path::Path::new(&model.rel), &calibration, ratio as f32, false, out)
-            .with_context(|| format!("node `{node}`"))?;
-        writeln!(ctx.log, "{} Q8_0 matrices, {} outlier columns kept in f32, {} bytes", q.q8_tensors, q.outlier_columns, q.bytes.len())?;
+        let q = crate::commands::quantize::quantize_to(
+            &reference,
+            std::path::Path::new(&model.rel),
+            &calibration,
+            ratio as f32,
+            false,
+            out,
+        )
+        .with_context(|| format!("node `{node}`"))?;
+        writeln!(
+            ctx.log,
+            "{} Q8_0 matrices, {} outlier columns kept in f32, {} bytes",
+            q.q8_tensors,
+            q.outlier_columns,
+            q.bytes.len()
+        )?;
         Ok(())
     }
 }

@@ -98,7 +98,8 @@ pub fn build(
         outputs: vec![None; graph.nodes.len()],
         materials: vec![None; graph.nodes.len()],
         reasons: vec![None; graph.nodes.len()],
-        new_last: last.clone(),
+        last: &last,
+        new_last: LastBuild::default(),
         summary: Summary::default(),
     };
     let exclusive = graph
@@ -116,7 +117,7 @@ pub fn build(
 
     let BuildDriver {
         mut scanner,
-        mut new_last,
+        new_last: delta,
         mut summary,
         outputs,
         materials,
@@ -124,6 +125,7 @@ pub fn build(
         ..
     } = driver;
     // The release tree: only from a full, successful build.
+    let mut release_files = None;
     if plan.full && summary.failed == 0 && summary.skipped == 0 {
         if let Some(files) = release::expected(&graph, &outputs) {
             let last_release = last.release.as_deref();
@@ -137,27 +139,31 @@ pub fn build(
                     ),
                 });
             }
-            new_last.release = Some(files);
+            release_files = Some(files);
         }
     }
+    let mut statcache = std::mem::take(&mut scanner.statcache);
+    drop(scanner);
     // Record: workspace state, stat cache, and the keys of this build for gc.
     let keys: Vec<Digest> = materials.iter().flatten().map(|(_, k)| *k).collect();
+    // `delta` holds only nodes whose key or outputs differ from the last build.
+    let nodes_before = last.nodes.len();
+    let release_changed = release_files.is_some() && release_files != last.release;
+    let mut new_last = last;
+    let changed = !delta.nodes.is_empty() || release_changed;
+    new_last.nodes.extend(delta.nodes);
     new_last.nodes.retain(|id, _| graph.by_id.contains_key(id));
-    let changed = summary.executed > 0
-        || summary.cached != plan.len()
-        || new_last.release != last.release
-        || new_last.nodes.len() != last.nodes.len()
-        || new_last
-            .nodes
-            .iter()
-            .any(|(id, st)| last.nodes.get(id).map(|o| o.key) != Some(st.key));
+    if release_files.is_some() {
+        new_last.release = release_files;
+    }
+    let changed = changed || new_last.nodes.len() != nodes_before || summary.executed > 0;
     if changed {
         new_last
             .save(&ws.state.last_build())
             .map_err(|e| EngineError::io("write", ws.state.last_build(), e))?;
         store.put_build(keys)?;
     }
-    let _ = scanner.statcache.save(&ws.state.statcache());
+    let _ = statcache.save(&ws.state.statcache());
     summary.seconds = t0.elapsed().as_secs_f64();
     Ok(summary)
 }
@@ -174,6 +180,7 @@ struct BuildDriver<'a> {
     outputs: Vec<Option<Vec<OutputRecord>>>,
     materials: Vec<Option<(KeyMaterial, Digest)>>,
     reasons: Vec<Option<DirtyReason>>,
+    last: &'a LastBuild,
     new_last: LastBuild,
     summary: Summary,
 }
@@ -211,6 +218,12 @@ impl BuildDriver<'_> {
     }
 
     fn record(&mut self, n: NodeIdx, outputs: Vec<OutputRecord>) {
+        let id = &self.graph.nodes[n].id;
+        let same = |st: &NodeState| self.materials[n].as_ref().is_some_and(|(_, k)| st.key == *k) && st.outputs == outputs;
+        if self.last.nodes.get(id).is_some_and(same) {
+            self.outputs[n] = Some(outputs);
+            return;
+        }
         if let Some((material, key)) = &self.materials[n] {
             self.new_last.nodes.insert(
                 self.graph.nodes[n].id.clone(),
@@ -258,7 +271,7 @@ impl<'a> Driver<'a, JobOutput> for BuildDriver<'a> {
         let (fresh, outs) = self
             .scanner
             .freshness(n, &material, &key, self.plan.forced[n]);
-        self.materials[n] = Some((material.clone(), key));
+        self.materials[n] = Some((material, key));
         let reason = match fresh {
             Freshness::Fresh => {
                 self.record(n, outs.unwrap_or_default());
@@ -315,7 +328,10 @@ impl<'a> Driver<'a, JobOutput> for BuildDriver<'a> {
             root: self.root,
             release_abs: self.release_abs,
             release_rel: &self.graph.release_dir,
-            material,
+            material: match &self.materials[n] {
+                Some((m, _)) => m.clone(),
+                None => return Start::Done(false),
+            },
             key,
         };
         Start::Run(Box::new(move || job.run()))

@@ -495,6 +495,7 @@ impl Builder<'_> {
         // not reached through a symlink that leads out of the workspace.
         let mut owners: BTreeMap<String, (NodeIdx, usize)> = BTreeMap::new();
         let root_real = root.canonicalize().ok();
+        let mut checked_dirs = std::collections::HashSet::new();
         let store = clean_rel(&m.project.store_dir).unwrap_or_default();
         for (ni, n) in self.nodes.iter().enumerate() {
             for (oi, o) in n.outputs.iter().enumerate() {
@@ -510,7 +511,7 @@ impl Builder<'_> {
                         format!("node `{}`: output `{}` is inside the store", n.id, o.path),
                     ));
                 }
-                check_no_symlink_escape(root, root_real.as_deref(), &o.path).map_err(|e| {
+                check_no_symlink_escape(root, root_real.as_deref(), &o.path, &mut checked_dirs).map_err(|e| {
                     m.error_at(
                         at.clone(),
                         format!("node `{}`: output `{}`: {e}", n.id, o.path),
@@ -799,13 +800,20 @@ fn check_no_symlink_escape(
     root: &Path,
     root_real: Option<&Path>,
     rel: &str,
+    checked: &mut std::collections::HashSet<String>,
 ) -> std::result::Result<(), String> {
     let Some(root_real) = root_real else {
         return Ok(());
     };
+    // Only directories can lead a write elsewhere: the output file itself is removed before its
+    // node runs (removing a symlink removes the link), so its last component is not checked.
     let mut p = root.to_path_buf();
-    for c in rel.split('/') {
+    let parts: Vec<&str> = rel.split('/').collect();
+    for (i, c) in parts[..parts.len().saturating_sub(1)].iter().enumerate() {
         p.push(c);
+        if !checked.insert(parts[..=i].join("/")) {
+            continue;
+        }
         match std::fs::symlink_metadata(&p) {
             Ok(md) if md.file_type().is_symlink() => {
                 let target = p

@@ -138,14 +138,12 @@ fn attention(
     qpos: &dyn Fn(usize) -> usize,
     nq: usize,
     window: Option<usize>,
-    rope: Option<(&[f32], &[f32])>,
     kt: &mut [f32],
     scores: &mut [f32],
     out: &mut [f32],
 ) {
     let hd = d / heads;
     let scale = 1.0 / (hd as f32).sqrt();
-    let _ = rope;
     for h in 0..heads {
         // Kᵀ of this head: [hd][n].
         for j in 0..n {
@@ -329,7 +327,6 @@ pub fn forward<'w>(
             } else {
                 Some(half_window)
             },
-            None,
             kt,
             scores,
             &mut attn[..n * d],
@@ -407,7 +404,6 @@ pub fn forward<'w>(
                 &|i| i,
                 n,
                 None,
-                None,
                 kt,
                 scores,
                 &mut attn[..n * d],
@@ -455,7 +451,6 @@ pub fn forward<'w>(
                 3 * d,
                 &|r| markers[r],
                 nm,
-                None,
                 None,
                 kt,
                 scores,

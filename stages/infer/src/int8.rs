@@ -26,12 +26,11 @@ use sky_quant::{
 
 pub use sky_quant::OUTLIER_RATIO;
 
-/// GGUF metadata key prefix for the exact f32 weights of a tensor's outlier columns (append
-/// the tensor name; array of f32, `rows x outliers`, row-major, in the order of
-/// `skycmd.quant.outliers.<tensor>`). The Q8_0 bytes must stay valid for llama.cpp, so a block
-/// holding two outlier columns can represent only one of them exactly; these values let the
-/// engine compute every outlier column with its exact weight, as quantizing at load does.
-pub const META_OUTLIER_WEIGHTS_PREFIX: &str = "skycmd.quant.outlier_weights.";
+/// Key prefix of the exact f32 weights of a tensor's outlier columns (sky-quant's metadata
+/// proposal). The Q8_0 bytes must stay valid for llama.cpp, so a block holding two outlier
+/// columns can represent only one of them exactly; these values let the engine compute every
+/// outlier column with its exact weight, as quantizing at load does.
+pub use sky_quant::META_OUTLIER_WEIGHTS_PREFIX;
 
 /// A [`Q8Matrix`] as an engine matmul kernel, with its activation mode.
 pub struct Q8Kernel {

@@ -137,3 +137,68 @@ impl StageKind for Bench {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    fn input(rel: &str) -> StageInput {
+        StageInput {
+            rel: rel.into(),
+            path: PathBuf::from(rel),
+            dir: false,
+        }
+    }
+
+    #[test]
+    fn variants_come_from_file_names() {
+        assert_eq!(variant_of(&input("build/m/m.q8_0.gguf")), Some("q8_0"));
+        assert_eq!(variant_of(&input("build/s1.x/s1.x.f16.gguf")), Some("f16"));
+        assert_eq!(variant_of(&input("build/m/bench.json")), None);
+    }
+
+    #[test]
+    fn unknown_modes_and_bad_params_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = Vec::new();
+        let run = |params: serde_json::Value, log: &mut Vec<u8>| {
+            let mut ctx = StageCtx {
+                node: "m/bench",
+                params: &params,
+                workspace: dir.path(),
+                inputs: vec![],
+                outputs: vec![dir.path().join("bench.json")],
+                log,
+            };
+            Bench.run(&mut ctx).unwrap_err().to_string()
+        };
+        let e = run(
+            json!({"modes": ["fp8"], "questions": 1, "iters": 1, "rounds": 1}),
+            &mut log,
+        );
+        assert!(e.contains("unknown bench mode `fp8`"), "{e}");
+        let e = run(
+            json!({"modes": [], "questions": "x", "iters": 1, "rounds": 1}),
+            &mut log,
+        );
+        assert!(e.contains("bad bench params"), "{e}");
+        // No file for any mode: every mode is null, nothing fails.
+        let params = json!({"modes": ["f32", "int8"], "questions": 1, "iters": 1, "rounds": 1});
+        let mut ctx = StageCtx {
+            node: "m/bench",
+            params: &params,
+            workspace: dir.path(),
+            inputs: vec![],
+            outputs: vec![dir.path().join("bench.json")],
+            log: &mut log,
+        };
+        Bench.run(&mut ctx).unwrap();
+        let doc: Value =
+            serde_json::from_slice(&std::fs::read(dir.path().join("bench.json")).unwrap()).unwrap();
+        assert_eq!(
+            doc,
+            json!({"model": "m", "modes": {"f32": null, "q8": null}})
+        );
+    }
+}

@@ -62,20 +62,21 @@ impl StageKind for Command {
                 }
             }
         }
-        // One file for both streams keeps their interleaving.
-        let log = tempfile::tempfile().context("creating a log file")?;
-        cmd.stdout(log.try_clone()?).stderr(log.try_clone()?);
-        let status = cmd.status().with_context(|| {
-            format!(
-                "node `{}`: cannot run `{prog}` in `{}`",
-                ctx.node,
-                cwd.display()
-            )
-        })?;
-        let mut log = log;
-        use std::io::{Read, Seek};
-        log.seek(std::io::SeekFrom::Start(0))?;
-        log.read_to_end(ctx.log)?;
+        // One pipe for both streams keeps their interleaving. CLOEXEC keeps it out of the
+        // children that other workers spawn meanwhile (they would hold the write end open).
+        let (read, write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
+            .context("creating a pipe for the node log")?;
+        cmd.stdout(std::process::Stdio::from(write.try_clone()?))
+            .stderr(std::process::Stdio::from(write));
+        let mut child = cmd
+            .spawn()
+            .with_context(|| format!("node `{}`: cannot run `{prog}` in `{}`", ctx.node, cwd.display()))?;
+        // Our copies of the write end live in `cmd`; drop it so reading ends when the child does.
+        drop(cmd);
+        use std::io::Read;
+        let read_result = std::fs::File::from(read).read_to_end(ctx.log);
+        let status = child.wait().context("waiting for the command")?;
+        read_result.context("reading the command output")?;
         if !status.success() {
             match status.code() {
                 Some(c) => bail!("`{}` exited with status {c}", argv.join(" ")),

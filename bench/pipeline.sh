@@ -2,7 +2,7 @@
 # Pipeline engine benchmark: skyctl vs GNU make, ninja and dvc on the same synthetic graphs
 # (bench/pipeline_gen.py): cold build, no-op build, one-leaf-changed build.
 #
-#   bash bench/pipeline.sh            # writes bench/results/pipeline-raw/*.json (hyperfine)
+#   bash bench/pipeline.sh   # hyperfine JSON in $OUT (default /tmp/skyctl-pipeline-bench/raw), table on stdout
 #
 # Needs: a release skyctl (SKYCTL=path, default target/release/skyctl), hyperfine and ninja
 # (apt-get install hyperfine ninja-build), optionally dvc in /tmp/dvcvenv
@@ -17,7 +17,7 @@ TOOLS=${TOOLS:-"skyctl make ninja dvc"}
 # dvc repro on the 500-stage graph needed over 20 minutes for one cold run here: model30 only
 # unless asked.
 DVC_SHAPES=${DVC_SHAPES:-model30}
-OUT=$REPO/bench/results/pipeline-raw
+OUT=${OUT:-/tmp/skyctl-pipeline-bench/raw}
 WORK=${WORK:-/tmp/skyctl-pipeline-bench}
 mkdir -p "$OUT"
 command -v hyperfine >/dev/null || { echo "hyperfine missing: apt-get install hyperfine" >&2; exit 2; }

@@ -436,9 +436,21 @@ fn init_writes_an_example_that_parses() {
     ws.write("models/s1-pico/model.safetensors", "x");
     ws.write("docs/a.md", "# a\n");
     let out = ws.run(&["graph", "--format", "mermaid"]);
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let s = String::from_utf8_lossy(&out.stdout);
-    for node in ["s1-pico/convert.f16", "s1-pico/calibrate", "s1-pico/quantize.q8_0", "s1-pico/bench", "manifest", "notes"] {
+    for node in [
+        "s1-pico/convert.f16",
+        "s1-pico/calibrate",
+        "s1-pico/quantize.q8_0",
+        "s1-pico/bench",
+        "manifest",
+        "notes",
+    ] {
         assert!(s.contains(node), "{node} missing from {s}");
     }
     let out = ws.run(&["status"]);
@@ -486,6 +498,15 @@ fn two_workspaces_sharing_one_store_build_concurrently() {
     assert_eq!((ra.code, rb.code), (0, 0), "{} {}", ra.stderr, rb.stderr);
     assert_eq!(snapshot(&a.p("site/public")), snapshot(&b.p("site/public")));
     assert_eq!(snapshot(&a.p("build")), snapshot(&b.p("build")));
-    let check = a.cmd(&["store", "check"]).env("SKYCTL_STORE", store.path()).output().unwrap();
-    assert_eq!(check.status.code(), Some(0), "{}", String::from_utf8_lossy(&check.stdout));
+    let check = a
+        .cmd(&["store", "check"])
+        .env("SKYCTL_STORE", store.path())
+        .output()
+        .unwrap();
+    assert_eq!(
+        check.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&check.stdout)
+    );
 }

@@ -219,7 +219,12 @@ impl BuildDriver<'_> {
 
     fn record(&mut self, n: NodeIdx, outputs: Vec<OutputRecord>) {
         let id = &self.graph.nodes[n].id;
-        let same = |st: &NodeState| self.materials[n].as_ref().is_some_and(|(_, k)| st.key == *k) && st.outputs == outputs;
+        let same = |st: &NodeState| {
+            self.materials[n]
+                .as_ref()
+                .is_some_and(|(_, k)| st.key == *k)
+                && st.outputs == outputs
+        };
         if self.last.nodes.get(id).is_some_and(same) {
             self.outputs[n] = Some(outputs);
             return;

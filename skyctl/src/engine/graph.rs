@@ -429,25 +429,35 @@ impl Builder<'_> {
                     // Chain: goldens (generated, or committed at `path`) -> harness run
                     // (volatile) -> this check node. See kinds/kernel_harness.rs.
                     let dir = format!("{build}/golden/{name}");
-                    let chain_node = |id: &str, kind: &str, params: Value, out: &str, volatile: bool| Node {
-                        id: format!("golden/{name}/{id}"),
-                        kind: kind.into(),
-                        params,
-                        inputs: Vec::new(),
-                        outputs: vec![Output {
-                            path: format!("{dir}/{out}"),
-                            dir: true,
-                        }],
-                        exclusive: false,
-                        volatile,
-                        model: None,
-                        span: span.clone(),
-                    };
+                    let chain_node =
+                        |id: &str, kind: &str, params: Value, out: &str, volatile: bool| Node {
+                            id: format!("golden/{name}/{id}"),
+                            kind: kind.into(),
+                            params,
+                            inputs: Vec::new(),
+                            outputs: vec![Output {
+                                path: format!("{dir}/{out}"),
+                                dir: true,
+                            }],
+                            exclusive: false,
+                            volatile,
+                            model: None,
+                            span: span.clone(),
+                        };
                     let gold = match &g.path {
                         Some(p) => (p.get_ref().clone(), p.span()),
                         None => {
-                            let generator = g.generator.as_ref().map_or("qwen35moe", |x| x.get_ref().as_str());
-                            let gen = chain_node("gen", "golden_gen", json!({"generator": generator}), "gold", false);
+                            let generator = g
+                                .generator
+                                .as_ref()
+                                .map_or("qwen35moe", |x| x.get_ref().as_str());
+                            let gen = chain_node(
+                                "gen",
+                                "golden_gen",
+                                json!({"generator": generator}),
+                                "gold",
+                                false,
+                            );
                             self.push(gen, Vec::new());
                             (format!("node:golden/{name}/gen"), span.clone())
                         }
@@ -455,11 +465,21 @@ impl Builder<'_> {
                     let mut run_inputs = vec![gold.clone()];
                     run_inputs.extend(g.sources.iter().map(|s| (s.get_ref().clone(), s.span())));
                     let harness = g.harness.as_ref().map(|h| h.get_ref().clone());
-                    let run = chain_node("run", "kernel_harness", json!({"harness": harness}), "out", true);
+                    let run = chain_node(
+                        "run",
+                        "kernel_harness",
+                        json!({"harness": harness}),
+                        "out",
+                        true,
+                    );
                     self.push(run, run_inputs);
                     inputs.push(gold);
                     inputs.push((format!("node:golden/{name}/run"), span.clone()));
-                    let path = if g.harness.is_some() { "harness" } else { "cpu" };
+                    let path = if g.harness.is_some() {
+                        "harness"
+                    } else {
+                        "cpu"
+                    };
                     ("golden_kernels", json!({"suite": name, "path": path}))
                 }
             };
@@ -511,12 +531,13 @@ impl Builder<'_> {
                         format!("node `{}`: output `{}` is inside the store", n.id, o.path),
                     ));
                 }
-                check_no_symlink_escape(root, root_real.as_deref(), &o.path, &mut checked_dirs).map_err(|e| {
-                    m.error_at(
-                        at.clone(),
-                        format!("node `{}`: output `{}`: {e}", n.id, o.path),
-                    )
-                })?;
+                check_no_symlink_escape(root, root_real.as_deref(), &o.path, &mut checked_dirs)
+                    .map_err(|e| {
+                        m.error_at(
+                            at.clone(),
+                            format!("node `{}`: output `{}`: {e}", n.id, o.path),
+                        )
+                    })?;
                 if let Some((other, &(on, _))) = overlapping(&owners, &o.path) {
                     {
                         let what = if other == &o.path {
@@ -746,7 +767,8 @@ fn owner_of(owners: &BTreeMap<String, (NodeIdx, usize)>, path: &str) -> Option<(
     if let Some(&v) = owners.get(path) {
         return Some(v);
     }
-    path.match_indices('/').find_map(|(i, _)| owners.get(&path[..i]).copied())
+    path.match_indices('/')
+        .find_map(|(i, _)| owners.get(&path[..i]).copied())
 }
 
 /// A declared output that equals `path`, contains it, or lies inside it.
@@ -757,7 +779,10 @@ fn overlapping<'o>(
     if let Some(hit) = owners.get_key_value(path) {
         return Some(hit);
     }
-    if let Some(hit) = path.match_indices('/').find_map(|(i, _)| owners.get_key_value(&path[..i])) {
+    if let Some(hit) = path
+        .match_indices('/')
+        .find_map(|(i, _)| owners.get_key_value(&path[..i]))
+    {
         return Some(hit);
     }
     // Descendants sort between "path/" and "path0" ('0' follows '/').
@@ -819,7 +844,7 @@ fn check_no_symlink_escape(
                 let target = p
                     .canonicalize()
                     .map_err(|_| format!("`{}` is a dangling symlink", p.display()))?;
-                if !target.starts_with(&root_real) {
+                if !target.starts_with(root_real) {
                     return Err(format!(
                         "`{}` is a symlink leading out of the workspace (to `{}`)",
                         p.strip_prefix(root).unwrap_or(&p).display(),
@@ -911,8 +936,13 @@ mod tests {
         let e = graph(&(cmd("a", &[], &["out/a.txt"]) + &cmd("b", &["out/*.txt"], &["b"])))
             .unwrap_err()
             .to_string();
-        assert!(e.contains("input glob `out/*.txt` matches output `out/a.txt`"), "{e}");
-        assert!(graph(&(cmd("a", &[], &["out/a.bin"]) + &cmd("b", &["out/*.txt"], &["b"]))).is_ok());
+        assert!(
+            e.contains("input glob `out/*.txt` matches output `out/a.txt`"),
+            "{e}"
+        );
+        assert!(
+            graph(&(cmd("a", &[], &["out/a.bin"]) + &cmd("b", &["out/*.txt"], &["b"]))).is_ok()
+        );
     }
 
     #[test]

@@ -682,7 +682,11 @@ impl Manifest {
                     ));
                 }
                 let generators = super::kinds::golden_gen::GENERATORS;
-                if let Some(gen) = g.generator.as_ref().filter(|x| !generators.contains(&x.get_ref().as_str())) {
+                if let Some(gen) = g
+                    .generator
+                    .as_ref()
+                    .filter(|x| !generators.contains(&x.get_ref().as_str()))
+                {
                     return Err(self.error_at(
                         gen.span(),
                         format!(

@@ -351,7 +351,11 @@ pub fn forward<'w>(
             .ffn_up
             .matmul(isa, &h[..n * d], n, &mut up[..n * 2 * f]);
         for t in 0..n {
-            geglu_row(isa, &up[t * 2 * f..(t + 1) * 2 * f], &mut act[t * f..(t + 1) * f]);
+            geglu_row(
+                isa,
+                &up[t * 2 * f..(t + 1) * 2 * f],
+                &mut act[t * f..(t + 1) * f],
+            );
         }
         observe(&mut observer, &layer.ffn_down, n, act);
         layer

@@ -145,7 +145,7 @@ pub fn engine_from_gguf(bytes: &[u8], name: String) -> Result<Engine> {
         vocab: m.opt_u("vocab_size")?.map_or_else(
             || {
                 f.tensor("token_embd.weight")
-                    .map(|t| t.shape()[0] as usize)
+                    .map(|t| t.shape().first().copied().unwrap_or(0) as usize)
                     .ok_or(InferError::MissingTensor {
                         name: "token_embd.weight".into(),
                     })

@@ -8,6 +8,8 @@
 //! the Laya directory and the short cases (< 200 tokens) from the GGUF files. Set
 //! `SKY_GOLDEN_FULL=1` (bench/infer_golden.sh does, in release) for every case everywhere.
 
+#![allow(clippy::print_stderr)] // the measured errors are part of the report
+
 mod common;
 
 use sky_gguf::GgmlType;

@@ -68,9 +68,13 @@ impl StageKind for Command {
             .context("creating a pipe for the node log")?;
         cmd.stdout(std::process::Stdio::from(write.try_clone()?))
             .stderr(std::process::Stdio::from(write));
-        let mut child = cmd
-            .spawn()
-            .with_context(|| format!("node `{}`: cannot run `{prog}` in `{}`", ctx.node, cwd.display()))?;
+        let mut child = cmd.spawn().with_context(|| {
+            format!(
+                "node `{}`: cannot run `{prog}` in `{}`",
+                ctx.node,
+                cwd.display()
+            )
+        })?;
         // Our copies of the write end live in `cmd`; drop it so reading ends when the child does.
         drop(cmd);
         use std::io::Read;

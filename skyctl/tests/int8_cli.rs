@@ -272,6 +272,15 @@ print(len(cols), exact.shape)
             && e.contains("expected rows x outliers"),
         "{e}"
     );
+    let e = bad(
+        "skycmd.quant.outlier_weights.blk.0.attn_output.weight",
+        Value::f32_array([1.0]),
+        "bad5.gguf",
+    );
+    assert!(
+        e.contains("without a skycmd.quant.outliers.blk.0.attn_output.weight key"),
+        "{e}"
+    );
 }
 
 #[test]

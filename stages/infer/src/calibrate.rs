@@ -4,11 +4,13 @@
 //! The statistics and their file format live in [`sky_quant::Calibration`]; this module only
 //! drives the engine: each prompt is a decision request (`type`, `instructions`, `criteria`,
 //! `state`) built into a sequence exactly as the runtime builds it (same budgets, same
-//! truncation) and run through [`crate::forward::forward`] with an observer.
+//! truncation) and run through [`crate::forward::forward`] with an observer, on the scalar
+//! kernel path so that the calibration bytes are the same on every machine.
 
 use crate::engine::Engine;
 use crate::error::{InferError, Result};
-use crate::forward::Workspace;
+use crate::forward::{forward, Workspace};
+use crate::kernels::Isa;
 use crate::sequence::Question;
 use crate::weights::WeightData;
 use sky_quant::{calibration_prompts, Calibration, PromptRequest};
@@ -95,7 +97,17 @@ pub fn calibrate(engine: &Engine, prompts: &[PromptRequest]) -> Result<Calibrati
                 }
             }
         };
-        engine.scores(&mut ws, &seq, q.qtype, Some(&mut observer))?;
+        // The scalar path: its f32 results do not depend on the CPU's SIMD width, so the
+        // calibration file (and the digest a Q8_0 file records) is the same on every machine.
+        forward(
+            &engine.model,
+            Isa::Scalar,
+            &mut ws,
+            &seq.ids,
+            &seq.markers,
+            q.qtype,
+            Some(&mut observer),
+        )?;
         if let Some(e) = failure {
             return Err(InferError::Upstream {
                 component: "calibration",

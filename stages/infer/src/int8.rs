@@ -323,6 +323,15 @@ pub fn from_q8_file(
                 "tensor `{tensor}` is not a matrix of the model"
             )));
         }
+        if key.starts_with(META_OUTLIER_WEIGHTS_PREFIX)
+            && file
+                .get(&format!("{META_OUTLIERS_PREFIX}{tensor}"))
+                .is_none()
+        {
+            return Err(bad(format!(
+                "weights without a {META_OUTLIERS_PREFIX}{tensor} key saying which columns they are"
+            )));
+        }
     }
     let mut sum = Int8Summary::default();
     let mut replaced = Vec::new();

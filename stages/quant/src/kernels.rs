@@ -2,6 +2,11 @@
 //! always built, and x86_64 paths (AVX2 `maddubs`, AVX-VNNI and AVX-512 VNNI `dpbusd`) chosen
 //! at run time with `is_x86_feature_detected!`.
 //!
+//! [`crate::Q8Matrix::matmul`] runs the AVX-512 VNNI path through [`dot_packed`]: weights
+//! repacked at construction into groups of 16 rows ([`Packed16`]), activations biased to
+//! unsigned bytes, all tokens of a call at once (4 at a time), the outlier channels fused in;
+//! [`dot_rows`] (one activation row against every weight row) serves the other paths.
+//!
 //! All paths compute the same int32 block dot products bit for bit (integer arithmetic, no
 //! saturation possible: see [`KernelPath`]); they differ only in the order in which the f32
 //! products `scale * dot` are summed, hence the 1e-6 relative agreement of their f32 results.
@@ -24,7 +29,8 @@ pub enum KernelPath {
     Avx2,
     /// AVX-VNNI (256-bit VEX encoding): `_mm256_dpbusd_avx_epi32`.
     AvxVnni,
-    /// AVX-512 F/BW + VNNI: `_mm512_dpbusd_epi32`, two blocks per register.
+    /// AVX-512 F/BW + VNNI: `_mm512_dpbusd_epi32` over 16 weight rows at once (one int32
+    /// lane per row), plus a vectorized activation quantizer.
     Avx512Vnni,
 }
 
@@ -216,13 +222,122 @@ fn dot_rows_scalar(act: ActRow<'_>, qs: &[i8], scales: &[f32], out: &mut [f32]) 
     }
 }
 
+/// Weights repacked for the AVX-512 VNNI kernel ([`dot_packed`]): rows in groups of 16 (one
+/// int32 lane per row), so that one `dpbusd` advances 16 rows by 4 values and a whole Q8_0
+/// block of 16 rows takes 8 of them, with no horizontal sums. Per group and block: 8 chunks
+/// of 16 rows x 4 bytes, the 16 f32 row scales, and `-128 * sum(w)` of each row's block,
+/// which undoes the `+128` that makes the activations unsigned for `dpbusd`
+/// (`dot(x + 128, w) - 128 * sum(w) = dot(x, w)`, exact in int32). Rows past `rows` are zero.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub(crate) struct Packed16 {
+    qs: Vec<i8>,
+    scales: Vec<f32>,
+    neg_sums: Vec<i32>,
+}
+
+impl Packed16 {
+    /// Repacks `rows x k` Q8_0 values (`qs`, row-major) and their block scales.
+    pub(crate) fn new(qs: &[i8], scales: &[f32], rows: usize, k: usize) -> Packed16 {
+        let nb = k / 32;
+        let groups = rows.div_ceil(16);
+        let mut p = Packed16 {
+            qs: vec![0; groups * nb * 512],
+            scales: vec![0.0; groups * nb * 16],
+            neg_sums: vec![0; groups * nb * 16],
+        };
+        for row in 0..rows {
+            let (g, lane) = (row / 16, row % 16);
+            for b in 0..nb {
+                let base = g * nb + b;
+                let w = &qs[row * k + b * 32..row * k + (b + 1) * 32];
+                for (i, &v) in w.iter().enumerate() {
+                    p.qs[base * 512 + (i / 4) * 64 + lane * 4 + i % 4] = v;
+                }
+                p.scales[base * 16 + lane] = scales[row * nb + b];
+                p.neg_sums[base * 16 + lane] = -128 * w.iter().map(|&v| i32::from(v)).sum::<i32>();
+            }
+        }
+        p
+    }
+}
+
+/// The outlier channels added in f32 by [`dot_packed`]: `out[i, j] += x[i, c] * cols[o][j]`
+/// for the `o`-th channel `c`, in channel order.
+#[derive(Clone, Copy)]
+pub(crate) struct OutlierTerms<'a> {
+    /// Input channels (each `< k`).
+    pub channels: &'a [u32],
+    /// One column of `rows` exact weights per channel.
+    pub cols: &'a [f32],
+    /// The unquantized activations, `n x k`.
+    pub x: &'a [f32],
+}
+
+/// `out[i * rows + j] = sum_b (w_scale[j, b] * x_scale[i, b]) * idot(i, j, b)`, plus the
+/// outlier terms, for all `n`
+/// activation rows at once, on the AVX-512 VNNI path. `uq` (and `ur` for Q8x2) hold the
+/// quantized activations biased to unsigned (`q + 128`, i.e. `q ^ 0x80`), `n x 32 * nb`
+/// bytes; `x_scales` is `n x nb`.
+///
+/// Panics if the lengths disagree or the CPU lacks AVX-512 VNNI: internal invariants that
+/// [`crate::Q8Matrix::matmul`] establishes before calling.
+#[cfg(target_arch = "x86_64")]
+pub(crate) fn dot_packed(
+    packed: &Packed16,
+    rows: usize,
+    nb: usize,
+    act: (&[u8], Option<&[u8]>, &[f32]),
+    outl: OutlierTerms<'_>,
+    n: usize,
+    out: &mut [f32],
+) {
+    let (uq, ur, x_scales) = act;
+    let k = nb * 32;
+    assert!(outl.x.len() == n * k && outl.cols.len() == outl.channels.len() * rows);
+    assert!(outl.channels.iter().all(|&c| (c as usize) < k));
+    let groups = rows.div_ceil(16);
+    assert!(uq.len() == n * k && ur.is_none_or(|r| r.len() == n * k));
+    assert!(x_scales.len() == n * nb && out.len() == n * rows);
+    assert!(packed.qs.len() == groups * nb * 512 && packed.scales.len() == groups * nb * 16);
+    assert!(packed.neg_sums.len() == groups * nb * 16);
+    assert!(
+        KernelPath::Avx512Vnni.is_available(),
+        "AVX-512 VNNI not available"
+    );
+    // SAFETY: features checked just above; the asserts pin every length the kernel indexes.
+    unsafe { x86::dot_packed_avx512(packed, rows, nb, (uq, ur, x_scales), outl, n, out) }
+}
+
+/// Vectorized twin of `quantize_act_row` in `matmul.rs` (same operations in the same order,
+/// so bit-identical results): one 32-value block per pair of 512-bit vectors. `x2` selects
+/// the Q8x2 residual pass.
+///
+/// Panics unless `x`, `q`, `r` are `32 * scales.len()` long and the CPU has AVX-512 F/BW.
+#[cfg(target_arch = "x86_64")]
+pub(crate) fn quantize_row_avx512(
+    x: &[f32],
+    q: &mut [i8],
+    r: &mut [i8],
+    scales: &mut [f32],
+    x2: bool,
+) {
+    let k = scales.len() * 32;
+    assert!(x.len() == k && q.len() == k && r.len() == k);
+    assert!(
+        KernelPath::Avx512Vnni.is_available(),
+        "AVX-512 not available"
+    );
+    // SAFETY: features checked just above (Avx512Vnni implies F and BW); lengths asserted.
+    unsafe { x86::quantize_row_avx512(x, q, r, scales, x2) }
+}
+
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     //! x86_64 kernels. Every function here is `unsafe` only because it is compiled with
     //! `#[target_feature]`: the callers in the parent module check the features at run time
     //! and the slice lengths with asserts before calling.
 
-    use super::ActRow;
+    use super::{ActRow, OutlierTerms, Packed16};
     use std::arch::x86_64::*;
 
     #[cfg(test)]
@@ -479,6 +594,190 @@ mod x86 {
         }
     }
 
+    /// f32 rounding half away from zero, then clamped to -127..=127: `round_away` of
+    /// `matmul.rs` lane-wise (truncate, add 1 where the fraction is >= 0.5, copy the sign).
+    #[target_feature(enable = "avx512f")]
+    fn round_clamp_512(v: __m512) -> __m512 {
+        let t = _mm512_abs_ps(v);
+        // 0x0B: round toward zero, suppress the precision exception.
+        let i = _mm512_roundscale_ps::<0x0B>(t);
+        let up = _mm512_cmp_ps_mask::<_CMP_GE_OQ>(_mm512_sub_ps(t, i), _mm512_set1_ps(0.5));
+        let r = _mm512_mask_add_ps(i, up, i, _mm512_set1_ps(1.0));
+        let sign = _mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32(i32::MIN));
+        let r = _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(r), sign));
+        _mm512_min_ps(
+            _mm512_max_ps(r, _mm512_set1_ps(-127.0)),
+            _mm512_set1_ps(127.0),
+        )
+    }
+
+    /// # Safety
+    /// The CPU must support AVX-512 F/BW; lengths as asserted by `super::quantize_row_avx512`.
+    #[target_feature(enable = "avx512f,avx512bw")]
+    pub(super) unsafe fn quantize_row_avx512(
+        x: &[f32],
+        q: &mut [i8],
+        r: &mut [i8],
+        scales: &mut [f32],
+        x2: bool,
+    ) {
+        for (b, s) in scales.iter_mut().enumerate() {
+            // SAFETY: block b of x (32 floats) lies inside x (32 * scales.len() long).
+            let v = unsafe {
+                let p = x.as_ptr().add(b * 32);
+                [_mm512_loadu_ps(p), _mm512_loadu_ps(p.add(16))]
+            };
+            let amax =
+                _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v[0]), _mm512_abs_ps(v[1])));
+            let d = amax / 127.0;
+            let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+            let idv = _mm512_set1_ps(id);
+            let id128 = _mm512_set1_ps(id * 128.0);
+            let dv = _mm512_set1_ps(d);
+            for (h, &vh) in v.iter().enumerate() {
+                let qf = round_clamp_512(_mm512_mul_ps(vh, idv));
+                let qb = _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(qf));
+                // SAFETY: bytes b * 32 + 16 * h .. + 16 lie inside q (and r), as x above.
+                unsafe { _mm_storeu_si128(q.as_mut_ptr().add(b * 32 + h * 16).cast(), qb) };
+                if x2 {
+                    let res = _mm512_mul_ps(_mm512_sub_ps(vh, _mm512_mul_ps(dv, qf)), id128);
+                    let rb = _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(round_clamp_512(res)));
+                    // SAFETY: as above.
+                    unsafe { _mm_storeu_si128(r.as_mut_ptr().add(b * 32 + h * 16).cast(), rb) };
+                }
+            }
+            *s = if x2 { d / 128.0 } else { d };
+        }
+    }
+
+    /// `T` activation rows from `i0` against the 16-row weight group `g` (see `Packed16`):
+    /// per block, 8 `dpbusd` with 4 activation bytes broadcast, one convert, one FMA.
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512 F/BW/VNNI; rows `i0..i0 + T` exist; lengths as asserted
+    /// by `super::dot_packed`; `mask` covers only rows `< rows` of the group.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn packed_tile<const T: usize, const X2: bool>(
+        p: &Packed16,
+        g: usize,
+        nb: usize,
+        act: (&[u8], Option<&[u8]>, &[f32]),
+        outl: OutlierTerms<'_>,
+        i0: usize,
+        rows: usize,
+        mask: __mmask16,
+        out: &mut [f32],
+    ) {
+        let (uq, ur, xs) = act;
+        let k = nb * 32;
+        let ur = ur.unwrap_or(uq);
+        let mut acc = [_mm512_setzero_ps(); T];
+        for b in 0..nb {
+            let base = g * nb + b;
+            let mut w = [_mm512_setzero_si512(); 8];
+            // SAFETY: group g, block b: 512 bytes, 16 scales, 16 sums inside the packed
+            // arrays (g < groups, b < nb).
+            let (corr, ws) = unsafe {
+                let wp = p.qs.as_ptr().add(base * 512);
+                for (c, wv) in w.iter_mut().enumerate() {
+                    *wv = _mm512_loadu_si512(wp.add(c * 64).cast());
+                }
+                (
+                    _mm512_loadu_si512(p.neg_sums.as_ptr().add(base * 16).cast()),
+                    _mm512_loadu_ps(p.scales.as_ptr().add(base * 16)),
+                )
+            };
+            for (t, a) in acc.iter_mut().enumerate() {
+                let at = (i0 + t) * k + b * 32;
+                // Two chains of 4 `dpbusd` each, to halve the dependency latency.
+                let dot = |src: &[u8]| {
+                    let (mut d0, mut d1) = (corr, _mm512_setzero_si512());
+                    for c in 0..4 {
+                        // SAFETY: bytes at..at + 32 of row i0 + t lie inside the activations.
+                        let (x0, x1) = unsafe {
+                            let ptr = src.as_ptr().add(at + c * 8);
+                            (
+                                ptr.cast::<i32>().read_unaligned(),
+                                ptr.add(4).cast::<i32>().read_unaligned(),
+                            )
+                        };
+                        d0 = _mm512_dpbusd_epi32(d0, _mm512_set1_epi32(x0), w[2 * c]);
+                        d1 = _mm512_dpbusd_epi32(d1, _mm512_set1_epi32(x1), w[2 * c + 1]);
+                    }
+                    _mm512_add_epi32(d0, d1)
+                };
+                let mut idot = dot(uq);
+                if X2 {
+                    idot = _mm512_add_epi32(_mm512_slli_epi32::<7>(idot), dot(ur));
+                }
+                let s = _mm512_mul_ps(ws, _mm512_set1_ps(xs[(i0 + t) * nb + b]));
+                *a = _mm512_fmadd_ps(_mm512_cvtepi32_ps(idot), s, *a);
+            }
+        }
+        for (t, a) in acc.iter_mut().enumerate() {
+            for (o, &c) in outl.channels.iter().enumerate() {
+                let xo = _mm512_set1_ps(outl.x[(i0 + t) * k + c as usize]);
+                // SAFETY: the mask limits the load to rows < rows of column o, which lies
+                // inside cols (channels.len() x rows).
+                let col = unsafe {
+                    _mm512_maskz_loadu_ps(mask, outl.cols.as_ptr().add(o * rows + g * 16))
+                };
+                *a = _mm512_fmadd_ps(xo, col, *a);
+            }
+            let at = (i0 + t) * rows + g * 16;
+            // SAFETY: the mask limits the store to the rows of the group that exist, which lie
+            // inside out (row i0 + t < n, out is n x rows).
+            unsafe { _mm512_mask_storeu_ps(out.as_mut_ptr().add(at), mask, *a) };
+        }
+    }
+
+    /// # Safety
+    /// The CPU must support AVX-512 F/BW/VNNI; lengths as asserted by `super::dot_packed`.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    pub(super) unsafe fn dot_packed_avx512(
+        p: &Packed16,
+        rows: usize,
+        nb: usize,
+        act: (&[u8], Option<&[u8]>, &[f32]),
+        outl: OutlierTerms<'_>,
+        n: usize,
+        out: &mut [f32],
+    ) {
+        const T: usize = 4;
+        for g in 0..rows.div_ceil(16) {
+            let lanes = (rows - g * 16).min(16);
+            let mask: __mmask16 = if lanes == 16 {
+                0xFFFF
+            } else {
+                (1u16 << lanes) - 1
+            };
+            let x2 = act.1.is_some();
+            let mut i = 0;
+            // SAFETY (all calls): tokens i..i + T (or i) < n; as the caller guarantees.
+            while i + T <= n {
+                unsafe {
+                    if x2 {
+                        packed_tile::<T, true>(p, g, nb, act, outl, i, rows, mask, out);
+                    } else {
+                        packed_tile::<T, false>(p, g, nb, act, outl, i, rows, mask, out);
+                    }
+                }
+                i += T;
+            }
+            while i < n {
+                unsafe {
+                    if x2 {
+                        packed_tile::<1, true>(p, g, nb, act, outl, i, rows, mask, out);
+                    } else {
+                        packed_tile::<1, false>(p, g, nb, act, outl, i, rows, mask, out);
+                    }
+                }
+                i += 1;
+            }
+        }
+    }
+
     /// Sum of the two 256-bit halves of a 512-bit float vector.
     #[target_feature(enable = "avx512f")]
     fn fold_512(v: __m512) -> __m256 {
@@ -643,6 +942,65 @@ mod tests {
                     let mut got = vec![0i32; nb];
                     block_dots(path, act, &w, &mut got);
                     assert_eq!(got, want, "{path} nb={nb} resid={}", resid.is_some());
+                }
+            }
+        }
+    }
+
+    /// The packed AVX-512 kernel's int32 block dots, read out one block at a time through
+    /// one-hot activation scales (exact in f32: one product by 1.0), equal the scalar ones.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn packed_block_dots_equal_scalar_bit_for_bit() {
+        if !KernelPath::Avx512Vnni.is_available() {
+            return; // nothing to compare on this CPU; the scalar path is tested elsewhere
+        }
+        let (n, nb, rows) = (6usize, 3usize, 21usize); // a tile of 4 + 2 single tokens, 2 groups
+        let k = nb * 32;
+        let mut w = rand_i8(rows * k, 11, -128, 127);
+        w[0] = -128;
+        w[5 * k + 7] = -128;
+        let mut q = rand_i8(n * k, 12, -127, 127);
+        q[0] = -127;
+        q[1] = 127;
+        let r = rand_i8(n * k, 13, -127, 127);
+        let packed = Packed16::new(&w, &vec![1.0; rows * nb], rows, k);
+        let biased = |v: &[i8]| -> Vec<u8> { v.iter().map(|&b| (b as u8) ^ 0x80).collect() };
+        let (uq, ur) = (biased(&q), biased(&r));
+        for resid in [false, true] {
+            for b in 0..nb {
+                let xs: Vec<f32> = (0..n * nb)
+                    .map(|i| if i % nb == b { 1.0 } else { 0.0 })
+                    .collect();
+                let mut got = vec![0f32; n * rows];
+                let act = (&uq[..], resid.then_some(&ur[..]), &xs[..]);
+                let no_outliers = OutlierTerms {
+                    channels: &[],
+                    cols: &[],
+                    x: &vec![0.0; n * k],
+                };
+                dot_packed(&packed, rows, nb, act, no_outliers, n, &mut got);
+                let one = vec![1.0f32; nb];
+                for i in 0..n {
+                    let act_row = ActRow {
+                        q: &q[i * k..(i + 1) * k],
+                        r: resid.then(|| &r[i * k..(i + 1) * k]),
+                        scales: &one,
+                    };
+                    for j in 0..rows {
+                        let mut want = vec![0i32; nb];
+                        block_dots(
+                            KernelPath::Scalar,
+                            act_row,
+                            &w[j * k..(j + 1) * k],
+                            &mut want,
+                        );
+                        assert_eq!(
+                            got[i * rows + j],
+                            want[b] as f32,
+                            "token {i} row {j} block {b}"
+                        );
+                    }
                 }
             }
         }

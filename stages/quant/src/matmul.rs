@@ -13,7 +13,7 @@
 //! unchanged.
 
 use crate::error::{Error, Result};
-use crate::kernels::{dot_rows, ActRow, KernelPath};
+use crate::kernels::{dot_rows, ActRow, KernelPath, Packed16};
 use crate::q8::{
     check_finite, check_shape, f16_bits_to_f32, f32_to_f16_bits, outlier_mask, quantize_q8_0,
     Q8_0_BLOCK_BYTES, QK8_0,
@@ -150,6 +150,9 @@ pub struct Q8Matrix {
     /// Exact weights of the outlier columns, one contiguous column of `rows` values per
     /// outlier (outliers.len() x rows), so that adding them is a vectorizable axpy.
     outlier_cols: Vec<f32>,
+    /// The same int8 weights repacked for the AVX-512 VNNI kernel; built at construction only
+    /// where this CPU can run that path.
+    packed: Option<Packed16>,
 }
 
 impl Q8Matrix {
@@ -225,6 +228,9 @@ impl Q8Matrix {
                 })
                 .collect(),
         };
+        let packed = (KernelPath::Avx512Vnni
+            .is_available() && std::env::var_os("QPERF_NOPACK").is_none())
+            .then(|| Packed16::new(&qs, &scales, rows, k));
         Ok(Q8Matrix {
             rows,
             k,
@@ -232,6 +238,7 @@ impl Q8Matrix {
             scales,
             outliers: outliers.to_vec(),
             outlier_cols,
+            packed,
         })
     }
 
@@ -328,18 +335,56 @@ impl Q8Matrix {
             scales,
         } = scratch;
         let row = &mut row[..k];
+        #[cfg(target_arch = "x86_64")]
+        let packed = self
+            .packed
+            .as_ref()
+            .filter(|_| *path == KernelPath::Avx512Vnni);
         for i in 0..n {
-            row.copy_from_slice(&x[i * k..(i + 1) * k]);
-            for &o in &self.outliers {
-                row[o as usize] = 0.0;
-            }
-            quantize_act_row(
-                row,
+            let xi = &x[i * k..(i + 1) * k];
+            let (qi, ri, si) = (
                 &mut q[i * k..(i + 1) * k],
                 &mut r[i * k..(i + 1) * k],
                 &mut scales[i * nb..(i + 1) * nb],
-                mode,
             );
+            // Without outliers the row is quantized in place, no copy needed.
+            let src = if self.outliers.is_empty() {
+                xi
+            } else {
+                row.copy_from_slice(xi);
+                for &o in &self.outliers {
+                    row[o as usize] = 0.0;
+                }
+                &*row
+            };
+            #[cfg(target_arch = "x86_64")]
+            if packed.is_some() {
+                crate::kernels::quantize_row_avx512(src, qi, ri, si, mode == ActQuant::Q8x2);
+                continue;
+            }
+            quantize_act_row(src, qi, ri, si, mode);
+        }
+        #[cfg(target_arch = "x86_64")]
+        if let Some(p) = packed {
+            // The packed kernel takes the activations biased to unsigned: q + 128 == q ^ 0x80
+            // as a byte.
+            let bias = |v: &mut [i8]| -> &[u8] {
+                for b in v.iter_mut() {
+                    *b ^= i8::MIN;
+                }
+                // SAFETY: i8 and u8 have the same size and alignment, and every bit pattern
+                // is valid for both.
+                unsafe { std::slice::from_raw_parts(v.as_ptr().cast::<u8>(), v.len()) }
+            };
+            let uq = bias(&mut q[..n * k]);
+            let ur = (mode == ActQuant::Q8x2).then(|| bias(&mut r[..n * k]));
+            let outl = crate::kernels::OutlierTerms {
+                channels: &self.outliers,
+                cols: &self.outlier_cols,
+                x,
+            };
+            crate::kernels::dot_packed(p, rows, nb, (uq, ur, &scales[..n * nb]), outl, n, out);
+            return Ok(());
         }
         for i in 0..n {
             let act = ActRow {
@@ -349,21 +394,26 @@ impl Q8Matrix {
             };
             let out_row = &mut out[i * rows..(i + 1) * rows];
             dot_rows(*path, act, &self.qs, &self.scales, out_row);
-            // y[i, :] += x[i, o] * w_exact[:, o], one outlier after the other.
             if rows > 0 {
-                for (&c, col) in self
-                    .outliers
-                    .iter()
-                    .zip(self.outlier_cols.chunks_exact(rows))
-                {
-                    let xo = x[i * k + c as usize];
-                    for (y, &wv) in out_row.iter_mut().zip(col) {
-                        *y += xo * wv;
-                    }
-                }
+                self.add_outliers(&x[i * k..(i + 1) * k], out_row);
             }
         }
         Ok(())
+    }
+
+    /// `y += x[o] * w_exact[:, o]` for every outlier `o`, one after the other (`x`: one
+    /// activation row, `y`: its output row; `rows > 0`).
+    fn add_outliers(&self, x: &[f32], y: &mut [f32]) {
+        for (&c, col) in self
+            .outliers
+            .iter()
+            .zip(self.outlier_cols.chunks_exact(self.rows))
+        {
+            let xo = x[c as usize];
+            for (yv, &wv) in y.iter_mut().zip(col) {
+                *yv += xo * wv;
+            }
+        }
     }
 }
 
@@ -515,8 +565,17 @@ mod tests {
 
     #[test]
     fn every_path_gives_the_same_matmul_within_1e_6() {
-        let (n, k, rows) = (5, 96, 11); // odd block count
-        let (x, w, outliers) = planted(n, k, rows, 3);
+        // Odd block count; then several 16-row groups with a partial one and 4-token tiles
+        // with a tail (the AVX-512 packed kernel), with and without outliers.
+        for (n, k, rows, seed) in [(5, 96, 11, 3), (9, 64, 37, 4), (4, 160, 48, 5)] {
+            every_path_case(n, k, rows, seed, true);
+            every_path_case(n, k, rows, seed, false);
+        }
+    }
+
+    fn every_path_case(n: usize, k: usize, rows: usize, seed: u64, with_outliers: bool) {
+        let (x, w, outliers) = planted(n, k, rows, seed);
+        let outliers = if with_outliers { outliers } else { Vec::new() };
         let m = Q8Matrix::quantize(&w, rows, k, &outliers).unwrap();
         for mode in [ActQuant::Q8, ActQuant::Q8x2] {
             let mut want = vec![0f32; n * rows];
@@ -628,6 +687,51 @@ mod tests {
                 "residual out of its range: {}",
                 r[i]
             );
+        }
+    }
+
+    /// The AVX-512 activation quantizer must give the scalar one's bytes and scales exactly,
+    /// including values that land exactly on a rounding half.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn avx512_activation_quantization_is_bit_identical() {
+        if !KernelPath::Avx512Vnni.is_available() {
+            return; // the scalar quantizer is the only one this CPU runs
+        }
+        let mut rng = Rng(91);
+        let mut x: Vec<f32> = (0..32 * 12)
+            .map(|i| rng.normal() * (0.01 + (i / 32) as f32))
+            .collect();
+        // Block 3: exact halves of the step (amax 127 gives d = 1); block 4 all zero;
+        // block 5: a huge value and a -0.0.
+        for (i, v) in x[96..128].iter_mut().enumerate() {
+            *v = (i as f32 - 16.0) + 0.5;
+        }
+        x[96] = 127.0;
+        x[128..160].fill(0.0);
+        x[160] = 3.0e38;
+        x[161] = -0.0;
+        for mode in [ActQuant::Q8, ActQuant::Q8x2] {
+            let nb = x.len() / 32;
+            let (mut q1, mut r1, mut s1) = (vec![0i8; x.len()], vec![0i8; x.len()], vec![0f32; nb]);
+            let (mut q2, mut r2, mut s2) = (vec![1i8; x.len()], vec![1i8; x.len()], vec![1f32; nb]);
+            quantize_act_row(&x, &mut q1, &mut r1, &mut s1, mode);
+            crate::kernels::quantize_row_avx512(
+                &x,
+                &mut q2,
+                &mut r2,
+                &mut s2,
+                mode == ActQuant::Q8x2,
+            );
+            assert_eq!(q1, q2, "{mode:?} q");
+            assert_eq!(
+                s1.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                s2.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                "{mode:?} scales"
+            );
+            if mode == ActQuant::Q8x2 {
+                assert_eq!(r1, r2, "residuals");
+            }
         }
     }
 

@@ -13,7 +13,11 @@ pub const EXIT_FAILED: u8 = 1;
 pub const EXIT_USAGE: u8 = 2;
 
 #[derive(Parser, Debug)]
-#[command(name = "skyctl", version, about = "Build, verify and release small on-device decision models")]
+#[command(
+    name = "skyctl",
+    version,
+    about = "Build, verify and release small on-device decision models"
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,

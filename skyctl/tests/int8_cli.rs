@@ -330,3 +330,74 @@ fn bad_calibration_inputs_are_clear_errors() {
     let e = fails(d, &["bench", m, "--q8", "--q8-fast"]);
     assert!(e.contains("cannot be used with"), "{e}");
 }
+
+/// Probabilities of every case of the fixture requests, as `skyctl ask ... --json` prints them.
+fn ask_probs(dir: &Path, model: &str, flags: &[&str]) -> Vec<f64> {
+    let cases = root().join("fixtures/laya-ref/cases.jsonl");
+    let mut args = vec![
+        "ask",
+        model,
+        "--requests",
+        cases.to_str().unwrap(),
+        "--json",
+    ];
+    args.extend_from_slice(flags);
+    let (out, _) = ok(dir, &args);
+    let mut p = Vec::new();
+    for line in out.lines().filter(|l| !l.trim().is_empty()) {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        p.extend(
+            v["probabilities"]
+                .as_array()
+                .unwrap_or_else(|| panic!("no probabilities: {line}"))
+                .iter()
+                .map(|x| x.as_f64().unwrap()),
+        );
+    }
+    p
+}
+
+fn max_diff(a: &[f64], b: &[f64]) -> f64 {
+    assert_eq!(a.len(), b.len());
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f64::max)
+}
+
+#[test]
+fn ask_takes_the_compute_path_flags() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let model = pico();
+    let m = model.to_str().unwrap();
+    ok(d, &["quantize", m, "q8.gguf"]);
+    let f32 = ask_probs(d, m, &[]);
+    let q8 = ask_probs(d, m, &["--q8"]);
+    let fast = ask_probs(d, m, &["--q8-fast"]);
+    let plain = ask_probs(d, m, &["--q8", "--no-calib"]);
+    let file = ask_probs(d, "q8.gguf", &[]);
+    assert!(!f32.is_empty());
+    let (dq8, dfast, dplain) = (
+        max_diff(&q8, &f32),
+        max_diff(&fast, &f32),
+        max_diff(&plain, &f32),
+    );
+    assert!(
+        dq8 > 1e-5 && dq8 < 0.05,
+        "--q8 moves probabilities by {dq8}"
+    );
+    assert!(
+        dfast > 1e-5 && dfast < 0.08,
+        "--q8-fast moves probabilities by {dfast}"
+    );
+    assert!(
+        dplain > 1.5 * dq8,
+        "--no-calib ({dplain}) must be visibly worse than --q8 ({dq8})"
+    );
+    let dfile = max_diff(&file, &q8);
+    assert!(
+        dfile < 5e-3,
+        "calibrated Q8_0 file vs --q8 at load: {dfile}"
+    );
+}

@@ -83,7 +83,7 @@ fn build_produces_the_release_like_the_direct_commands() {
 
     // manifest.json describes both files
     let m: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(rel.join("manifest.json")).unwrap()).unwrap();
+        serde_json::from_slice(&std::fs::read(rel.join("models/manifest.json")).unwrap()).unwrap();
     let model = &m["models"][0];
     assert_eq!(model["name"], "s1-pico");
     assert_eq!(model["parameters"], 202_305);

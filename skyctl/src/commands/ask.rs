@@ -25,6 +25,9 @@ pub struct Args {
     /// Machine-readable output (the response JSON; errors as the spec's error object).
     #[arg(long)]
     pub json: bool,
+    /// Compute path: --q8, --q8-fast, --no-calib.
+    #[command(flatten)]
+    pub path: crate::commands::bench::ComputePath,
 }
 
 fn read(path: &PathBuf) -> anyhow::Result<Vec<u8>> {
@@ -33,7 +36,10 @@ fn read(path: &PathBuf) -> anyhow::Result<Vec<u8>> {
 
 /// Run `skyctl ask`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let engine = sky_infer::load::open(&args.model)?;
+    let (engine, report) = args.path.open(&args.model)?;
+    for note in &report.notes {
+        eprintln_err(&format!("note: {note}"));
+    }
     let mut ws = Workspace::new();
     let mut out = std::io::stdout().lock();
     if let Some(path) = &args.request {

@@ -1,20 +1,20 @@
 //! One module per subcommand: its clap arguments and a short handler.
 
-pub mod inspect;
-pub mod convert;
-pub mod random;
 pub mod ask;
-pub mod calibrate;
-pub mod quantize;
 pub mod bench;
-pub mod golden;
-pub mod kernels;
-pub mod init;
 pub mod build;
-pub mod status;
-pub mod explain;
-pub mod graph;
-pub mod verify;
-pub mod gc;
+pub mod calibrate;
 pub mod clean;
+pub mod convert;
+pub mod explain;
+pub mod gc;
+pub mod golden;
+pub mod graph;
+pub mod init;
+pub mod inspect;
+pub mod kernels;
+pub mod quantize;
+pub mod random;
+pub mod status;
 pub mod store;
+pub mod verify;

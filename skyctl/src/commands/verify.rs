@@ -43,7 +43,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         *t = format!("golden/{t}");
     }
     let opts = BuildOptions {
-        targets,
+        targets: targets.clone(),
         rerun: Vec::new(),
         jobs: args.jobs.unwrap_or_else(|| {
             std::thread::available_parallelism()
@@ -53,7 +53,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         keep_going: true,
     };
     let mut console = Console::new(Mode::pick(args.json), false);
-    let summary = engine::build(&ws, &registry(), &opts, &mut console)?;
+    let mut rec = crate::golden_table::Recorder::new(&mut console);
+    let summary = engine::build(&ws, &registry(), &opts, &mut rec)?;
+    print!(
+        "{}",
+        crate::golden_table::verify_output(&ws, &targets, &rec, args.json)
+    );
     console.summary(&summary);
     Ok(if summary.failed > 0 || summary.skipped > 0 {
         ExitCode::from(crate::cli::EXIT_FAILED)

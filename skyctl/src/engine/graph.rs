@@ -380,7 +380,7 @@ impl Builder<'_> {
             },
         ];
         self.release
-            .push(("manifest.json".into(), outputs[0].path.clone(), 0..0));
+            .push(("models/manifest.json".into(), outputs[0].path.clone(), 0..0));
         self.release
             .push(("bench.json".into(), outputs[1].path.clone(), 0..0));
         let node = Node {
@@ -422,7 +422,12 @@ impl Builder<'_> {
                     }
                     (
                         "golden_model",
-                        json!({"tolerance": g.tolerance.unwrap_or(1e-3), "variant": variant.name(), "suite": name}),
+                        json!({
+                            "tolerance": g.tolerance.unwrap_or(1e-3),
+                            "variant": variant.name(),
+                            "suite": name,
+                            "path": g.compute.as_ref().map_or("f32", |c| c.get_ref().as_str()),
+                        }),
                     )
                 }
                 GoldenKind::Kernels => {

@@ -323,6 +323,8 @@ pub struct Golden {
     pub expected: Option<Spanned<String>>,
     /// (model) max absolute probability error.
     pub tolerance: Option<f64>,
+    /// (model) compute path: `f32` (default), `q8` (int8, Q8x2 activations) or `q8-fast`.
+    pub compute: Option<Spanned<String>>,
     /// (kernels) directory of PNGOLDEN1 files.
     pub path: Option<Spanned<String>>,
     /// (kernels) the shell command that runs the kernels under test (e.g. on a GPU host),
@@ -626,6 +628,20 @@ impl Manifest {
                 forbid(g.harness.is_some(), "harness")?;
                 forbid(!g.sources.is_empty(), "sources")?;
                 forbid(g.generator.is_some(), "generator")?;
+                if let Some(c) = &g.compute {
+                    const PATHS: [&str; 3] = ["f32", "q8", "q8-fast"];
+                    if !PATHS.contains(&c.get_ref().as_str()) {
+                        return Err(self.error_at(
+                            c.span(),
+                            format!(
+                                "golden `{name}`: unknown compute path `{}`; expected one of {}{}",
+                                c.get_ref(),
+                                PATHS.join(", "),
+                                did_you_mean(c.get_ref(), PATHS.iter().copied())
+                            ),
+                        ));
+                    }
+                }
                 if let Some(m) = &g.model {
                     if !models.contains(m.get_ref().as_str()) {
                         return Err(self.error_at(
@@ -671,6 +687,7 @@ impl Manifest {
                 }
             }
             GoldenKind::Kernels => {
+                forbid(g.compute.is_some(), "compute")?;
                 forbid(g.model.is_some(), "model")?;
                 forbid(g.variant.is_some(), "variant")?;
                 forbid(g.cases.is_some(), "cases")?;

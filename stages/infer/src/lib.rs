@@ -26,19 +26,19 @@
 //! ```
 
 pub mod answer;
+pub mod calibrate;
 pub mod config;
 pub mod engine;
-pub mod load;
-pub mod pyjson;
-pub mod sequence;
 pub mod error;
 pub mod forward;
 pub mod golden;
-pub mod kernels;
-pub mod model;
-pub mod weights;
 pub mod int8;
-pub mod calibrate;
+pub mod kernels;
+pub mod load;
+pub mod model;
+pub mod pyjson;
+pub mod sequence;
+pub mod weights;
 
 pub use config::{ModelConfig, QType, Temperatures};
 pub use error::{InferError, Result};

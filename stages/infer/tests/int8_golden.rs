@@ -239,13 +239,13 @@ fn pico_int8_paths_against_f64_goldens() {
 #[test]
 fn nano_int8_paths_against_f64_goldens() {
     // measured: q8 0.0392 / 0.0015, q8-fast 0.0638 / 0.0024, plain 0.1102 / 0.0044
-    let got = check("s1-nano", &bounds((0.045, 0.002), (0.075, 0.003)));
+    let got = check("s1-nano", &bounds((0.045, 0.002), (0.075, 0.004)));
     simulation("s1-nano", (0.10, 0.010), &got);
 }
 
 #[test]
 fn micro_int8_paths_against_f64_goldens() {
     // measured: q8 0.1322 / 0.0025, q8-fast 0.1725 / 0.0047, plain 0.3390 / 0.0068
-    let got = check("s1-micro", &bounds((0.15, 0.003), (0.19, 0.0055)));
+    let got = check("s1-micro", &bounds((0.15, 0.003), (0.19, 0.0065)));
     simulation("s1-micro", (0.17, 0.017), &got);
 }

@@ -4,9 +4,9 @@
 //!
 //! [`crate::Q8Matrix::matmul`] runs the AVX-512 VNNI path through [`dot_packed`]: weights
 //! repacked at construction into groups of 16 rows ([`Packed16`]), activations biased to
-//! unsigned bytes, all tokens of a call at once, the outlier channels fused in,
-//! and every output computed with the operations of the row kernel `dot_rows_avx512`, in
-//! its order, so the results equal that kernel's bit for bit (for `rows % 4 == 0`);
+//! unsigned bytes, all tokens of a call at once (4 at a time), the outlier channels fused in,
+//! and every output summed in the scalar path's order with its roundings (no FMA), so its
+//! results equal the scalar path's bit for bit;
 //! [`dot_rows`] (one activation row against every weight row) serves the other paths.
 //!
 //! All paths compute the same int32 block dot products bit for bit (integer arithmetic, no
@@ -245,7 +245,7 @@ impl Packed16 {
         let mut p = Packed16 {
             qs: vec![0; groups * nb * 512],
             scales: vec![0.0; groups * nb * 16],
-            neg_sums: vec![0; groups * nb * 128],
+            neg_sums: vec![0; groups * nb * 16],
         };
         for row in 0..rows {
             let (g, lane) = (row / 16, row % 16);
@@ -256,10 +256,7 @@ impl Packed16 {
                     p.qs[base * 512 + (i / 4) * 64 + lane * 4 + i % 4] = v;
                 }
                 p.scales[base * 16 + lane] = scales[row * nb + b];
-                for (c, chunk) in w.chunks_exact(4).enumerate() {
-                    p.neg_sums[(base * 8 + c) * 16 + lane] =
-                        -128 * chunk.iter().map(|&v| i32::from(v)).sum::<i32>();
-                }
+                p.neg_sums[base * 16 + lane] = -128 * w.iter().map(|&v| i32::from(v)).sum::<i32>();
             }
         }
         p
@@ -304,7 +301,7 @@ pub(crate) fn dot_packed(
     assert!(uq.len() == n * k && ur.is_none_or(|r| r.len() == n * k));
     assert!(x_scales.len() == n * nb && out.len() == n * rows);
     assert!(packed.qs.len() == groups * nb * 512 && packed.scales.len() == groups * nb * 16);
-    assert!(packed.neg_sums.len() == groups * nb * 128);
+    assert!(packed.neg_sums.len() == groups * nb * 16);
     assert!(
         KernelPath::Avx512Vnni.is_available(),
         "AVX-512 VNNI not available"
@@ -655,26 +652,21 @@ mod x86 {
         }
     }
 
-    /// One activation row `i` against the 16-row weight group `g` (see `Packed16`), with the
-    /// exact arithmetic of `dot_rows_avx512` per row: there, int32 lane `c` of a block holds
-    /// the partial dot product of bytes `4c..4c + 4`, even blocks go to lanes 0..8 and odd
-    /// ones to 8..16, each lane accumulates `fma(partial, w_scale * x_scale)`, and the lanes
-    /// are summed as `((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7))` after folding the
-    /// odd half onto the even one. Here lane = row and `c` indexes 16 accumulators
-    /// (parity x chunk), so every row sees the same operations in the same order.
+    /// `T` activation rows from `i0` against the 16-row weight group `g` (see `Packed16`):
+    /// per block, 8 `dpbusd` with 4 activation bytes broadcast, one convert, one FMA.
     ///
     /// # Safety
-    /// The CPU must support AVX-512 F/BW/VNNI; row `i < n`; lengths as asserted by
-    /// `super::dot_packed`; `mask` covers only rows `< rows` of the group.
+    /// The CPU must support AVX-512 F/BW/VNNI; rows `i0..i0 + T` exist; lengths as asserted
+    /// by `super::dot_packed`; `mask` covers only rows `< rows` of the group.
     #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
     #[allow(clippy::too_many_arguments)]
-    unsafe fn packed_row<const T: usize, const X2: bool>(
+    unsafe fn packed_tile<const T: usize, const X2: bool>(
         p: &Packed16,
         g: usize,
         nb: usize,
         act: (&[u8], Option<&[u8]>, &[f32]),
         outl: OutlierTerms<'_>,
-        i: usize,
+        i0: usize,
         rows: usize,
         mask: __mmask16,
         out: &mut [f32],
@@ -682,74 +674,65 @@ mod x86 {
         let (uq, ur, xs) = act;
         let k = nb * 32;
         let ur = ur.unwrap_or(uq);
-        // The even blocks, then the odd ones (each accumulator sees its blocks in order, as
-        // in the row kernel), for `T` activation rows that share the weight and sum loads.
-        let mut halves = [[[_mm512_setzero_ps(); 8]; T]; 2];
-        for (parity, half) in halves.iter_mut().enumerate() {
-            let mut acc = [[_mm512_setzero_ps(); 8]; T];
-            let mut b = parity;
-            while b < nb {
-                let base = g * nb + b;
-                // SAFETY: group g, block b: 16 scales inside the packed scales.
-                let ws = unsafe { _mm512_loadu_ps(p.scales.as_ptr().add(base * 16)) };
-                let mut s = [_mm512_setzero_ps(); T];
-                for (t, st) in s.iter_mut().enumerate() {
-                    *st = _mm512_mul_ps(ws, _mm512_set1_ps(xs[(i + t) * nb + b]));
+        let mut acc = [_mm512_setzero_ps(); T];
+        for b in 0..nb {
+            let base = g * nb + b;
+            let mut w = [_mm512_setzero_si512(); 8];
+            // SAFETY: group g, block b: 512 bytes, 16 scales, 16 sums inside the packed
+            // arrays (g < groups, b < nb).
+            let (corr, ws) = unsafe {
+                let wp = p.qs.as_ptr().add(base * 512);
+                for (c, wv) in w.iter_mut().enumerate() {
+                    *wv = _mm512_loadu_si512(wp.add(c * 64).cast());
                 }
-                for c in 0..8 {
-                    // SAFETY: chunk c of group g, block b: 64 weight bytes and 16 sums inside
-                    // the packed arrays.
-                    let (w, corr) = unsafe {
-                        (
-                            _mm512_loadu_si512(p.qs.as_ptr().add(base * 512 + c * 64).cast()),
-                            _mm512_loadu_si512(p.neg_sums.as_ptr().add((base * 8 + c) * 16).cast()),
-                        )
-                    };
-                    for (t, a) in acc.iter_mut().enumerate() {
-                        let at = (i + t) * k + b * 32 + c * 4;
-                        // SAFETY: bytes at..at + 4 lie inside activation row i + t < n.
-                        let (xq, xr) = unsafe {
+                (
+                    _mm512_loadu_si512(p.neg_sums.as_ptr().add(base * 16).cast()),
+                    _mm512_loadu_ps(p.scales.as_ptr().add(base * 16)),
+                )
+            };
+            for (t, a) in acc.iter_mut().enumerate() {
+                let at = (i0 + t) * k + b * 32;
+                // Two chains of 4 `dpbusd` each, to halve the dependency latency.
+                let dot = |src: &[u8]| {
+                    let (mut d0, mut d1) = (corr, _mm512_setzero_si512());
+                    for c in 0..4 {
+                        // SAFETY: bytes at..at + 32 of row i0 + t lie inside the activations.
+                        let (x0, x1) = unsafe {
+                            let ptr = src.as_ptr().add(at + c * 8);
                             (
-                                uq.as_ptr().add(at).cast::<i32>().read_unaligned(),
-                                ur.as_ptr().add(at).cast::<i32>().read_unaligned(),
+                                ptr.cast::<i32>().read_unaligned(),
+                                ptr.add(4).cast::<i32>().read_unaligned(),
                             )
                         };
-                        let mut v = _mm512_dpbusd_epi32(corr, _mm512_set1_epi32(xq), w);
-                        if X2 {
-                            let vr = _mm512_dpbusd_epi32(corr, _mm512_set1_epi32(xr), w);
-                            v = _mm512_add_epi32(_mm512_slli_epi32::<7>(v), vr);
-                        }
-                        a[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(v), s[t], a[c]);
+                        d0 = _mm512_dpbusd_epi32(d0, _mm512_set1_epi32(x0), w[2 * c]);
+                        d1 = _mm512_dpbusd_epi32(d1, _mm512_set1_epi32(x1), w[2 * c + 1]);
                     }
+                    _mm512_add_epi32(d0, d1)
+                };
+                let mut idot = dot(uq);
+                if X2 {
+                    idot = _mm512_add_epi32(_mm512_slli_epi32::<7>(idot), dot(ur));
                 }
-                b += 2;
+                let s = _mm512_mul_ps(ws, _mm512_set1_ps(xs[(i0 + t) * nb + b]));
+                // Multiply, then add (no FMA): the scalar path's rounding and order, so the
+                // result is bit-identical to it.
+                *a = _mm512_add_ps(*a, _mm512_mul_ps(s, _mm512_cvtepi32_ps(idot)));
             }
-            *half = acc;
         }
-        // `t` indexes both halves and the output rows.
-        #[allow(clippy::needless_range_loop)]
-        for t in 0..T {
-            let l: [__m512; 8] =
-                std::array::from_fn(|c| _mm512_add_ps(halves[0][t][c], halves[1][t][c]));
-            let mut y = _mm512_add_ps(
-                _mm512_add_ps(_mm512_add_ps(l[0], l[1]), _mm512_add_ps(l[2], l[3])),
-                _mm512_add_ps(_mm512_add_ps(l[4], l[5]), _mm512_add_ps(l[6], l[7])),
-            );
+        for (t, a) in acc.iter_mut().enumerate() {
             for (o, &c) in outl.channels.iter().enumerate() {
-                let xo = _mm512_set1_ps(outl.x[(i + t) * k + c as usize]);
+                let xo = _mm512_set1_ps(outl.x[(i0 + t) * k + c as usize]);
                 // SAFETY: the mask limits the load to rows < rows of column o, which lies
                 // inside cols (channels.len() x rows).
                 let col = unsafe {
                     _mm512_maskz_loadu_ps(mask, outl.cols.as_ptr().add(o * rows + g * 16))
                 };
-                // Multiply, then add: the scalar outlier loop's roundings.
-                y = _mm512_add_ps(y, _mm512_mul_ps(xo, col));
+                *a = _mm512_add_ps(*a, _mm512_mul_ps(xo, col));
             }
-            // SAFETY: the mask limits the store to the rows of the group that exist, inside
-            // out (row i + t < n, out is n x rows).
-            unsafe {
-                _mm512_mask_storeu_ps(out.as_mut_ptr().add((i + t) * rows + g * 16), mask, y)
-            };
+            let at = (i0 + t) * rows + g * 16;
+            // SAFETY: the mask limits the store to the rows of the group that exist, which lie
+            // inside out (row i0 + t < n, out is n x rows).
+            unsafe { _mm512_mask_storeu_ps(out.as_mut_ptr().add(at), mask, *a) };
         }
     }
 
@@ -765,6 +748,7 @@ mod x86 {
         n: usize,
         out: &mut [f32],
     ) {
+        const T: usize = 4;
         for g in 0..rows.div_ceil(16) {
             let lanes = (rows - g * 16).min(16);
             let mask: __mmask16 = if lanes == 16 {
@@ -774,26 +758,26 @@ mod x86 {
             };
             let x2 = act.1.is_some();
             let mut i = 0;
-            // SAFETY (all calls): rows i..i + T < n, group g < groups; lengths as the caller
-            // guarantees.
-            while i + 2 <= n {
+            // SAFETY (all calls): tokens i..i + T (or i) < n; as the caller guarantees.
+            while i + T <= n {
                 unsafe {
                     if x2 {
-                        packed_row::<2, true>(p, g, nb, act, outl, i, rows, mask, out);
+                        packed_tile::<T, true>(p, g, nb, act, outl, i, rows, mask, out);
                     } else {
-                        packed_row::<2, false>(p, g, nb, act, outl, i, rows, mask, out);
+                        packed_tile::<T, false>(p, g, nb, act, outl, i, rows, mask, out);
                     }
                 }
-                i += 2;
+                i += T;
             }
-            if i < n {
+            while i < n {
                 unsafe {
                     if x2 {
-                        packed_row::<1, true>(p, g, nb, act, outl, i, rows, mask, out);
+                        packed_tile::<1, true>(p, g, nb, act, outl, i, rows, mask, out);
                     } else {
-                        packed_row::<1, false>(p, g, nb, act, outl, i, rows, mask, out);
+                        packed_tile::<1, false>(p, g, nb, act, outl, i, rows, mask, out);
                     }
                 }
+                i += 1;
             }
         }
     }

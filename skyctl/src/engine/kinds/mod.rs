@@ -37,16 +37,16 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-pub mod command;
-pub mod calibrate;
-pub mod quantize;
 pub mod bench;
-pub mod manifest;
+pub mod calibrate;
+pub mod command;
 pub mod convert;
 pub mod golden_gen;
 pub mod golden_kernels;
 pub mod golden_model;
 pub mod kernel_harness;
+pub mod manifest;
+pub mod quantize;
 
 /// One materialized input of a node.
 #[derive(Debug, Clone)]

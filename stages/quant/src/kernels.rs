@@ -266,6 +266,8 @@ impl Packed16 {
 /// The outlier channels added in f32 by [`dot_packed`]: `out[i, j] += x[i, c] * cols[o][j]`
 /// for the `o`-th channel `c`, in channel order.
 #[derive(Clone, Copy)]
+// Only the x86-64 packed kernel takes it; other targets (wasm32) never build one.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 pub(crate) struct OutlierTerms<'a> {
     /// Input channels (each `< k`).
     pub channels: &'a [u32],

@@ -210,67 +210,10 @@ impl Model {
     }
 }
 
-/// PyTorch Laya checkpoint name -> GGUF tensor name (spec 2.4), `None` for tensors the
-/// runtime drops (`act_head.*`, `temperature`).
-pub fn gguf_name(pytorch: &str, n_enc: usize) -> Option<String> {
-    let simple = [
-        (
-            "encoder.embeddings.tok_embeddings.weight",
-            "token_embd.weight",
-        ),
-        ("encoder.embeddings.norm.weight", "token_embd_norm.weight"),
-        ("encoder.final_norm.weight", "output_norm.weight"),
-        ("type_emb.weight", "token_types.weight"),
-        ("scorer.0.weight", "cls.norm.weight"),
-        ("scorer.0.bias", "cls.norm.bias"),
-        ("scorer.1.weight", "cls.weight"),
-        ("scorer.1.bias", "cls.bias"),
-        ("scorer.3.weight", "cls.output.weight"),
-        ("scorer.3.bias", "cls.output.bias"),
-    ];
-    if let Some((_, g)) = simple.iter().find(|(p, _)| *p == pytorch) {
-        return Some(g.to_string());
-    }
-    if let Some(rest) = pytorch.strip_prefix("encoder.layers.") {
-        let (i, tail) = rest.split_once('.')?;
-        let i: usize = i.parse().ok()?;
-        let g = match tail {
-            "attn_norm.weight" => "attn_norm.weight",
-            "attn.Wqkv.weight" => "attn_qkv.weight",
-            "attn.Wo.weight" => "attn_output.weight",
-            "mlp_norm.weight" => "ffn_norm.weight",
-            "mlp.Wi.weight" => "ffn_up.weight",
-            "mlp.Wo.weight" => "ffn_down.weight",
-            _ => return None,
-        };
-        return Some(format!("blk.{i}.{g}"));
-    }
-    if let Some(rest) = pytorch.strip_prefix("head.layers.") {
-        let (k, tail) = rest.split_once('.')?;
-        let k: usize = k.parse().ok()?;
-        let g = match tail {
-            "norm1.weight" => "attn_norm.weight",
-            "norm1.bias" => "attn_norm.bias",
-            "self_attn.in_proj_weight" => "attn_qkv.weight",
-            "self_attn.in_proj_bias" => "attn_qkv.bias",
-            "self_attn.out_proj.weight" => "attn_output.weight",
-            "self_attn.out_proj.bias" => "attn_output.bias",
-            "norm2.weight" => "ffn_norm.weight",
-            "norm2.bias" => "ffn_norm.bias",
-            "linear1.weight" => "ffn_up.weight",
-            "linear1.bias" => "ffn_up.bias",
-            "linear2.weight" => "ffn_down.weight",
-            "linear2.bias" => "ffn_down.bias",
-            _ => return None,
-        };
-        return Some(format!("blk.{}.{g}", n_enc + k));
-    }
-    None
-}
-
 #[cfg(test)]
 mod tests {
-    use super::*;
+    // The engine reads names through sky-laya's mapping, the one the converter writes.
+    use sky_laya::gguf_name;
 
     #[test]
     fn gguf_names_follow_the_spec_table() {

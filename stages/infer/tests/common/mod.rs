@@ -5,8 +5,8 @@
 use std::path::PathBuf;
 
 use serde_json::Value;
-use sky_infer::model::gguf_name;
 use sky_infer::{Model, ModelConfig};
+use sky_laya::gguf_name;
 
 pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")

@@ -219,3 +219,37 @@ fn non_decision_gguf_is_refused() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("junk.gguf"));
 }
+
+/// In `--requests`, a bad case does not stop the others; its error names the case by its id
+/// (null when the line is too broken to carry one) and by its line.
+#[test]
+fn bad_lines_in_requests_are_named_by_case_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = json!({"id": "ok1", "type": "noul", "instructions": "Is the customer angry?", "criteria": null, "state": "late again"});
+    let bad =
+        json!({"id": "bad1", "type": "maybe", "instructions": "x", "criteria": null, "state": "s"});
+    let body = format!("{good}\n{bad}\n{{\"id\": \n{good}\n");
+    let file = write(dir.path(), "cases.jsonl", body.as_bytes());
+    let out = ask(&[&pico(), "--requests", &file, "--json"]);
+    assert_eq!(out.status.code(), Some(2));
+    let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 4);
+    assert_eq!(lines[0]["id"], "ok1");
+    assert!(lines[0]["probabilities"].is_array());
+    assert_eq!(lines[1]["id"], "bad1");
+    assert_eq!(lines[1]["line"], 2);
+    assert_eq!(lines[1]["error"]["code"], 400);
+    assert!(lines[2]["id"].is_null());
+    assert_eq!(lines[2]["line"], 3);
+    assert_eq!(lines[3]["id"], "ok1");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("2 case(s)"), "{err}");
+
+    let out = ask(&[&pico(), "--requests", &file]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(":2 (case \"bad1\")"), "{err}");
+}

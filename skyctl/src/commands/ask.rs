@@ -77,10 +77,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             )?,
             Err(e) => {
                 failed += 1;
+                // Name the case by its own id when the line carries one, so a caller can match
+                // errors to cases; the line number stays for lines too broken to have an id.
+                let case_id = case_id_of(line);
                 if args.json {
                     let mut err = error_response(&e);
-                    err["id"] = serde_json::json!(what);
+                    err["id"] = serde_json::json!(case_id);
+                    err["line"] = serde_json::json!(i + 1);
                     writeln!(out, "{err}")?;
+                } else if let Some(id) = case_id {
+                    eprintln_err(&format!("{what} (case {id:?}): {e}"));
                 } else {
                     eprintln_err(&format!("{what}: {e}"));
                 }
@@ -91,6 +97,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         anyhow::bail!("{failed} case(s) of {} failed", path.display());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The `id` of a request line, if the line is a JSON object with a string id.
+fn case_id_of(line: &[u8]) -> Option<String> {
+    let value: serde_json::Value = serde_json::from_slice(line).ok()?;
+    Some(value.get("id")?.as_str()?.to_owned())
 }
 
 #[allow(clippy::print_stderr)]

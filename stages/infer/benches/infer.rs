@@ -65,6 +65,76 @@ fn gemm_rate(isa: Isa) {
     }
 }
 
+/// This core's f32 ceiling: 16 independent chains of register-only AVX-512 FMAs (no loads).
+/// The forward pass's matrix products are compared against it.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn fma_peak_avx512(steps: usize) -> f32 {
+    use std::arch::x86_64::*;
+    let x = _mm512_set1_ps(0.999_999);
+    let y = _mm512_set1_ps(1e-7);
+    let mut acc = [_mm512_set1_ps(1.0); 16];
+    for _ in 0..steps {
+        for a in acc.iter_mut() {
+            *a = _mm512_fmadd_ps(*a, x, y);
+        }
+    }
+    acc.iter().map(|&a| _mm512_reduce_add_ps(a)).sum()
+}
+
+fn fma_peak() {
+    #[cfg(target_arch = "x86_64")]
+    if Isa::Avx512.available() {
+        let steps = 20_000_000;
+        let mut best = f64::MAX;
+        for _ in 0..5 {
+            let t0 = Instant::now();
+            // SAFETY: avx512f was detected on this CPU.
+            std::hint::black_box(unsafe { fma_peak_avx512(steps) });
+            best = best.min(t0.elapsed().as_secs_f64());
+        }
+        let flops = (steps * 16 * 16 * 2) as f64;
+        println!(
+            "f32 FMA peak (AVX-512, registers only, best of 5): {:.1} GFLOP/s",
+            flops / best / 1e9
+        );
+    }
+}
+
+/// GFLOP/s of the packed weight product (what the forward runs) on the models' shapes.
+fn weight_rate(isa: Isa) {
+    use sky_infer::weights::Weight;
+    for &(rows, n, k) in &[
+        (107usize, 384usize, 128usize),
+        (107, 512, 128),
+        (97, 768, 256),
+        (97, 1024, 256),
+        (97, 256, 512),
+    ] {
+        let w: Vec<f32> = (0..n * k)
+            .map(|i| ((i * 7 % 13) as f32 - 6.0) / 13.0)
+            .collect();
+        let w = Weight::from_rows("bench", n, k, &w);
+        let x = vec![0.5f32; rows * k];
+        let mut out = vec![0f32; rows * n];
+        let reps = 300;
+        let mut best = f64::MAX;
+        for _ in 0..5 {
+            let t0 = Instant::now();
+            for _ in 0..reps {
+                w.matmul(isa, &x, rows, &mut out);
+                std::hint::black_box(&out);
+            }
+            best = best.min(t0.elapsed().as_secs_f64() / reps as f64);
+        }
+        println!(
+            "weight product {rows}x{k} · {k}x{n} (packed): {:.1} µs, {:.1} GFLOP/s (best of 5)",
+            best * 1e6,
+            2.0 * (rows * n * k) as f64 / best / 1e9
+        );
+    }
+}
+
 fn main() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
     let mut models = Vec::new();
@@ -81,6 +151,8 @@ fn main() {
         }
     }
     if models.iter().any(|m| m == "gemm") {
+        fma_peak();
+        weight_rate(isa);
         gemm_rate(isa);
         return;
     }

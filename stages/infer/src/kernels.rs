@@ -308,8 +308,30 @@ mod x86 {
 
 /// LayerNorm of each `d`-wide row of `x` into `out`: population variance, optional bias.
 /// Mean and variance are accumulated in f64 (cheap next to the matmuls, and keeps the massive
-/// ~20x channels of these models from costing precision).
-pub fn layer_norm(x: &[f32], out: &mut [f32], d: usize, w: &[f32], b: Option<&[f32]>, eps: f32) {
+/// ~20x channels of these models from costing precision). The AVX-512 body sums in eight f64
+/// lanes; the scalar body (what calibration runs, for machine-independent statistics) sums in
+/// order.
+pub fn layer_norm(
+    isa: Isa,
+    x: &[f32],
+    out: &mut [f32],
+    d: usize,
+    w: &[f32],
+    b: Option<&[f32]>,
+    eps: f32,
+) {
+    assert!(w.len() >= d && b.is_none_or(|b| b.len() >= d) && out.len() >= x.len());
+    match isa {
+        // SAFETY: avx512f was detected on this CPU; the lengths were checked above.
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 if isa.available() => unsafe {
+            x86_elementwise::layer_norm_avx512(x, out, d, w, b, eps)
+        },
+        _ => layer_norm_scalar(x, out, d, w, b, eps),
+    }
+}
+
+fn layer_norm_scalar(x: &[f32], out: &mut [f32], d: usize, w: &[f32], b: Option<&[f32]>, eps: f32) {
     for (row, orow) in x.chunks_exact(d).zip(out.chunks_exact_mut(d)) {
         let mut sum = 0f64;
         for &v in row {
@@ -497,17 +519,230 @@ fn geglu_body(z: &[f32], out: &mut [f32]) {
 
 #[cfg(target_arch = "x86_64")]
 mod x86_elementwise {
+    use std::arch::x86_64::*;
+    use std::ops::Range;
+
+    /// `exp_fast` on 16 lanes: the same clamp, reduction and polynomial (with fused
+    /// multiply-adds, so within an ulp of the scalar result rather than equal to it).
+    #[inline]
     #[target_feature(enable = "avx512f")]
-    pub(super) unsafe fn softmax_avx512(row: &mut [f32]) {
-        super::softmax_body(row)
+    unsafe fn exp512(x: __m512) -> __m512 {
+        let x = _mm512_min_ps(
+            _mm512_max_ps(x, _mm512_set1_ps(-87.3)),
+            _mm512_set1_ps(88.3),
+        );
+        let n = _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(
+            _mm512_mul_ps(x, _mm512_set1_ps(std::f32::consts::LOG2_E)),
+        );
+        let r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693_145_75), x);
+        let r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428_606_8e-6), r);
+        let mut p = _mm512_set1_ps(1.987_569_1e-4);
+        for c in [
+            1.398_199_9e-3,
+            8.333_452e-3,
+            4.166_579_6e-2,
+            1.666_666_5e-1,
+            0.5,
+        ] {
+            p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(c));
+        }
+        let y = _mm512_add_ps(
+            _mm512_fmadd_ps(_mm512_mul_ps(p, r), r, r),
+            _mm512_set1_ps(1.0),
+        );
+        let e = _mm512_slli_epi32::<23>(_mm512_add_epi32(
+            _mm512_cvtps_epi32(n),
+            _mm512_set1_epi32(127),
+        ));
+        _mm512_mul_ps(y, _mm512_castsi512_ps(e))
     }
+
+    fn tail_mask(len: usize) -> __mmask16 {
+        ((1u32 << len) - 1) as u16
+    }
+
+    /// Softmax of `scale * row[valid]`, zeros outside `valid`: three passes of 16 lanes
+    /// (scale and max, exp and sum, normalise), tails through masks.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn softmax_scaled_avx512(row: &mut [f32], scale: f32, valid: Range<usize>) {
+        row[..valid.start].fill(0.0);
+        row[valid.end..].fill(0.0);
+        let seg = &mut row[valid];
+        let len = seg.len();
+        if len == 0 {
+            return;
+        }
+        let p = seg.as_mut_ptr();
+        let full = len / 16 * 16;
+        let tail = tail_mask(len - full);
+        let sv = _mm512_set1_ps(scale);
+        let mut maxv = _mm512_set1_ps(f32::NEG_INFINITY);
+        let mut i = 0;
+        // SAFETY (all loops): `i + 16 <= full <= len` for full vectors; the tail is masked to
+        // the `len - full` lanes that exist.
+        while i < full {
+            let v = _mm512_mul_ps(_mm512_loadu_ps(p.add(i)), sv);
+            _mm512_storeu_ps(p.add(i), v);
+            maxv = _mm512_max_ps(maxv, v);
+            i += 16;
+        }
+        if tail != 0 {
+            let v = _mm512_mul_ps(_mm512_maskz_loadu_ps(tail, p.add(full)), sv);
+            _mm512_mask_storeu_ps(p.add(full), tail, v);
+            maxv = _mm512_mask_max_ps(maxv, tail, maxv, v);
+        }
+        let maxs = _mm512_set1_ps(_mm512_reduce_max_ps(maxv));
+        let mut sumv = _mm512_setzero_ps();
+        i = 0;
+        while i < full {
+            let e = exp512(_mm512_sub_ps(_mm512_loadu_ps(p.add(i)), maxs));
+            _mm512_storeu_ps(p.add(i), e);
+            sumv = _mm512_add_ps(sumv, e);
+            i += 16;
+        }
+        if tail != 0 {
+            let e = exp512(_mm512_sub_ps(
+                _mm512_maskz_loadu_ps(tail, p.add(full)),
+                maxs,
+            ));
+            _mm512_mask_storeu_ps(p.add(full), tail, e);
+            sumv = _mm512_mask_add_ps(sumv, tail, sumv, e);
+        }
+        let inv = _mm512_set1_ps(1.0 / _mm512_reduce_add_ps(sumv));
+        i = 0;
+        while i < full {
+            _mm512_storeu_ps(p.add(i), _mm512_mul_ps(_mm512_loadu_ps(p.add(i)), inv));
+            i += 16;
+        }
+        if tail != 0 {
+            let v = _mm512_mul_ps(_mm512_maskz_loadu_ps(tail, p.add(full)), inv);
+            _mm512_mask_storeu_ps(p.add(full), tail, v);
+        }
+    }
+
     #[target_feature(enable = "avx2,fma")]
-    pub(super) unsafe fn softmax_avx2(row: &mut [f32]) {
-        super::softmax_body(row)
+    pub(super) unsafe fn softmax_scaled_avx2(row: &mut [f32], scale: f32, valid: Range<usize>) {
+        row[..valid.start].fill(0.0);
+        row[valid.end..].fill(0.0);
+        let seg = &mut row[valid];
+        for v in seg.iter_mut() {
+            *v *= scale;
+        }
+        super::softmax_body(seg)
     }
+
+    /// LayerNorm rows with the mean and variance summed in eight f64 lanes (16 inputs per
+    /// step, two accumulators); the columns past the last multiple of 16 are added in order.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn layer_norm_avx512(
+        x: &[f32],
+        out: &mut [f32],
+        d: usize,
+        w: &[f32],
+        b: Option<&[f32]>,
+        eps: f32,
+    ) {
+        let full = d / 16 * 16;
+        for (row, orow) in x.chunks_exact(d).zip(out.chunks_exact_mut(d)) {
+            let rp = row.as_ptr();
+            // SAFETY (all loads and stores): offsets below `full <= d` in a `d`-long row.
+            let widen = |i: usize| {
+                let v = _mm512_loadu_ps(rp.add(i));
+                let lo = _mm512_cvtps_pd(_mm512_castps512_ps256(v));
+                let hi = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(
+                    _mm512_castps_pd(v),
+                )));
+                (lo, hi)
+            };
+            let (mut s0, mut s1) = (_mm512_setzero_pd(), _mm512_setzero_pd());
+            let mut i = 0;
+            while i < full {
+                let (lo, hi) = widen(i);
+                s0 = _mm512_add_pd(s0, lo);
+                s1 = _mm512_add_pd(s1, hi);
+                i += 16;
+            }
+            let mut sum = _mm512_reduce_add_pd(_mm512_add_pd(s0, s1));
+            for &v in &row[full..] {
+                sum += v as f64;
+            }
+            let mean = sum / d as f64;
+            let mv = _mm512_set1_pd(mean);
+            let (mut q0, mut q1) = (_mm512_setzero_pd(), _mm512_setzero_pd());
+            i = 0;
+            while i < full {
+                let (lo, hi) = widen(i);
+                let (t0, t1) = (_mm512_sub_pd(lo, mv), _mm512_sub_pd(hi, mv));
+                q0 = _mm512_fmadd_pd(t0, t0, q0);
+                q1 = _mm512_fmadd_pd(t1, t1, q1);
+                i += 16;
+            }
+            let mut var = _mm512_reduce_add_pd(_mm512_add_pd(q0, q1));
+            for &v in &row[full..] {
+                let t = v as f64 - mean;
+                var += t * t;
+            }
+            var /= d as f64;
+            let rstd = 1.0 / (var + eps as f64).sqrt();
+            let (mean, rstd) = (mean as f32, rstd as f32);
+            let (mf, rf) = (_mm512_set1_ps(mean), _mm512_set1_ps(rstd));
+            let op = orow.as_mut_ptr();
+            i = 0;
+            while i < full {
+                // Same operation order as the scalar body: ((x - mean) * rstd) * w (+ b).
+                let v = _mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(rp.add(i)), mf), rf);
+                let mut v = _mm512_mul_ps(v, _mm512_loadu_ps(w.as_ptr().add(i)));
+                if let Some(b) = b {
+                    v = _mm512_add_ps(v, _mm512_loadu_ps(b.as_ptr().add(i)));
+                }
+                _mm512_storeu_ps(op.add(i), v);
+                i += 16;
+            }
+            for j in full..d {
+                let v = (row[j] - mean) * rstd * w[j];
+                orow[j] = match b {
+                    Some(b) => v + b[j],
+                    None => v,
+                };
+            }
+        }
+    }
+
+    /// GeGLU on 16 lanes: `erf_as` (A&S 7.1.26 with `exp512`) written out in intrinsics, as
+    /// the compiler does not vectorise the scalar body's sign branch and division well.
     #[target_feature(enable = "avx512f")]
     pub(super) unsafe fn geglu_avx512(z: &[f32], out: &mut [f32]) {
-        super::geglu_body(z, out)
+        let f = out.len();
+        let (a, g) = z.split_at(f);
+        let full = f / 16 * 16;
+        let one = _mm512_set1_ps(1.0);
+        let half = _mm512_set1_ps(0.5);
+        let mut i = 0;
+        while i < full {
+            // SAFETY: `i + 16 <= full <= f` and `a`, `g`, `out` hold at least `f` elements.
+            let x = _mm512_loadu_ps(a.as_ptr().add(i));
+            let gate = _mm512_loadu_ps(g.as_ptr().add(i));
+            let u = _mm512_mul_ps(x, _mm512_set1_ps(std::f32::consts::FRAC_1_SQRT_2));
+            let au = _mm512_abs_ps(u);
+            let t = _mm512_div_ps(one, _mm512_fmadd_ps(_mm512_set1_ps(0.327_591_1), au, one));
+            let mut r = _mm512_set1_ps(1.061_405_4);
+            for c in [-1.453_152, 1.421_413_8, -0.284_496_74, 0.254_829_6] {
+                r = _mm512_fmadd_ps(r, t, _mm512_set1_ps(c));
+            }
+            r = _mm512_mul_ps(r, t);
+            let e = exp512(_mm512_sub_ps(_mm512_setzero_ps(), _mm512_mul_ps(au, au)));
+            let y = _mm512_fnmadd_ps(r, e, one);
+            // erf is odd: give y the sign of u.
+            let sign = _mm512_and_si512(_mm512_castps_si512(u), _mm512_set1_epi32(i32::MIN));
+            let erf = _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(y), sign));
+            let gelu = _mm512_mul_ps(_mm512_mul_ps(half, x), _mm512_add_ps(one, erf));
+            _mm512_storeu_ps(out.as_mut_ptr().add(i), _mm512_mul_ps(gelu, gate));
+            i += 16;
+        }
+        for j in full..f {
+            out[j] =
+                0.5 * a[j] * (1.0 + super::erf_as(a[j] * std::f32::consts::FRAC_1_SQRT_2)) * g[j];
+        }
     }
     #[target_feature(enable = "avx2,fma")]
     pub(super) unsafe fn geglu_avx2(z: &[f32], out: &mut [f32]) {
@@ -517,14 +752,37 @@ mod x86_elementwise {
 
 /// In-place softmax of one row (f32, max-subtracted).
 pub fn softmax_row(isa: Isa, row: &mut [f32]) {
+    let len = row.len();
+    softmax_scaled(isa, row, 1.0, 0..len);
+}
+
+/// In-place attention softmax of one score row: `softmax(scale * row)` over the columns in
+/// `valid`, 0 elsewhere (the keys a sliding window masks out).
+pub fn softmax_scaled(isa: Isa, row: &mut [f32], scale: f32, valid: std::ops::Range<usize>) {
+    let valid = valid.start.min(row.len())..valid.end.min(row.len());
     match isa {
         // SAFETY: the feature was detected on this CPU (`available`).
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 if isa.available() => unsafe { x86_elementwise::softmax_avx512(row) },
+        Isa::Avx512 if isa.available() => unsafe {
+            x86_elementwise::softmax_scaled_avx512(row, scale, valid)
+        },
         // SAFETY: as above.
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx2 if isa.available() => unsafe { x86_elementwise::softmax_avx2(row) },
-        _ => softmax_body(row),
+        Isa::Avx2 if isa.available() => unsafe {
+            x86_elementwise::softmax_scaled_avx2(row, scale, valid)
+        },
+        _ => {
+            // The order calibration has always used (its statistics, and so the calibrated
+            // file's digest, must not depend on the machine): scale, mask to -inf, softmax.
+            for (j, v) in row.iter_mut().enumerate() {
+                *v = if valid.contains(&j) {
+                    *v * scale
+                } else {
+                    f32::NEG_INFINITY
+                };
+            }
+            softmax_body(row)
+        }
     }
 }
 
@@ -662,7 +920,11 @@ mod tests {
     /// The vectorised element-wise kernels agree with the scalar build and with exact GELU.
     #[test]
     fn elementwise_simd_matches_scalar() {
-        let z: Vec<f32> = (0..200).map(|i| (i as f32 - 100.0) * 0.09).collect();
+        // 100 = six vectors of 16 and a tail of 4; x runs over both signs and past |x| = 4.
+        let z: Vec<f32> = (0..200)
+            .map(|i| ((i * 37 % 200) as f32 - 100.0) * 0.09)
+            .collect();
+        assert!(z[..100].iter().any(|&x| x > 4.0) && z[..100].iter().any(|&x| x < -4.0));
         let mut want = vec![0f32; 100];
         geglu_row(Isa::Scalar, &z, &mut want);
         for (j, w) in want.iter().enumerate() {
@@ -691,6 +953,71 @@ mod tests {
         }
     }
 
+    /// The fused attention softmax (scale, window, zeros outside) on every instruction set
+    /// against the scalar order, on windows that start, end and sit inside the row.
+    #[test]
+    fn scaled_softmax_matches_scalar_on_windows() {
+        let mut seed = 3u64;
+        for len in [1usize, 15, 16, 17, 40, 107] {
+            let row0: Vec<f32> = rand_vec(len, &mut seed).iter().map(|v| v * 30.0).collect();
+            for valid in [
+                0..len,
+                0..len / 2 + 1,
+                len / 3..len,
+                len / 4..(len / 4 + 5).min(len),
+            ] {
+                let mut want = row0.clone();
+                softmax_scaled(Isa::Scalar, &mut want, 0.125, valid.clone());
+                let total: f32 = want.iter().sum();
+                assert!((total - 1.0).abs() < 1e-5, "{len} {valid:?}: sum {total}");
+                for (j, v) in want.iter().enumerate() {
+                    assert!(
+                        valid.contains(&j) || *v < 1e-37,
+                        "{len} {valid:?} col {j}: {v}"
+                    );
+                }
+                for isa in [Isa::Avx2, Isa::Avx512] {
+                    if !isa.available() {
+                        continue;
+                    }
+                    let mut got = row0.clone();
+                    softmax_scaled(isa, &mut got, 0.125, valid.clone());
+                    for (j, (a, b)) in got.iter().zip(&want).enumerate() {
+                        assert!((a - b).abs() <= 2e-7, "{isa:?} {len} {valid:?} col {j}");
+                        if !valid.contains(&j) {
+                            assert_eq!(*a, 0.0);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The AVX-512 LayerNorm (f64 lanes) against the scalar one, with and without bias, on
+    /// widths with and without a tail past the last 16 columns.
+    #[test]
+    fn simd_layer_norm_matches_scalar() {
+        let mut seed = 11u64;
+        for d in [8usize, 16, 64, 70, 256] {
+            let mut x = rand_vec(3 * d, &mut seed);
+            x[d / 2] = 40.0; // a massive channel, as these models have
+            let w: Vec<f32> = rand_vec(d, &mut seed).iter().map(|v| 1.0 + v).collect();
+            let b = rand_vec(d, &mut seed);
+            for bias in [None, Some(&b[..])] {
+                let mut want = vec![0f32; 3 * d];
+                layer_norm(Isa::Scalar, &x, &mut want, d, &w, bias, 1e-5);
+                if !Isa::Avx512.available() {
+                    continue;
+                }
+                let mut got = vec![0f32; 3 * d];
+                layer_norm(Isa::Avx512, &x, &mut got, d, &w, bias, 1e-5);
+                for (a, b) in got.iter().zip(&want) {
+                    assert!((a - b).abs() <= 1e-6 * (1.0 + b.abs()), "d {d}: {a} vs {b}");
+                }
+            }
+        }
+    }
+
     #[test]
     fn exp_fast_is_close_to_std() {
         let mut x = -87.0f32;
@@ -706,7 +1033,15 @@ mod tests {
     fn layer_norm_normalises() {
         let x = [1.0f32, 2.0, 3.0, 4.0];
         let mut out = [0f32; 4];
-        layer_norm(&x, &mut out, 4, &[1.0; 4], Some(&[0.5; 4]), 0.0);
+        layer_norm(
+            Isa::Scalar,
+            &x,
+            &mut out,
+            4,
+            &[1.0; 4],
+            Some(&[0.5; 4]),
+            0.0,
+        );
         let want = [-1.341_640_8f32, -0.447_213_6, 0.447_213_6, 1.341_640_8];
         for i in 0..4 {
             assert!((out[i] - 0.5 - want[i]).abs() < 1e-6);

@@ -140,12 +140,17 @@ fn main() {
     let mut models = Vec::new();
     let mut iters = 1000usize;
     let mut isa = Isa::detect();
+    // `--q8` / `--q8-fast`: the int8 paths, the F16 file quantized at load around its
+    // calibrated outlier channels (what `skyctl ask --q8` runs).
+    let mut act = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
             "--iters" => iters = args.next().and_then(|v| v.parse().ok()).unwrap_or(iters),
             "--scalar" => isa = Isa::Scalar,
             "--avx2" => isa = Isa::Avx2,
+            "--q8" => act = Some(sky_quant::ActQuant::Q8x2),
+            "--q8-fast" => act = Some(sky_quant::ActQuant::Q8),
             "--bench" => {}
             m => models.push(m.to_string()),
         }
@@ -184,8 +189,13 @@ fn main() {
         };
         let out = tmp.path().join(format!("{m}.gguf"));
         sky_laya::convert(&ckpt, &opts, &out).expect("convert");
-        let mut engine = sky_infer::load::open(&out).expect("load");
+        let opts = sky_infer::int8::ComputeOptions {
+            act,
+            ..Default::default()
+        };
+        let (mut engine, report) = sky_infer::int8::open(&out, &opts, None).expect("load");
         engine.isa = isa;
+        let path = report.mode;
         let qs: Vec<Question> = cases
             .iter()
             .map(|c| Question::parse("q", c).expect("question"))
@@ -253,7 +263,7 @@ fn main() {
         }
         let med = pct(&mut total, 0.5);
         println!(
-            "| {m} | F16 GGUF | {med:.0} | {:.0} | {:.0} | {:.0} | {cpu} | {:.0} | {:.0} / {:.0} |",
+            "| {m} | F16 GGUF, {path} | {med:.0} | {:.0} | {:.0} | {:.0} | {cpu} | {:.0} | {:.0} / {:.0} |",
             pct(&mut total, 0.1),
             pct(&mut total, 0.9),
             pct(&mut fwd, 0.5),

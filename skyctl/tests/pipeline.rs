@@ -159,7 +159,7 @@ fn corrupted_blob_is_detected_and_rebuilt() {
     // Corrupt the blob holding convert.f16's output.
     let digest = blake3::hash(good.as_bytes()).to_hex().to_string();
     let blob = ws.p(&format!(
-        ".skyctl/store-v1/blobs/{}/{}",
+        ".skyctl/store-v2/blobs/{}/{}",
         &digest[..2],
         &digest[2..]
     ));

@@ -20,7 +20,7 @@ use super::report::{Event, NodeStatus, Reporter, Summary};
 use super::scan::{DirtyReason, Freshness, Scanner};
 use super::scheduler::{Driver, Scheduler, Start};
 use super::statcache::StatCache;
-use super::state::{LastBuild, NodeState};
+use super::state::{LastBuild, NodeState, StoreStamp};
 use super::store::{ActionRecord, OutputRecord, Store};
 use super::tree::{list_files, Tree, TreeEntry};
 use super::workspace::Workspace;
@@ -73,8 +73,14 @@ pub fn build(
         })
     })?;
     let store = ws.store()?;
-    let _store_lock = store.lock(false)?;
+    let store_lock = store.lock(false)?;
     let last = LastBuild::load(&ws.state.last_build());
+    let stamp = StoreStamp {
+        dir: ws.store_dir.display().to_string(),
+        id: store.id(),
+    };
+    // Another store than the one the last build filled: check each cached node's record.
+    let verify_store = last.store.as_ref() != Some(&stamp);
     let statcache = StatCache::load(&ws.state.statcache());
     let mut scanner = Scanner::new(&ws.root, &graph, registry, &store, &last, statcache);
     scanner.check_kinds(&plan.selected)?;
@@ -101,6 +107,8 @@ pub fn build(
         last: &last,
         new_last: LastBuild::default(),
         summary: Summary::default(),
+        verify_store,
+        stored: 0,
     };
     let exclusive = graph
         .nodes
@@ -122,6 +130,7 @@ pub fn build(
         outputs,
         materials,
         reporter,
+        stored,
         ..
     } = driver;
     // The release tree: only from a full, successful build.
@@ -148,6 +157,7 @@ pub fn build(
     let keys: Vec<Digest> = materials.iter().flatten().map(|(_, k)| *k).collect();
     // `delta` holds only nodes whose key or outputs differ from the last build.
     let nodes_before = last.nodes.len();
+    let last_store = last.store.clone();
     let release_changed = release_files.is_some() && release_files != last.release;
     let mut new_last = last;
     let changed = !delta.nodes.is_empty() || release_changed;
@@ -156,7 +166,17 @@ pub fn build(
     if release_files.is_some() {
         new_last.release = release_files;
     }
-    let changed = changed || new_last.nodes.len() != nodes_before || summary.executed > 0;
+    // Stamp the store only once every node is known to have its record there.
+    if plan.full && summary.failed == 0 && summary.skipped == 0 {
+        new_last.store = Some(stamp);
+    } else if verify_store {
+        new_last.store = None;
+    }
+    let changed = changed
+        || new_last.nodes.len() != nodes_before
+        || summary.executed > 0
+        || stored > 0
+        || new_last.store != last_store;
     if changed {
         new_last
             .save(&ws.state.last_build())
@@ -164,6 +184,12 @@ pub fn build(
         store.put_build(keys)?;
     }
     let _ = statcache.save(&ws.state.statcache());
+    drop(store_lock);
+    if summary.executed > 0 {
+        // Bounded lookups: merge the per-build action logs once they pile up (only when no
+        // other process uses the store; never waits).
+        let _ = store.compact_if_many(64);
+    }
     summary.seconds = t0.elapsed().as_secs_f64();
     Ok(summary)
 }
@@ -183,6 +209,10 @@ struct BuildDriver<'a> {
     last: &'a LastBuild,
     new_last: LastBuild,
     summary: Summary,
+    /// Whether cached nodes must be checked for an action record in this store.
+    verify_store: bool,
+    /// Nodes whose record this build added to the store from the workspace outputs.
+    stored: usize,
 }
 
 impl BuildDriver<'_> {
@@ -242,8 +272,8 @@ impl BuildDriver<'_> {
         self.outputs[n] = Some(outputs);
     }
 
-    /// Copy the outputs that do not match from the store.
-    fn restore(&mut self, outputs: &[OutputRecord]) -> Result<()> {
+    /// Materialize the outputs that do not match from the store.
+    fn restore(&mut self, outputs: &[OutputRecord]) -> std::result::Result<(), String> {
         for o in outputs {
             if self
                 .scanner
@@ -251,10 +281,61 @@ impl BuildDriver<'_> {
                 .is_some()
             {
                 self.scanner.statcache.forget(&o.path);
-                self.store.restore(o, &self.root.join(&o.path))?;
+                self.store
+                    .restore(o, &self.root.join(&o.path), true)
+                    .map_err(|e| e.to_string())?;
             }
         }
         Ok(())
+    }
+
+    /// A node is up to date in the workspace; make sure this store has its result too (a
+    /// `--store` that lacks it): put the workspace outputs in, after checking they still hash
+    /// to what was recorded, and write the action record. `Err`: the node must re-run.
+    fn ensure_recorded(
+        &mut self,
+        n: NodeIdx,
+        key: &Digest,
+        outputs: &[OutputRecord],
+    ) -> std::result::Result<(), String> {
+        if !self.verify_store
+            || (self.store.has_action(key)
+                && outputs.iter().all(|o| self.store.has_blob(&o.digest)))
+        {
+            return Ok(());
+        }
+        let node = &self.graph.nodes[n];
+        for o in outputs {
+            let got = ingest(self.store, self.root, &o.path, o.dir)?;
+            if got.digest != o.digest {
+                return Err(format!(
+                    "output `{}` does not match the digest recorded for it",
+                    o.path
+                ));
+            }
+        }
+        let rec = ActionRecord {
+            node: node.id.clone(),
+            kind: node.kind.clone(),
+            outputs: outputs.to_vec(),
+            duration_ms: 0,
+            log: None,
+            volatile: node.volatile || self.registry.get(&node.kind).is_some_and(|k| k.volatile()),
+        };
+        self.store
+            .put_action(key, &rec)
+            .map_err(|e| e.to_string())?;
+        self.stored += 1;
+        Ok(())
+    }
+
+    fn note_rerun(&mut self, n: NodeIdx, message: &str) {
+        self.reporter.event(&Event::Note {
+            message: format!(
+                "node `{}`: {message}; re-running it",
+                self.graph.nodes[n].id
+            ),
+        });
     }
 }
 
@@ -279,27 +360,33 @@ impl<'a> Driver<'a, JobOutput> for BuildDriver<'a> {
         self.materials[n] = Some((material, key));
         let reason = match fresh {
             Freshness::Fresh => {
-                self.record(n, outs.unwrap_or_default());
-                self.finished(n, NodeStatus::Cached, 0.0, None, None);
-                return Start::Done(true);
+                let outs = outs.unwrap_or_default();
+                match self.ensure_recorded(n, &key, &outs) {
+                    Ok(()) => {
+                        self.record(n, outs);
+                        self.finished(n, NodeStatus::Cached, 0.0, None, None);
+                        return Start::Done(true);
+                    }
+                    Err(message) => {
+                        self.note_rerun(n, &message);
+                        DirtyReason::NoRecord
+                    }
+                }
             }
             Freshness::Restore(why) => {
                 let outs = outs.unwrap_or_default();
-                match self.restore(&outs) {
+                let restored = self
+                    .restore(&outs)
+                    .and_then(|()| self.ensure_recorded(n, &key, &outs));
+                match restored {
                     Ok(()) => {
                         self.reasons[n] = Some(why);
                         self.record(n, outs);
                         self.finished(n, NodeStatus::Restored, 0.0, None, None);
                         return Start::Done(true);
                     }
-                    Err(e) => {
-                        let message = e.to_string();
-                        self.reporter.event(&Event::Note {
-                            message: format!(
-                                "node `{}`: {message}; re-running it",
-                                self.graph.nodes[n].id
-                            ),
-                        });
+                    Err(message) => {
+                        self.note_rerun(n, &message);
                         DirtyReason::StoreDamaged { message }
                     }
                 }
@@ -437,6 +524,18 @@ impl Job<'_> {
                 }
             })
             .collect();
+        // Upstream outputs may be hard links to store blobs: a stage must not change them.
+        let upstream: Vec<(&str, Vec<_>)> = node
+            .inputs
+            .iter()
+            .filter_map(|i| match i {
+                super::graph::Input::Output { node: up, output } => {
+                    let rel = self.graph.nodes[*up].outputs.get(*output)?.path.as_str();
+                    Some((rel, fingerprint(&self.root.join(rel))))
+                }
+                _ => None,
+            })
+            .collect();
         let before = fingerprint(self.release_abs);
         let mut ctx = StageCtx {
             node: &node.id,
@@ -453,6 +552,19 @@ impl Job<'_> {
             self.store.put_bytes(ctx.log).ok()
         };
         run.map_err(|e| format!("{e:#}"))?;
+        if let Some((rel, _)) = upstream
+            .iter()
+            .find(|(rel, fp)| fingerprint(&self.root.join(rel)) != *fp)
+        {
+            // The input may be the blob itself (a hard link; root ignores read-only modes):
+            // drop the blob if it no longer matches, so nothing ever uses it.
+            if let Some(i) = self.material.inputs.iter().find(|i| i.path == *rel) {
+                self.store.drop_if_corrupt(&i.digest);
+            }
+            return Err(format!(
+                "modified its input `{rel}` in place (inputs are read-only: write a declared output instead)"
+            ));
+        }
         if fingerprint(self.release_abs) != before {
             return Err(format!(
                 "wrote into the release directory `{}` without declaring it (publish outputs with [[release.publish]])",
@@ -461,7 +573,7 @@ impl Job<'_> {
         }
         let mut outputs = Vec::with_capacity(node.outputs.len());
         for o in &node.outputs {
-            outputs.push(self.ingest(&o.path, o.dir)?);
+            outputs.push(ingest(self.store, self.root, &o.path, o.dir)?);
         }
         let rec = ActionRecord {
             node: node.id.clone(),
@@ -476,56 +588,58 @@ impl Job<'_> {
             .map_err(|e| e.to_string())?;
         Ok(outputs)
     }
+}
 
-    /// Check one declared output and copy it into the store.
-    fn ingest(&self, rel: &str, dir: bool) -> std::result::Result<OutputRecord, String> {
-        let abs = self.root.join(rel);
-        let md = std::fs::symlink_metadata(&abs)
-            .map_err(|_| format!("declared output `{rel}` was not written"))?;
-        if dir != md.is_dir() || md.file_type().is_symlink() {
-            let want = if dir { "a directory" } else { "a regular file" };
-            return Err(format!("declared output `{rel}` is not {want}"));
-        }
-        if !dir {
-            let (digest, size) = self.store.put_file(&abs).map_err(|e| e.to_string())?;
-            let exec = std::os::unix::fs::PermissionsExt::mode(&md.permissions()) & 0o111 != 0;
-            return Ok(OutputRecord {
-                path: rel.to_string(),
-                digest,
-                size,
-                dir: false,
-                exec,
-            });
-        }
-        let files = list_files(&abs).map_err(|e| format!("output `{rel}`: {e}"))?;
-        let mut tree = Tree::default();
-        let mut total = 0;
-        for f in files {
-            let p = abs.join(&f);
-            let (digest, size) = self.store.put_file(&p).map_err(|e| e.to_string())?;
-            let exec = std::fs::metadata(&p)
-                .map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o111 != 0)
-                .unwrap_or(false);
-            total += size;
-            tree.entries.push(TreeEntry {
-                path: f,
-                digest,
-                size,
-                exec,
-            });
-        }
-        let digest = self
-            .store
-            .put_bytes(&tree.encode())
-            .map_err(|e| e.to_string())?;
-        Ok(OutputRecord {
+/// Check one declared output and put it into the store.
+fn ingest(
+    store: &Store,
+    root: &Path,
+    rel: &str,
+    dir: bool,
+) -> std::result::Result<OutputRecord, String> {
+    let abs = root.join(rel);
+    let md = std::fs::symlink_metadata(&abs)
+        .map_err(|_| format!("declared output `{rel}` was not written"))?;
+    if dir != md.is_dir() || md.file_type().is_symlink() {
+        let want = if dir { "a directory" } else { "a regular file" };
+        return Err(format!("declared output `{rel}` is not {want}"));
+    }
+    if !dir {
+        let (digest, size) = store.put_file(&abs).map_err(|e| e.to_string())?;
+        let exec = std::os::unix::fs::PermissionsExt::mode(&md.permissions()) & 0o111 != 0;
+        return Ok(OutputRecord {
             path: rel.to_string(),
             digest,
-            size: total,
-            dir: true,
-            exec: false,
-        })
+            size,
+            dir: false,
+            exec,
+        });
     }
+    let files = list_files(&abs).map_err(|e| format!("output `{rel}`: {e}"))?;
+    let mut tree = Tree::default();
+    let mut total = 0;
+    for f in files {
+        let p = abs.join(&f);
+        let (digest, size) = store.put_file(&p).map_err(|e| e.to_string())?;
+        let exec = std::fs::metadata(&p)
+            .map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o111 != 0)
+            .unwrap_or(false);
+        total += size;
+        tree.entries.push(TreeEntry {
+            path: f,
+            digest,
+            size,
+            exec,
+        });
+    }
+    let digest = store.put_bytes(&tree.encode()).map_err(|e| e.to_string())?;
+    Ok(OutputRecord {
+        path: rel.to_string(),
+        digest,
+        size: total,
+        dir: true,
+        exec: false,
+    })
 }
 
 /// A cheap fingerprint of a directory tree (paths, sizes, mtimes, inodes) to detect writes.

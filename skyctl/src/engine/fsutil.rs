@@ -125,6 +125,65 @@ pub fn set_mode(path: &Path, exec: bool) -> std::io::Result<()> {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
 }
 
+/// r--r--r-- or r-xr-xr-x: blobs, and workspace files that are hard links to blobs.
+pub fn set_readonly(path: &Path, exec: bool) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = if exec { 0o555 } else { 0o444 };
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+}
+
+/// Run `op` (which creates `path`); when it fails because the parent directory is missing,
+/// create the parent and run it once more. Saves a `mkdir` per file where parents exist.
+pub fn with_parent<T>(
+    path: &Path,
+    mut op: impl FnMut() -> std::io::Result<T>,
+) -> std::io::Result<T> {
+    match op() {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => match path.parent() {
+            Some(parent) if !parent.as_os_str().is_empty() && !parent.is_dir() => {
+                std::fs::create_dir_all(parent)?;
+                op()
+            }
+            _ => Err(e),
+        },
+        r => r,
+    }
+}
+
+/// Make the new file `dst` a copy-on-write clone of `src` (`FICLONE`: btrfs, XFS, bcachefs,
+/// ...). Fails with an error that [`is_unsupported`] accepts where the file system cannot.
+pub fn reflink(src: &Path, dst: &Path) -> std::io::Result<()> {
+    let input = std::fs::File::open(src)?;
+    let out = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(dst)?;
+    rustix::fs::ioctl_ficlone(&out, &input).map_err(std::io::Error::from)
+}
+
+/// Whether an error from a reflink or hard link means "not possible here" (copy instead) rather
+/// than a real failure.
+pub fn is_unsupported(e: &std::io::Error) -> bool {
+    use rustix::io::Errno;
+    if e.kind() == std::io::ErrorKind::CrossesDevices || e.kind() == std::io::ErrorKind::Unsupported
+    {
+        return true;
+    }
+    e.raw_os_error().is_some_and(|code| {
+        [
+            Errno::OPNOTSUPP,
+            Errno::XDEV,
+            Errno::INVAL,
+            Errno::NOTTY,
+            Errno::NOSYS,
+            Errno::PERM,
+            Errno::MLINK,
+        ]
+        .iter()
+        .any(|x| x.raw_os_error() == code)
+    })
+}
+
 /// Remove a file or a directory tree; a missing path is fine.
 pub fn remove_path(path: &Path) -> std::io::Result<()> {
     match std::fs::symlink_metadata(path) {

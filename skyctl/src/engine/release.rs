@@ -78,7 +78,8 @@ pub fn write(store: &Store, root: &Path, release_dir: &str, files: &[ReleaseFile
                 dir: f.dir,
                 exec: f.exec,
             };
-            store.restore(&rec, &staging.join(&f.to))?;
+            // Never hard links: the release tree must not share inodes with the store.
+            store.restore(&rec, &staging.join(&f.to), false)?;
         }
         swap_in(&staging, &target)
     })();

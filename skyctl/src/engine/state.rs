@@ -38,6 +38,15 @@ pub struct ReleaseFile {
     pub exec: bool,
 }
 
+/// Which store a full build last recorded every node's result in.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoreStamp {
+    /// The store directory (absolute).
+    pub dir: String,
+    /// Its generation id ([`crate::engine::store::Store::id`]).
+    pub id: String,
+}
+
 /// Everything the last build recorded.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct LastBuild {
@@ -45,6 +54,10 @@ pub struct LastBuild {
     pub nodes: BTreeMap<String, NodeState>,
     /// The release tree, or `None` if no build wrote one.
     pub release: Option<Vec<ReleaseFile>>,
+    /// The store holding an action record for every node above; a build with another store
+    /// (`--store`, or one emptied or collected since) stores what that one lacks.
+    #[serde(default)]
+    pub store: Option<StoreStamp>,
 }
 
 /// Paths of the workspace's own state.

@@ -43,9 +43,11 @@ impl StageKind for Command {
         let program = if prog == "skyctl" {
             std::env::current_exe().context("locating the skyctl binary")?
         } else {
-            prog.into()
+            resolve(prog, std::env::var_os("PATH").as_deref(), &cwd)
         };
         let mut cmd = std::process::Command::new(&program);
+        // argv[0] as written, as a PATH lookup would give it (multi-call binaries use it).
+        std::os::unix::process::CommandExt::arg0(&mut cmd, prog);
         cmd.args(args)
             .current_dir(&cwd)
             .env_clear()
@@ -88,5 +90,66 @@ impl StageKind for Command {
             }
         }
         Ok(())
+    }
+}
+
+/// The file `execvp` would run for `prog` with this `PATH` (relative entries and the empty
+/// entry are taken from the child's working directory `cwd`, as the child would), or `prog`
+/// itself when nothing matches (spawning then reports "not found"). Why: std's `Command` falls
+/// back from `posix_spawn` to `fork` + `exec` for a bare program name once `PATH` is set
+/// explicitly, and a fork copies this process's page tables for every node it runs.
+fn resolve(
+    prog: &str,
+    path: Option<&std::ffi::OsStr>,
+    cwd: &std::path::Path,
+) -> std::path::PathBuf {
+    if prog.contains('/') {
+        return prog.into();
+    }
+    for dir in path.map(std::env::split_paths).into_iter().flatten() {
+        let candidate = cwd.join(dir).join(prog);
+        let executable = rustix::fs::access(&candidate, rustix::fs::Access::EXEC_OK).is_ok()
+            && candidate.is_file();
+        if executable {
+            return candidate;
+        }
+    }
+    prog.into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resolve_finds_what_execvp_would_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+        std::fs::create_dir_all(&a).unwrap();
+        std::fs::create_dir_all(&b).unwrap();
+        let write = |p: &std::path::Path, mode: u32| {
+            std::fs::write(p, "#!/bin/sh\n").unwrap();
+            std::fs::set_permissions(p, std::os::unix::fs::PermissionsExt::from_mode(mode))
+                .unwrap();
+        };
+        write(&a.join("tool"), 0o644); // not executable: skipped
+        write(&b.join("tool"), 0o755);
+        let path = std::env::join_paths([a.clone(), b.clone()]).unwrap();
+        assert_eq!(resolve("tool", Some(&path), dir.path()), b.join("tool"));
+        // Relative PATH entries are relative to the child's working directory.
+        let rel = std::ffi::OsString::from("b");
+        assert_eq!(resolve("tool", Some(&rel), dir.path()), b.join("tool"));
+        assert_eq!(
+            resolve("./x/tool", Some(&path), dir.path()),
+            std::path::PathBuf::from("./x/tool")
+        );
+        assert_eq!(
+            resolve("missing", Some(&path), dir.path()),
+            std::path::PathBuf::from("missing")
+        );
+        assert_eq!(
+            resolve("tool", None, dir.path()),
+            std::path::PathBuf::from("tool")
+        );
     }
 }

@@ -239,8 +239,12 @@ mod x86 {
         }
     }
 
-    /// AVX2 driver: tiles of up to 4 rows x 16 columns (8 ymm accumulators); column tails
-    /// narrower than 16 go through a small stack buffer.
+    /// Rows per AVX2 tile. 6 x 16 keeps 12 accumulators, the two B vectors and one broadcast
+    /// in 15 of the 16 ymm registers: 6 FMAs per pair of B loads instead of 4.
+    const AVX2_ROWS: usize = 6;
+
+    /// AVX2 driver: tiles of up to [`AVX2_ROWS`] rows x 16 columns; column tails narrower
+    /// than 16 go through the portable kernel.
     #[target_feature(enable = "avx2,fma")]
     pub(super) unsafe fn gemm_avx2(g: Gemm, a: &[f32], b: &[f32], c: &mut [f32]) {
         let full = g.n / 16 * 16;
@@ -248,8 +252,11 @@ mod x86 {
         while j0 < full {
             let mut i0 = 0;
             while i0 < g.m {
-                let rows = 4.min(g.m - i0);
+                let rows = AVX2_ROWS.min(g.m - i0);
+                // SAFETY (all arms): tile indices stay inside the bounds `Gemm::check` verified.
                 match rows {
+                    6 => tile256::<6>(g, a, b, c, i0, j0),
+                    5 => tile256::<5>(g, a, b, c, i0, j0),
                     4 => tile256::<4>(g, a, b, c, i0, j0),
                     3 => tile256::<3>(g, a, b, c, i0, j0),
                     2 => tile256::<2>(g, a, b, c, i0, j0),
@@ -309,8 +316,8 @@ mod x86 {
 /// LayerNorm of each `d`-wide row of `x` into `out`: population variance, optional bias.
 /// Mean and variance are accumulated in f64 (cheap next to the matmuls, and keeps the massive
 /// ~20x channels of these models from costing precision). The AVX-512 body sums in eight f64
-/// lanes; the scalar body (what calibration runs, for machine-independent statistics) sums in
-/// order.
+/// lanes, the AVX2 body in four; the scalar body (what calibration runs, for machine-independent
+/// statistics) sums in order.
 pub fn layer_norm(
     isa: Isa,
     x: &[f32],
@@ -326,6 +333,11 @@ pub fn layer_norm(
         #[cfg(target_arch = "x86_64")]
         Isa::Avx512 if isa.available() => unsafe {
             x86_elementwise::layer_norm_avx512(x, out, d, w, b, eps)
+        },
+        // SAFETY: avx2+fma were detected on this CPU; the lengths were checked above.
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 if isa.available() => unsafe {
+            x86_elementwise::layer_norm_avx2(x, out, d, w, b, eps)
         },
         _ => layer_norm_scalar(x, out, d, w, b, eps),
     }
@@ -620,17 +632,6 @@ mod x86_elementwise {
         }
     }
 
-    #[target_feature(enable = "avx2,fma")]
-    pub(super) unsafe fn softmax_scaled_avx2(row: &mut [f32], scale: f32, valid: Range<usize>) {
-        row[..valid.start].fill(0.0);
-        row[valid.end..].fill(0.0);
-        let seg = &mut row[valid];
-        for v in seg.iter_mut() {
-            *v *= scale;
-        }
-        super::softmax_body(seg)
-    }
-
     /// LayerNorm rows with the mean and variance summed in eight f64 lanes (16 inputs per
     /// step, two accumulators); the columns past the last multiple of 16 are added in order.
     #[target_feature(enable = "avx512f")]
@@ -744,9 +745,264 @@ mod x86_elementwise {
                 0.5 * a[j] * (1.0 + super::erf_as(a[j] * std::f32::consts::FRAC_1_SQRT_2)) * g[j];
         }
     }
+
+    /// `exp_fast` on 8 lanes: `exp512` with AVX2+FMA instructions (same clamp, reduction and
+    /// polynomial, fused multiply-adds).
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn exp256(x: __m256) -> __m256 {
+        let x = _mm256_min_ps(
+            _mm256_max_ps(x, _mm256_set1_ps(-87.3)),
+            _mm256_set1_ps(88.3),
+        );
+        let n = _mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(
+            _mm256_mul_ps(x, _mm256_set1_ps(std::f32::consts::LOG2_E)),
+        );
+        let r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693_145_75), x);
+        let r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.428_606_8e-6), r);
+        let mut p = _mm256_set1_ps(1.987_569_1e-4);
+        for c in [
+            1.398_199_9e-3,
+            8.333_452e-3,
+            4.166_579_6e-2,
+            1.666_666_5e-1,
+            0.5,
+        ] {
+            p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(c));
+        }
+        let y = _mm256_add_ps(
+            _mm256_fmadd_ps(_mm256_mul_ps(p, r), r, r),
+            _mm256_set1_ps(1.0),
+        );
+        let e = _mm256_slli_epi32::<23>(_mm256_add_epi32(
+            _mm256_cvtps_epi32(n),
+            _mm256_set1_epi32(127),
+        ));
+        _mm256_mul_ps(y, _mm256_castsi256_ps(e))
+    }
+
+    /// All-ones in the first `len` (< 8) 32-bit lanes: the mask of `_mm256_maskload_ps`.
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn tail_mask256(len: usize) -> __m256i {
+        _mm256_cmpgt_epi32(
+            _mm256_set1_epi32(len as i32),
+            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+        )
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn reduce_max256(v: __m256) -> f32 {
+        let m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
+        let m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+        _mm_cvtss_f32(_mm_max_ss(m, _mm_shuffle_ps::<1>(m, m)))
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn reduce_add256(v: __m256) -> f32 {
+        let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
+        let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+        _mm_cvtss_f32(_mm_add_ss(s, _mm_shuffle_ps::<1>(s, s)))
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn reduce_add256d(v: __m256d) -> f64 {
+        let s = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd::<1>(v));
+        _mm_cvtsd_f64(_mm_add_sd(s, _mm_unpackhi_pd(s, s)))
+    }
+
+    /// Softmax of `scale * row[valid]`, zeros outside `valid`: `softmax_scaled_avx512` on
+    /// 8 lanes, the tail through `maskload` / `maskstore`.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn softmax_scaled_avx2(row: &mut [f32], scale: f32, valid: Range<usize>) {
+        row[..valid.start].fill(0.0);
+        row[valid.end..].fill(0.0);
+        let seg = &mut row[valid];
+        let len = seg.len();
+        if len == 0 {
+            return;
+        }
+        let p = seg.as_mut_ptr();
+        let full = len / 8 * 8;
+        let rest = len - full;
+        let tail = tail_mask256(rest);
+        let tail_ps = _mm256_castsi256_ps(tail);
+        let sv = _mm256_set1_ps(scale);
+        let neg_inf = _mm256_set1_ps(f32::NEG_INFINITY);
+        let mut maxv = neg_inf;
+        let mut i = 0;
+        // SAFETY (all loops): `i + 8 <= full <= len` for full vectors; the tail loads and
+        // stores only the `rest` lanes that exist (masked lanes are not accessed).
+        while i < full {
+            let v = _mm256_mul_ps(_mm256_loadu_ps(p.add(i)), sv);
+            _mm256_storeu_ps(p.add(i), v);
+            maxv = _mm256_max_ps(maxv, v);
+            i += 8;
+        }
+        if rest != 0 {
+            let v = _mm256_mul_ps(_mm256_maskload_ps(p.add(full), tail), sv);
+            _mm256_maskstore_ps(p.add(full), tail, v);
+            maxv = _mm256_max_ps(maxv, _mm256_blendv_ps(neg_inf, v, tail_ps));
+        }
+        let maxs = _mm256_set1_ps(reduce_max256(maxv));
+        let mut sumv = _mm256_setzero_ps();
+        i = 0;
+        while i < full {
+            let e = exp256(_mm256_sub_ps(_mm256_loadu_ps(p.add(i)), maxs));
+            _mm256_storeu_ps(p.add(i), e);
+            sumv = _mm256_add_ps(sumv, e);
+            i += 8;
+        }
+        if rest != 0 {
+            let e = exp256(_mm256_sub_ps(_mm256_maskload_ps(p.add(full), tail), maxs));
+            _mm256_maskstore_ps(p.add(full), tail, e);
+            sumv = _mm256_add_ps(sumv, _mm256_and_ps(e, tail_ps));
+        }
+        let inv = _mm256_set1_ps(1.0 / reduce_add256(sumv));
+        i = 0;
+        while i < full {
+            _mm256_storeu_ps(p.add(i), _mm256_mul_ps(_mm256_loadu_ps(p.add(i)), inv));
+            i += 8;
+        }
+        if rest != 0 {
+            let v = _mm256_mul_ps(_mm256_maskload_ps(p.add(full), tail), inv);
+            _mm256_maskstore_ps(p.add(full), tail, v);
+        }
+    }
+
+    /// 16 f32 at `p` widened to four vectors of 4 f64, in order.
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn widen16(p: *const f32) -> [__m256d; 4] {
+        let v0 = _mm256_loadu_ps(p);
+        let v1 = _mm256_loadu_ps(p.add(8));
+        [
+            _mm256_cvtps_pd(_mm256_castps256_ps128(v0)),
+            _mm256_cvtps_pd(_mm256_extractf128_ps::<1>(v0)),
+            _mm256_cvtps_pd(_mm256_castps256_ps128(v1)),
+            _mm256_cvtps_pd(_mm256_extractf128_ps::<1>(v1)),
+        ]
+    }
+
+    /// LayerNorm rows with the mean and variance summed in four f64 lanes (16 inputs per step,
+    /// four accumulators); the columns past the last multiple of 16 are added in order. The
+    /// output is written 8 wide in the scalar body's operation order.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn layer_norm_avx2(
+        x: &[f32],
+        out: &mut [f32],
+        d: usize,
+        w: &[f32],
+        b: Option<&[f32]>,
+        eps: f32,
+    ) {
+        let full = d / 16 * 16;
+        let full8 = d / 8 * 8;
+        for (row, orow) in x.chunks_exact(d).zip(out.chunks_exact_mut(d)) {
+            let rp = row.as_ptr();
+            // SAFETY (all loads and stores): offsets below `full <= full8 <= d` in `d`-long
+            // rows of `x`, `out`, `w` and `b` (lengths checked by `layer_norm`).
+            let mut s = [_mm256_setzero_pd(); 4];
+            let mut i = 0;
+            while i < full {
+                let v = widen16(rp.add(i));
+                for (acc, v) in s.iter_mut().zip(v) {
+                    *acc = _mm256_add_pd(*acc, v);
+                }
+                i += 16;
+            }
+            let mut sum = reduce_add256d(_mm256_add_pd(
+                _mm256_add_pd(s[0], s[1]),
+                _mm256_add_pd(s[2], s[3]),
+            ));
+            for &v in &row[full..] {
+                sum += v as f64;
+            }
+            let mean = sum / d as f64;
+            let mv = _mm256_set1_pd(mean);
+            let mut q = [_mm256_setzero_pd(); 4];
+            i = 0;
+            while i < full {
+                let v = widen16(rp.add(i));
+                for (acc, v) in q.iter_mut().zip(v) {
+                    let t = _mm256_sub_pd(v, mv);
+                    *acc = _mm256_fmadd_pd(t, t, *acc);
+                }
+                i += 16;
+            }
+            let mut var = reduce_add256d(_mm256_add_pd(
+                _mm256_add_pd(q[0], q[1]),
+                _mm256_add_pd(q[2], q[3]),
+            ));
+            for &v in &row[full..] {
+                let t = v as f64 - mean;
+                var += t * t;
+            }
+            var /= d as f64;
+            let rstd = 1.0 / (var + eps as f64).sqrt();
+            let (mean, rstd) = (mean as f32, rstd as f32);
+            let (mf, rf) = (_mm256_set1_ps(mean), _mm256_set1_ps(rstd));
+            let op = orow.as_mut_ptr();
+            i = 0;
+            while i < full8 {
+                // Same operation order as the scalar body: ((x - mean) * rstd) * w (+ b),
+                // no fused multiply-add.
+                let v = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(rp.add(i)), mf), rf);
+                let mut v = _mm256_mul_ps(v, _mm256_loadu_ps(w.as_ptr().add(i)));
+                if let Some(b) = b {
+                    v = _mm256_add_ps(v, _mm256_loadu_ps(b.as_ptr().add(i)));
+                }
+                _mm256_storeu_ps(op.add(i), v);
+                i += 8;
+            }
+            for j in full8..d {
+                let v = (row[j] - mean) * rstd * w[j];
+                orow[j] = match b {
+                    Some(b) => v + b[j],
+                    None => v,
+                };
+            }
+        }
+    }
+
+    /// GeGLU on 8 lanes: `geglu_avx512` with AVX2+FMA instructions (A&S 7.1.26 with
+    /// `exp256`); the tail past the last multiple of 8 runs the scalar formula.
     #[target_feature(enable = "avx2,fma")]
     pub(super) unsafe fn geglu_avx2(z: &[f32], out: &mut [f32]) {
-        super::geglu_body(z, out)
+        let f = out.len();
+        let (a, g) = z.split_at(f);
+        let full = f / 8 * 8;
+        let one = _mm256_set1_ps(1.0);
+        let half = _mm256_set1_ps(0.5);
+        let sign_bit = _mm256_set1_ps(-0.0);
+        let mut i = 0;
+        while i < full {
+            // SAFETY: `i + 8 <= full <= f` and `a`, `g`, `out` hold at least `f` elements.
+            let x = _mm256_loadu_ps(a.as_ptr().add(i));
+            let gate = _mm256_loadu_ps(g.as_ptr().add(i));
+            let u = _mm256_mul_ps(x, _mm256_set1_ps(std::f32::consts::FRAC_1_SQRT_2));
+            let au = _mm256_andnot_ps(sign_bit, u);
+            let t = _mm256_div_ps(one, _mm256_fmadd_ps(_mm256_set1_ps(0.327_591_1), au, one));
+            let mut r = _mm256_set1_ps(1.061_405_4);
+            for c in [-1.453_152, 1.421_413_8, -0.284_496_74, 0.254_829_6] {
+                r = _mm256_fmadd_ps(r, t, _mm256_set1_ps(c));
+            }
+            r = _mm256_mul_ps(r, t);
+            let e = exp256(_mm256_sub_ps(_mm256_setzero_ps(), _mm256_mul_ps(au, au)));
+            let y = _mm256_fnmadd_ps(r, e, one);
+            // erf is odd: give y the sign of u.
+            let erf = _mm256_or_ps(y, _mm256_and_ps(u, sign_bit));
+            let gelu = _mm256_mul_ps(_mm256_mul_ps(half, x), _mm256_add_ps(one, erf));
+            _mm256_storeu_ps(out.as_mut_ptr().add(i), _mm256_mul_ps(gelu, gate));
+            i += 8;
+        }
+        for j in full..f {
+            out[j] =
+                0.5 * a[j] * (1.0 + super::erf_as(a[j] * std::f32::consts::FRAC_1_SQRT_2)) * g[j];
+        }
     }
 }
 
@@ -845,6 +1101,11 @@ mod tests {
             (13, 47, 130),
             (8, 96, 300),
             (3, 16, 8),
+            // Row tails of every size after full 6- and 8-row tiles; column tails of 8 and 15.
+            (10, 40, 9),
+            (7, 31, 17),
+            (12, 32, 5),
+            (11, 24, 33),
         ] {
             for &acc in &[false, true] {
                 let (lda, ldb, ldc) = (k + 3, n + 5, n + 2);
@@ -920,7 +1181,8 @@ mod tests {
     /// The vectorised element-wise kernels agree with the scalar build and with exact GELU.
     #[test]
     fn elementwise_simd_matches_scalar() {
-        // 100 = six vectors of 16 and a tail of 4; x runs over both signs and past |x| = 4.
+        // 100 = six vectors of 16 (twelve of 8) and a tail of 4; x runs over both signs and
+        // past |x| = 4.
         let z: Vec<f32> = (0..200)
             .map(|i| ((i * 37 % 200) as f32 - 100.0) * 0.09)
             .collect();
@@ -958,7 +1220,7 @@ mod tests {
     #[test]
     fn scaled_softmax_matches_scalar_on_windows() {
         let mut seed = 3u64;
-        for len in [1usize, 15, 16, 17, 40, 107] {
+        for len in [1usize, 7, 8, 9, 15, 16, 17, 40, 107] {
             let row0: Vec<f32> = rand_vec(len, &mut seed).iter().map(|v| v * 30.0).collect();
             for valid in [
                 0..len,
@@ -993,12 +1255,12 @@ mod tests {
         }
     }
 
-    /// The AVX-512 LayerNorm (f64 lanes) against the scalar one, with and without bias, on
-    /// widths with and without a tail past the last 16 columns.
+    /// The AVX2 and AVX-512 LayerNorms (f64 lanes) against the scalar one, with and without
+    /// bias, on widths with and without a tail past the last 8 and 16 columns.
     #[test]
     fn simd_layer_norm_matches_scalar() {
         let mut seed = 11u64;
-        for d in [8usize, 16, 64, 70, 256] {
+        for d in [3usize, 8, 16, 24, 31, 64, 70, 256] {
             let mut x = rand_vec(3 * d, &mut seed);
             x[d / 2] = 40.0; // a massive channel, as these models have
             let w: Vec<f32> = rand_vec(d, &mut seed).iter().map(|v| 1.0 + v).collect();
@@ -1006,13 +1268,18 @@ mod tests {
             for bias in [None, Some(&b[..])] {
                 let mut want = vec![0f32; 3 * d];
                 layer_norm(Isa::Scalar, &x, &mut want, d, &w, bias, 1e-5);
-                if !Isa::Avx512.available() {
-                    continue;
-                }
-                let mut got = vec![0f32; 3 * d];
-                layer_norm(Isa::Avx512, &x, &mut got, d, &w, bias, 1e-5);
-                for (a, b) in got.iter().zip(&want) {
-                    assert!((a - b).abs() <= 1e-6 * (1.0 + b.abs()), "d {d}: {a} vs {b}");
+                for isa in [Isa::Avx2, Isa::Avx512] {
+                    if !isa.available() {
+                        continue;
+                    }
+                    let mut got = vec![0f32; 3 * d];
+                    layer_norm(isa, &x, &mut got, d, &w, bias, 1e-5);
+                    for (a, b) in got.iter().zip(&want) {
+                        assert!(
+                            (a - b).abs() <= 1e-6 * (1.0 + b.abs()),
+                            "{isa:?} d {d}: {a} vs {b}"
+                        );
+                    }
                 }
             }
         }

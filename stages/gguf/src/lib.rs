@@ -45,4 +45,4 @@ pub use reader::{
 };
 pub use types::GgmlType;
 pub use value::{Array, Value, ValueType};
-pub use writer::{GgufWriter, MAX_TENSOR_NAME_BYTES, WRITE_VERSION};
+pub use writer::{encode_head, GgufWriter, TensorDescriptor, MAX_TENSOR_NAME_BYTES, WRITE_VERSION};

@@ -192,51 +192,31 @@ impl GgufWriter {
                 )));
             }
         }
-        if !self.alignment.is_power_of_two() || self.alignment > u64::from(u32::MAX) {
-            return Err(Error::Invalid(format!(
-                "alignment {} is not a power of two that fits in u32",
-                self.alignment
-            )));
-        }
-        Ok(())
+        check_alignment_value(self.alignment)
     }
 
     /// Header, metadata, tensor descriptors and padding: everything before the data.
     fn head(&self) -> Result<Vec<u8>> {
         self.check_alignment()?;
-        let mut head = Vec::with_capacity(4096);
-        head.extend_from_slice(&MAGIC);
-        head.extend_from_slice(&WRITE_VERSION.to_le_bytes());
-        head.extend_from_slice(&(self.tensors.len() as u64).to_le_bytes());
-        let append_alignment = !self.key_index.contains_key(ALIGNMENT_KEY);
-        let n_kv = self.metadata.len() + usize::from(append_alignment);
-        head.extend_from_slice(&(n_kv as u64).to_le_bytes());
-        for (k, v) in &self.metadata {
-            put_string(&mut head, k);
-            head.extend_from_slice(&v.value_type().id().to_le_bytes());
-            put_value(&mut head, v, k)?;
-        }
-        if append_alignment {
+        let alignment_value;
+        let mut meta: Vec<(&str, &Value)> =
+            self.metadata.iter().map(|(k, v)| (k.as_str(), v)).collect();
+        if !self.key_index.contains_key(ALIGNMENT_KEY) {
             // alignment <= u32::MAX was checked above.
-            let v = Value::U32(self.alignment as u32);
-            put_string(&mut head, ALIGNMENT_KEY);
-            head.extend_from_slice(&v.value_type().id().to_le_bytes());
-            put_value(&mut head, &v, ALIGNMENT_KEY)?;
+            alignment_value = Value::U32(self.alignment as u32);
+            meta.push((ALIGNMENT_KEY, &alignment_value));
         }
-        let mut offset = 0u64;
-        for t in &self.tensors {
-            put_string(&mut head, &t.name);
-            head.extend_from_slice(&(t.dims.len() as u32).to_le_bytes());
-            for d in &t.dims {
-                head.extend_from_slice(&d.to_le_bytes());
-            }
-            head.extend_from_slice(&t.ty.id().to_le_bytes());
-            head.extend_from_slice(&offset.to_le_bytes());
-            offset = (offset + t.data.len() as u64).next_multiple_of(self.alignment);
-        }
-        let padded = (head.len() as u64).next_multiple_of(self.alignment);
-        head.resize(padded as usize, 0);
-        Ok(head)
+        let tensors: Vec<TensorDescriptor<'_>> = self
+            .tensors
+            .iter()
+            .map(|t| TensorDescriptor {
+                name: &t.name,
+                dims: &t.dims,
+                ty: t.ty,
+                bytes: t.data.len() as u64,
+            })
+            .collect();
+        encode_head(&meta, &tensors, self.alignment)
     }
 
     /// Total size of the file that will be written.
@@ -303,6 +283,65 @@ impl GgufWriter {
         tmp.persist(path).map_err(|e| io(e.error))?;
         Ok(())
     }
+}
+
+fn check_alignment_value(alignment: u64) -> Result<()> {
+    if !alignment.is_power_of_two() || alignment > u64::from(u32::MAX) {
+        return Err(Error::Invalid(format!(
+            "alignment {alignment} is not a power of two that fits in u32"
+        )));
+    }
+    Ok(())
+}
+
+/// A tensor as the header describes it: name, dims in ggml order, type and data size in bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct TensorDescriptor<'a> {
+    /// Tensor name.
+    pub name: &'a str,
+    /// Dimensions, innermost first.
+    pub dims: &'a [u64],
+    /// Element type.
+    pub ty: GgmlType,
+    /// Size of its data (the next tensor starts at the following multiple of the alignment).
+    pub bytes: u64,
+}
+
+/// Everything a GGUF v3 file holds before its tensor data: magic, version, counts, the
+/// metadata in the order given, the tensor descriptors (offsets follow from the sizes and
+/// `alignment`) and the padding up to the data. For writers that stream tensor data
+/// themselves; [`GgufWriter`] uses it too, so both lay files out identically. `meta` must carry
+/// `general.alignment` when `alignment` is not the default 32.
+pub fn encode_head(
+    meta: &[(&str, &Value)],
+    tensors: &[TensorDescriptor<'_>],
+    alignment: u64,
+) -> Result<Vec<u8>> {
+    check_alignment_value(alignment)?;
+    let mut head = Vec::with_capacity(4096);
+    head.extend_from_slice(&MAGIC);
+    head.extend_from_slice(&WRITE_VERSION.to_le_bytes());
+    head.extend_from_slice(&(tensors.len() as u64).to_le_bytes());
+    head.extend_from_slice(&(meta.len() as u64).to_le_bytes());
+    for (k, v) in meta {
+        put_string(&mut head, k);
+        head.extend_from_slice(&v.value_type().id().to_le_bytes());
+        put_value(&mut head, v, k)?;
+    }
+    let mut offset = 0u64;
+    for t in tensors {
+        put_string(&mut head, t.name);
+        head.extend_from_slice(&(t.dims.len() as u32).to_le_bytes());
+        for d in t.dims {
+            head.extend_from_slice(&d.to_le_bytes());
+        }
+        head.extend_from_slice(&t.ty.id().to_le_bytes());
+        head.extend_from_slice(&offset.to_le_bytes());
+        offset = (offset + t.bytes).next_multiple_of(alignment);
+    }
+    let padded = (head.len() as u64).next_multiple_of(alignment);
+    head.resize(padded as usize, 0);
+    Ok(head)
 }
 
 /// Bytes a tensor of these dims and type takes (without padding).

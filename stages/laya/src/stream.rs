@@ -2,14 +2,15 @@
 //! follow from the tensor sizes alone) is written first, then each tensor is encoded and
 //! written in turn, so at most a few tensors are in memory at once.
 //!
-//! The layout is byte-for-byte the one `sky_gguf::GgufWriter` produces for the same keys and
-//! tensors (a test holds the two together); this exists because GgufWriter keeps every
-//! tensor's bytes until it writes.
+//! The header comes from `sky_gguf::encode_head`, the code `sky_gguf::GgufWriter` uses, so the
+//! file is byte-for-byte what GgufWriter produces for the same keys and tensors (a test holds
+//! the two together); this exists because GgufWriter keeps every tensor's bytes until it
+//! writes.
 
 use std::io::Write;
 use std::path::Path;
 
-use sky_gguf::{GgmlType, Value};
+use sky_gguf::{GgmlType, TensorDescriptor, Value};
 
 use crate::error::{LayaError, Result};
 
@@ -21,62 +22,23 @@ pub(crate) struct Planned {
     pub bytes: u64,
 }
 
-fn put_string(out: &mut Vec<u8>, s: &str) {
-    out.extend_from_slice(&(s.len() as u64).to_le_bytes());
-    out.extend_from_slice(s.as_bytes());
-}
-
-/// A value's payload (without its type id).
-fn put_value(out: &mut Vec<u8>, v: &Value) {
-    match v {
-        Value::U8(x) => out.push(*x),
-        Value::I8(x) => out.extend_from_slice(&x.to_le_bytes()),
-        Value::U16(x) => out.extend_from_slice(&x.to_le_bytes()),
-        Value::I16(x) => out.extend_from_slice(&x.to_le_bytes()),
-        Value::U32(x) => out.extend_from_slice(&x.to_le_bytes()),
-        Value::I32(x) => out.extend_from_slice(&x.to_le_bytes()),
-        Value::F32(x) => out.extend_from_slice(&x.to_le_bytes()),
-        Value::Bool(x) => out.push(u8::from(*x)),
-        Value::String(s) => put_string(out, s),
-        Value::Array(a) => {
-            out.extend_from_slice(&a.elem_type.id().to_le_bytes());
-            out.extend_from_slice(&(a.items.len() as u64).to_le_bytes());
-            for item in &a.items {
-                put_value(out, item);
-            }
-        }
-        Value::U64(x) => out.extend_from_slice(&x.to_le_bytes()),
-        Value::I64(x) => out.extend_from_slice(&x.to_le_bytes()),
-        Value::F64(x) => out.extend_from_slice(&x.to_le_bytes()),
-    }
-}
-
-/// Everything before the tensor data, padded to `alignment`.
-pub(crate) fn header(meta: &[(String, Value)], tensors: &[Planned], alignment: u64) -> Vec<u8> {
-    let mut head = Vec::with_capacity(1 << 16);
-    head.extend_from_slice(b"GGUF");
-    head.extend_from_slice(&3u32.to_le_bytes());
-    head.extend_from_slice(&(tensors.len() as u64).to_le_bytes());
-    head.extend_from_slice(&(meta.len() as u64).to_le_bytes());
-    for (k, v) in meta {
-        put_string(&mut head, k);
-        head.extend_from_slice(&v.value_type().id().to_le_bytes());
-        put_value(&mut head, v);
-    }
-    let mut offset = 0u64;
-    for t in tensors {
-        put_string(&mut head, &t.name);
-        head.extend_from_slice(&(t.dims.len() as u32).to_le_bytes());
-        for d in &t.dims {
-            head.extend_from_slice(&d.to_le_bytes());
-        }
-        head.extend_from_slice(&t.ty.id().to_le_bytes());
-        head.extend_from_slice(&offset.to_le_bytes());
-        offset = (offset + t.bytes).next_multiple_of(alignment);
-    }
-    let padded = (head.len() as u64).next_multiple_of(alignment) as usize;
-    head.resize(padded, 0);
-    head
+/// Everything before the tensor data, padded to `alignment` (sky-gguf's own layout code).
+pub(crate) fn header(
+    meta: &[(String, Value)],
+    tensors: &[Planned],
+    alignment: u64,
+) -> Result<Vec<u8>> {
+    let meta: Vec<(&str, &Value)> = meta.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    let tensors: Vec<TensorDescriptor<'_>> = tensors
+        .iter()
+        .map(|t| TensorDescriptor {
+            name: &t.name,
+            dims: &t.dims,
+            ty: t.ty,
+            bytes: t.bytes,
+        })
+        .collect();
+    sky_gguf::encode_head(&meta, &tensors, alignment).map_err(|e| LayaError::gguf("GGUF header", e))
 }
 
 /// Write the file atomically: header, then tensors encoded `batch` at a time (in parallel
@@ -100,7 +62,7 @@ pub(crate) fn write_file(
         .suffix(".gguf")
         .tempfile_in(dir)
         .map_err(io)?;
-    let head = header(meta, tensors, alignment);
+    let head = header(meta, tensors, alignment)?;
     let mut size = head.len() as u64;
     {
         let mut w = std::io::BufWriter::with_capacity(1 << 20, tmp.as_file());

@@ -345,31 +345,53 @@ pub fn layer_norm(
 
 fn layer_norm_scalar(x: &[f32], out: &mut [f32], d: usize, w: &[f32], b: Option<&[f32]>, eps: f32) {
     for (row, orow) in x.chunks_exact(d).zip(out.chunks_exact_mut(d)) {
-        let mut sum = 0f64;
-        for &v in row {
-            sum += v as f64;
-        }
-        let mean = sum / d as f64;
-        let mut var = 0f64;
-        for &v in row {
-            let t = v as f64 - mean;
-            var += t * t;
-        }
-        var /= d as f64;
-        let rstd = 1.0 / (var + eps as f64).sqrt();
-        let (mean, rstd) = (mean as f32, rstd as f32);
-        match b {
-            Some(b) => {
-                for i in 0..d {
-                    orow[i] = (row[i] - mean) * rstd * w[i] + b[i];
-                }
-            }
-            None => {
-                for i in 0..d {
-                    orow[i] = (row[i] - mean) * rstd * w[i];
-                }
-            }
-        }
+        let mean = add_f64(0.0, row) / d as f64;
+        let rstd = layer_norm_rstd(add_sq_dev_f64(0.0, row, mean), d, eps);
+        normalize_from(0, row, orow, mean as f32, rstd, w, b);
+    }
+}
+
+// The scalar pieces of LayerNorm, in the scalar body's order; the SIMD bodies use them for
+// the columns past their last full vector.
+
+/// `acc` plus the elements of `xs` in f64, in order.
+#[inline(always)]
+fn add_f64(acc: f64, xs: &[f32]) -> f64 {
+    xs.iter().fold(acc, |sum, &v| sum + v as f64)
+}
+
+/// `acc` plus the squared deviations of `xs` from `mean` in f64, in order.
+#[inline(always)]
+fn add_sq_dev_f64(acc: f64, xs: &[f32], mean: f64) -> f64 {
+    xs.iter().fold(acc, |sum, &v| {
+        let t = v as f64 - mean;
+        sum + t * t
+    })
+}
+
+/// 1 / sqrt(variance + eps) from the sum of squared deviations over `d` columns.
+#[inline(always)]
+fn layer_norm_rstd(sq_dev_sum: f64, d: usize, eps: f32) -> f32 {
+    (1.0 / (sq_dev_sum / d as f64 + eps as f64).sqrt()) as f32
+}
+
+/// `((x - mean) * rstd) * w (+ b)` for the columns `from..` of one row.
+#[inline(always)]
+fn normalize_from(
+    from: usize,
+    row: &[f32],
+    orow: &mut [f32],
+    mean: f32,
+    rstd: f32,
+    w: &[f32],
+    b: Option<&[f32]>,
+) {
+    for j in from..row.len() {
+        let v = (row[j] - mean) * rstd * w[j];
+        orow[j] = match b {
+            Some(b) => v + b[j],
+            None => v,
+        };
     }
 }
 
@@ -663,11 +685,8 @@ mod x86_elementwise {
                 s1 = _mm512_add_pd(s1, hi);
                 i += 16;
             }
-            let mut sum = _mm512_reduce_add_pd(_mm512_add_pd(s0, s1));
-            for &v in &row[full..] {
-                sum += v as f64;
-            }
-            let mean = sum / d as f64;
+            let sum = _mm512_reduce_add_pd(_mm512_add_pd(s0, s1));
+            let mean = super::add_f64(sum, &row[full..]) / d as f64;
             let mv = _mm512_set1_pd(mean);
             let (mut q0, mut q1) = (_mm512_setzero_pd(), _mm512_setzero_pd());
             i = 0;
@@ -678,14 +697,10 @@ mod x86_elementwise {
                 q1 = _mm512_fmadd_pd(t1, t1, q1);
                 i += 16;
             }
-            let mut var = _mm512_reduce_add_pd(_mm512_add_pd(q0, q1));
-            for &v in &row[full..] {
-                let t = v as f64 - mean;
-                var += t * t;
-            }
-            var /= d as f64;
-            let rstd = 1.0 / (var + eps as f64).sqrt();
-            let (mean, rstd) = (mean as f32, rstd as f32);
+            let var = _mm512_reduce_add_pd(_mm512_add_pd(q0, q1));
+            let rstd =
+                super::layer_norm_rstd(super::add_sq_dev_f64(var, &row[full..], mean), d, eps);
+            let mean = mean as f32;
             let (mf, rf) = (_mm512_set1_ps(mean), _mm512_set1_ps(rstd));
             let op = orow.as_mut_ptr();
             i = 0;
@@ -699,13 +714,7 @@ mod x86_elementwise {
                 _mm512_storeu_ps(op.add(i), v);
                 i += 16;
             }
-            for j in full..d {
-                let v = (row[j] - mean) * rstd * w[j];
-                orow[j] = match b {
-                    Some(b) => v + b[j],
-                    None => v,
-                };
-            }
+            super::normalize_from(full, row, orow, mean, rstd, w, b);
         }
     }
 
@@ -914,14 +923,11 @@ mod x86_elementwise {
                 }
                 i += 16;
             }
-            let mut sum = reduce_add256d(_mm256_add_pd(
+            let sum = reduce_add256d(_mm256_add_pd(
                 _mm256_add_pd(s[0], s[1]),
                 _mm256_add_pd(s[2], s[3]),
             ));
-            for &v in &row[full..] {
-                sum += v as f64;
-            }
-            let mean = sum / d as f64;
+            let mean = super::add_f64(sum, &row[full..]) / d as f64;
             let mv = _mm256_set1_pd(mean);
             let mut q = [_mm256_setzero_pd(); 4];
             i = 0;
@@ -933,17 +939,13 @@ mod x86_elementwise {
                 }
                 i += 16;
             }
-            let mut var = reduce_add256d(_mm256_add_pd(
+            let var = reduce_add256d(_mm256_add_pd(
                 _mm256_add_pd(q[0], q[1]),
                 _mm256_add_pd(q[2], q[3]),
             ));
-            for &v in &row[full..] {
-                let t = v as f64 - mean;
-                var += t * t;
-            }
-            var /= d as f64;
-            let rstd = 1.0 / (var + eps as f64).sqrt();
-            let (mean, rstd) = (mean as f32, rstd as f32);
+            let rstd =
+                super::layer_norm_rstd(super::add_sq_dev_f64(var, &row[full..], mean), d, eps);
+            let mean = mean as f32;
             let (mf, rf) = (_mm256_set1_ps(mean), _mm256_set1_ps(rstd));
             let op = orow.as_mut_ptr();
             i = 0;
@@ -958,13 +960,7 @@ mod x86_elementwise {
                 _mm256_storeu_ps(op.add(i), v);
                 i += 8;
             }
-            for j in full8..d {
-                let v = (row[j] - mean) * rstd * w[j];
-                orow[j] = match b {
-                    Some(b) => v + b[j],
-                    None => v,
-                };
-            }
+            super::normalize_from(full8, row, orow, mean, rstd, w, b);
         }
     }
 

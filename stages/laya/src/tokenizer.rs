@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{json, Map, Value as Json};
 use sky_gguf::{GgufFile, GgufWriter, Value, ValueType};
+use sky_tokenizer::AddedToken;
 
 use crate::config::read_json_object;
 use crate::error::{LayaError, Result};
@@ -22,25 +23,6 @@ pub mod token_type {
     pub const UNUSED: i32 = 5;
 }
 
-/// One entry of `added_tokens` in tokenizer.json.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AddedTokenInfo {
-    /// Token id.
-    pub id: u32,
-    /// Token text.
-    pub content: String,
-    /// Special (control) token.
-    pub special: bool,
-    /// Swallow whitespace on the left.
-    pub lstrip: bool,
-    /// Swallow whitespace on the right.
-    pub rstrip: bool,
-    /// Matched after normalization.
-    pub normalized: bool,
-    /// Only match as a whole word.
-    pub single_word: bool,
-}
-
 /// The tokenizer files of a Laya checkpoint, parsed.
 #[derive(Debug, Clone)]
 pub struct LayaTokenizer {
@@ -53,7 +35,7 @@ pub struct LayaTokenizer {
     /// BPE merges in rank order.
     pub merges: Vec<(String, String)>,
     /// `added_tokens` in file order.
-    pub added: Vec<AddedTokenInfo>,
+    pub added: Vec<AddedToken>,
     /// The normalizer is NFC (else there is none).
     pub nfc: bool,
     /// ByteLevel pre-tokenizer `add_prefix_space`.
@@ -198,7 +180,7 @@ impl LayaTokenizer {
                     .and_then(Json::as_str)
                     .ok_or_else(|| tok_err(&path, format!("{ctx}.content: expected a string")))?
                     .to_string();
-                added.push(AddedTokenInfo {
+                added.push(AddedToken {
                     id,
                     content,
                     special: bool_field(obj, "special", false, &path, &ctx)?,

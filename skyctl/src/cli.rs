@@ -7,6 +7,8 @@ use clap::{Parser, Subcommand};
 
 use crate::commands;
 
+use crate::outcome::Outcome;
+
 /// Exit code for "the command ran, and the answer is no" (a failed node, a golden mismatch).
 pub const EXIT_FAILED: u8 = 1;
 /// Exit code for bad usage or bad input (a malformed file, a bad pipeline.toml).
@@ -74,7 +76,9 @@ pub fn main() -> ExitCode {
         }
     };
     match run(cli.command) {
-        Ok(code) => code,
+        Ok(Outcome::Success) => ExitCode::SUCCESS,
+        Ok(Outcome::Failed) => ExitCode::from(EXIT_FAILED),
+        Ok(Outcome::BadInput) => ExitCode::from(EXIT_USAGE),
         Err(e) => {
             #[allow(clippy::print_stderr)]
             {
@@ -85,7 +89,7 @@ pub fn main() -> ExitCode {
     }
 }
 
-fn run(command: Command) -> anyhow::Result<ExitCode> {
+fn run(command: Command) -> anyhow::Result<Outcome> {
     match command {
         Command::Inspect(a) => commands::inspect::run(a),
         Command::Convert(a) => commands::convert::run(a),

@@ -1,13 +1,18 @@
 //! skyctl: a declarative, content-hashed build tool for small on-device decision models.
 //!
-//! The binary is thin: [`cli`] parses arguments and hands each subcommand to one function in
-//! [`commands`]. The model work lives in the stage crates under `stages/` (GGUF container,
-//! Laya checkpoints and tokenizer, inference engine, quantization, kernel references); this
-//! crate owns orchestration.
+//! The binary is thin: [`cli`] parses arguments, hands each subcommand to one function in
+//! [`commands`], and maps its [`outcome::Outcome`] to an exit code. The generic engine is the
+//! `sky-dag` crate; this crate holds the `pipeline.toml` front end ([`pipeline`]: schema and
+//! expansion into node specs), the node kinds ([`kinds`]), and the model operations that
+//! kinds and commands share ([`ops`]). The model work itself lives in the stage crates under
+//! `stages/`. Arrows point down: cli -> commands -> {pipeline, kinds, ops}; pipeline -> kinds
+//! -> ops; nothing points at `cli` or `commands`.
 
 pub mod cli;
 pub mod commands;
-pub mod engine;
-pub mod golden_table;
+pub mod kinds;
+pub mod ops;
+pub mod outcome;
+pub mod pipeline;
 pub mod pipeline_args;
 pub mod progress;

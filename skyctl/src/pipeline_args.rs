@@ -3,8 +3,7 @@
 
 use std::path::PathBuf;
 
-use crate::engine::kinds::Registry;
-use crate::engine::Workspace;
+use crate::pipeline::Pipeline;
 
 /// `--manifest` and `--store`.
 #[derive(clap::Args, Debug, Clone, Default)]
@@ -18,19 +17,14 @@ pub struct WorkspaceArgs {
 }
 
 impl WorkspaceArgs {
-    /// Open the workspace these arguments name.
-    pub fn open(&self) -> anyhow::Result<Workspace> {
+    /// Open the pipeline these arguments name.
+    pub fn open(&self) -> anyhow::Result<Pipeline> {
         let store = self.store.clone().or_else(|| {
             std::env::var_os("SKYCTL_STORE")
                 .filter(|s| !s.is_empty())
                 .map(PathBuf::from)
         });
         let cwd = std::env::current_dir()?;
-        Ok(Workspace::open(&cwd, self.manifest.as_deref(), store)?)
+        Pipeline::open(&cwd, self.manifest.as_deref(), store)
     }
-}
-
-/// Every stage kind in this build.
-pub fn registry() -> Registry {
-    Registry::builtin()
 }

@@ -9,7 +9,7 @@ use std::io::IsTerminal;
 
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::engine::report::{Event, NodeStatus, Reporter, Summary};
+use sky_dag::report::{Event, NodeStatus, Reporter, Summary};
 
 /// Output mode chosen from flags and the terminal.
 pub enum Mode {

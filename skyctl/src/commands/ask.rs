@@ -2,9 +2,9 @@
 
 #![allow(clippy::print_stdout)]
 
+use crate::outcome::Outcome;
 use std::io::Write as _;
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 use sky_infer::engine::{error_response, parse_json_bytes};
 use sky_infer::forward::Workspace;
@@ -27,7 +27,7 @@ pub struct Args {
     pub json: bool,
     /// Compute path: --q8, --q8-fast, --no-calib.
     #[command(flatten)]
-    pub path: crate::commands::bench::ComputePath,
+    pub path: super::ComputeFlags,
 }
 
 fn read(path: &PathBuf) -> anyhow::Result<Vec<u8>> {
@@ -35,8 +35,8 @@ fn read(path: &PathBuf) -> anyhow::Result<Vec<u8>> {
 }
 
 /// Run `skyctl ask`.
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let (engine, report) = args.path.open(&args.model)?;
+pub fn run(args: Args) -> anyhow::Result<Outcome> {
+    let (engine, report) = args.path.path().open(&args.model)?;
     for note in &report.notes {
         eprintln_err(&format!("note: {note}"));
     }
@@ -51,11 +51,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             Ok(resp) => writeln!(out, "{}", serde_json::to_string_pretty(&resp)?)?,
             Err(e) if args.json => {
                 writeln!(out, "{}", error_response(&e))?;
-                return Ok(ExitCode::from(crate::cli::EXIT_USAGE));
+                return Ok(Outcome::BadInput);
             }
             Err(e) => anyhow::bail!("{what}: {e}"),
         }
-        return Ok(ExitCode::SUCCESS);
+        return Ok(Outcome::Success);
     }
     let Some(path) = &args.requests else {
         anyhow::bail!("give --request or --requests")
@@ -96,7 +96,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if failed > 0 {
         anyhow::bail!("{failed} case(s) of {} failed", path.display());
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Outcome::Success)
 }
 
 /// The `id` of a request line, if the line is a JSON object with a string id.

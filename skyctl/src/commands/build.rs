@@ -1,10 +1,11 @@
 //! `skyctl build`.
 
-use std::process::ExitCode;
+use crate::outcome::Outcome;
 
-use crate::engine::{self, BuildOptions};
-use crate::pipeline_args::{registry, WorkspaceArgs};
+use crate::kinds::registry;
+use crate::pipeline_args::WorkspaceArgs;
 use crate::progress::{Console, Mode};
+use sky_dag::BuildOptions;
 
 /// Arguments of `skyctl build`.
 #[derive(clap::Args, Debug)]
@@ -34,7 +35,7 @@ pub struct Args {
 }
 
 /// Run `skyctl build`.
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub fn run(args: Args) -> anyhow::Result<Outcome> {
     let ws = args.workspace.open()?;
     if args.dry_run {
         return super::status::report(&ws, &args.targets, &args.rerun, args.json, true);
@@ -50,11 +51,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         keep_going: args.keep_going,
     };
     let mut console = Console::new(Mode::pick(args.json), args.verbose);
-    let summary = engine::build(&ws, &registry(), &opts, &mut console)?;
+    let summary = sky_dag::build(&ws.ws, &ws.graph()?, &registry(), &opts, &mut console)?;
     console.summary(&summary);
     Ok(if summary.failed > 0 || summary.skipped > 0 {
-        ExitCode::from(crate::cli::EXIT_FAILED)
+        Outcome::Failed
     } else {
-        ExitCode::SUCCESS
+        Outcome::Success
     })
 }

@@ -1,15 +1,13 @@
 //! `skyctl calibrate MODEL OUT.json [--prompts FILE]`: run the f32 model over a prompt set and
 //! write the max |x| per input channel of every matrix product (deterministic JSON).
 
+use crate::outcome::Outcome;
 use std::io::Write as _;
-use std::path::{Path, PathBuf};
-use std::process::ExitCode;
+use std::path::PathBuf;
 
 use anyhow::Context;
-use sky_infer::calibrate::{calibrate, parse_prompts, CalibrationRun};
-use sky_quant::calibration_prompts;
 
-use crate::engine::fsutil::write_atomic;
+use sky_dag::fsutil::write_atomic;
 
 /// Arguments of `skyctl calibrate`.
 #[derive(clap::Args, Debug)]
@@ -24,27 +22,9 @@ pub struct Args {
     pub prompts: Option<PathBuf>,
 }
 
-/// Calibrate `model` on `prompts` (a JSONL file) or the built-in set; what [`run`] and the
-/// `calibrate` node share.
-pub fn calibrate_model(model: &Path, prompts: Option<&Path>) -> anyhow::Result<CalibrationRun> {
-    let set = match prompts {
-        Some(p) => {
-            let text = std::fs::read_to_string(p)
-                .with_context(|| format!("reading prompt set {}", p.display()))?;
-            parse_prompts(&text).with_context(|| format!("prompt set {}", p.display()))?
-        }
-        None => calibration_prompts(),
-    };
-    let engine =
-        sky_infer::load::open(model).with_context(|| format!("loading {}", model.display()))?;
-    let run =
-        calibrate(&engine, &set).with_context(|| format!("calibrating {}", model.display()))?;
-    Ok(run)
-}
-
 /// Run `skyctl calibrate`.
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let run = calibrate_model(&args.model, args.prompts.as_deref())?;
+pub fn run(args: Args) -> anyhow::Result<Outcome> {
+    let run = crate::ops::calibrate::calibrate_model(&args.model, args.prompts.as_deref())?;
     write_atomic(&args.out, run.calibration.to_json().as_bytes(), false)
         .with_context(|| format!("writing {}", args.out.display()))?;
     let mut err = std::io::stderr().lock();
@@ -60,5 +40,5 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         run.tokens,
         run.calibration.digest()
     )?;
-    Ok(ExitCode::SUCCESS)
+    Ok(Outcome::Success)
 }

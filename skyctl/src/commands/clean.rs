@@ -2,7 +2,7 @@
 
 #![allow(clippy::print_stdout)]
 
-use std::process::ExitCode;
+use crate::outcome::Outcome;
 
 use crate::pipeline_args::WorkspaceArgs;
 
@@ -14,13 +14,13 @@ pub struct Args {
 }
 
 /// Run `skyctl clean`: remove materialized outputs and the release tree (the store keeps them).
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub fn run(args: Args) -> anyhow::Result<Outcome> {
     let ws = args.workspace.open()?;
     let graph = ws.graph()?;
     let _lock = ws.lock(&mut |m| eprintln_note(m))?;
     let n = ws.clean(&graph)?;
     println!("removed {n} outputs");
-    Ok(ExitCode::SUCCESS)
+    Ok(Outcome::Success)
 }
 
 #[allow(clippy::print_stderr)]

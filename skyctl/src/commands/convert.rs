@@ -1,8 +1,8 @@
 //! `skyctl convert`: a Laya checkpoint directory to one GGUF file.
 
+use crate::outcome::Outcome;
 use std::io::Write as _;
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 use sky_laya::{convert, parse_type, ConvertOptions, LayaCheckpoint, TypePolicy};
 
@@ -31,7 +31,7 @@ pub struct Args {
 }
 
 /// Run `skyctl convert`.
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub fn run(args: Args) -> anyhow::Result<Outcome> {
     let opts = ConvertOptions {
         policy: TypePolicy {
             ftype: parse_type(&args.ftype)?,
@@ -55,5 +55,5 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         s.n_kv,
         s.file_bytes
     )?;
-    Ok(ExitCode::SUCCESS)
+    Ok(Outcome::Success)
 }

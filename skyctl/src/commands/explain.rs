@@ -2,10 +2,11 @@
 
 #![allow(clippy::print_stdout)]
 
-use std::process::ExitCode;
+use crate::outcome::Outcome;
 
-use crate::engine::query;
-use crate::pipeline_args::{registry, WorkspaceArgs};
+use crate::kinds::registry;
+use crate::pipeline_args::WorkspaceArgs;
+use sky_dag::query;
 
 /// Arguments of `skyctl explain`.
 #[derive(clap::Args, Debug)]
@@ -20,13 +21,13 @@ pub struct Args {
 }
 
 /// Run `skyctl explain`.
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub fn run(args: Args) -> anyhow::Result<Outcome> {
     let ws = args.workspace.open()?;
     let graph = ws.graph()?;
     let e = query::explain(&ws, &graph, &registry(), &args.node)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&e)?);
-        return Ok(ExitCode::SUCCESS);
+        return Ok(Outcome::Success);
     }
     let v = &e.view;
     println!("node     {}", v.id);
@@ -55,5 +56,5 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     for d in &e.differences {
         println!("  differs: {d}");
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Outcome::Success)
 }

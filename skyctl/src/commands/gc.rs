@@ -2,7 +2,7 @@
 
 #![allow(clippy::print_stdout)]
 
-use std::process::ExitCode;
+use crate::outcome::Outcome;
 
 use crate::pipeline_args::WorkspaceArgs;
 
@@ -17,12 +17,12 @@ pub struct Args {
 }
 
 /// Run `skyctl gc`.
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub fn run(args: Args) -> anyhow::Result<Outcome> {
     let ws = args.workspace.open()?;
     let s = ws.store()?.gc(args.keep_last)?;
     println!(
         "removed {} action records, {} blobs ({} bytes), {} build records",
         s.actions, s.blobs, s.bytes, s.builds
     );
-    Ok(ExitCode::SUCCESS)
+    Ok(Outcome::Success)
 }

@@ -1,13 +1,11 @@
 //! `skyctl golden`: generate the qwen35moe kernel goldens (PNGOLDEN1) and check a kernel
 //! implementation's outputs against them.
 
-use std::fmt::Write as _;
+use crate::outcome::Outcome;
 use std::io::Write as _;
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 use serde_json::json;
-use sky_kernels::{CheckReport, Status, Tolerance};
 
 /// Arguments of `skyctl golden`.
 #[derive(clap::Args, Debug)]
@@ -45,7 +43,7 @@ pub enum Command {
 }
 
 /// Run `skyctl golden`.
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub fn run(args: Args) -> anyhow::Result<Outcome> {
     match args.command {
         Command::Gen { out_dir, json } => {
             let files = sky_kernels::generate(&out_dir)?;
@@ -62,7 +60,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 )
             };
             emit(&out)?;
-            Ok(ExitCode::SUCCESS)
+            Ok(Outcome::Success)
         }
         Command::Check {
             golden_dir,
@@ -73,13 +71,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             let out = if json {
                 format!("{}\n", serde_json::to_string_pretty(&report)?)
             } else {
-                render_check(&report)
+                crate::ops::kernels::render_check(&report)
             };
             emit(&out)?;
             Ok(if report.passed {
-                ExitCode::SUCCESS
+                Outcome::Success
             } else {
-                ExitCode::from(crate::cli::EXIT_FAILED)
+                Outcome::Failed
             })
         }
     }
@@ -95,77 +93,4 @@ fn emit(out: &str) -> anyhow::Result<()> {
         Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
         _ => Ok(()),
     }
-}
-
-/// The check report as a table: one line per output file, then problems and notes, then the
-/// verdict. Public so `skyctl verify` can print the same thing.
-pub fn render_check(report: &CheckReport) -> String {
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "{:<24} {:<14} {:>7} {:>10} {:>10} {:>6}  {:<26} status",
-        "file", "kernel", "elems", "max_abs", "max_rel", "tol", "worst at"
-    );
-    for f in &report.files {
-        let num = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.3e}"));
-        let tol = match f.tolerance {
-            Tolerance::Exact => "exact".to_string(),
-            Tolerance::Relative { rtol } => format!("{rtol:.0e}"),
-        };
-        let worst = f
-            .worst
-            .as_ref()
-            .map_or("-".to_string(), |w| w.coords.to_string());
-        let status = match f.status {
-            Status::Pass => "pass".to_string(),
-            Status::Fail if f.non_finite > 0 => format!("FAIL ({} NaN/Inf)", f.non_finite),
-            Status::Fail if f.problem.is_some() => "FAIL (unreadable)".to_string(),
-            Status::Fail => format!("FAIL ({} over)", f.over_tolerance),
-        };
-        let _ = writeln!(
-            s,
-            "{:<24} {:<14} {:>7} {:>10} {:>10} {:>6}  {:<26} {status}",
-            f.name,
-            f.kernel.as_str(),
-            f.elements,
-            num(f.max_abs_err),
-            num(f.max_rel_err),
-            tol,
-            worst
-        );
-    }
-    for f in report.files.iter().filter(|f| f.problem.is_some()) {
-        let _ = writeln!(
-            s,
-            "{}: {}",
-            f.name,
-            f.problem.as_deref().unwrap_or_default()
-        );
-    }
-    for f in report.files.iter().filter(|f| f.status == Status::Fail) {
-        if let Some(w) = &f.worst {
-            let _ = writeln!(
-                s,
-                "{}: worst at index {} ({}): golden {} candidate {}",
-                f.name, w.index, w.coords, w.golden, w.candidate
-            );
-        }
-    }
-    for note in &report.notes {
-        let _ = writeln!(s, "note: {note}");
-    }
-    let _ = if report.passed {
-        writeln!(
-            s,
-            "PASS: all {} output files within tolerance",
-            report.files_checked
-        )
-    } else {
-        writeln!(
-            s,
-            "FAIL: {} of {} output files failed",
-            report.files_failed, report.files_checked
-        )
-    };
-    s
 }

@@ -2,10 +2,11 @@
 
 #![allow(clippy::print_stdout)]
 
-use std::process::ExitCode;
+use crate::outcome::Outcome;
 
-use crate::engine::query;
-use crate::pipeline_args::{registry, WorkspaceArgs};
+use crate::kinds::registry;
+use crate::pipeline_args::WorkspaceArgs;
+use sky_dag::query;
 
 /// Output format of `skyctl graph`.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, Default)]
@@ -30,7 +31,7 @@ pub struct Args {
 }
 
 /// Run `skyctl graph`.
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub fn run(args: Args) -> anyhow::Result<Outcome> {
     let ws = args.workspace.open()?;
     let graph = ws.graph()?;
     let views = query::scan(&ws, &graph, &registry(), &[])?;
@@ -79,5 +80,5 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             }
         }
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Outcome::Success)
 }

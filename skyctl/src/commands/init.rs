@@ -2,13 +2,13 @@
 
 #![allow(clippy::print_stdout)]
 
+use crate::outcome::Outcome;
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 use anyhow::{bail, Context};
 
-use crate::engine::manifest::EXAMPLE;
-use crate::engine::workspace::MANIFEST;
+use crate::pipeline::EXAMPLE;
+use crate::pipeline::MANIFEST;
 
 /// Arguments of `skyctl init`.
 #[derive(clap::Args, Debug)]
@@ -19,18 +19,18 @@ pub struct Args {
 }
 
 /// Run `skyctl init`: write the commented example pipeline.toml; never overwrite one.
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub fn run(args: Args) -> anyhow::Result<Outcome> {
     std::fs::create_dir_all(&args.dir)
         .with_context(|| format!("creating `{}`", args.dir.display()))?;
     let path = args.dir.join(MANIFEST);
     if path.exists() {
         bail!("`{}` already exists; not overwriting it", path.display());
     }
-    crate::engine::fsutil::write_atomic(&path, EXAMPLE.as_bytes(), true)
+    sky_dag::fsutil::write_atomic(&path, EXAMPLE.as_bytes(), true)
         .with_context(|| format!("writing `{}`", path.display()))?;
     println!(
         "wrote {} (an example pipeline; edit it, then run `skyctl build`)",
         path.display()
     );
-    Ok(ExitCode::SUCCESS)
+    Ok(Outcome::Success)
 }

@@ -1,10 +1,10 @@
 //! `skyctl inspect`: print the metadata and tensor table of a GGUF file, as text (the
 //! format of the seed's gguf-inspect) or as one JSON document.
 
+use crate::outcome::Outcome;
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 use anyhow::Context;
 use serde_json::{json, Value as Json};
@@ -25,7 +25,7 @@ pub struct Args {
 }
 
 /// Run `skyctl inspect`.
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub fn run(args: Args) -> anyhow::Result<Outcome> {
     let path = args.file.display().to_string();
     let map = GgufMmap::open(&args.file)?;
     let file = map.parse().with_context(|| path.clone())?;
@@ -43,7 +43,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     {
         // A closed pipe (`skyctl inspect f | head`) is not an error of ours.
         Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
-        _ => Ok(ExitCode::SUCCESS),
+        _ => Ok(Outcome::Success),
     }
 }
 

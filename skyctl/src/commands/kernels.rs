@@ -1,9 +1,9 @@
 //! `skyctl kernels`: run a kernel implementation over golden inputs (the harness side of the
 //! kernel-verification node), and list the files a harness reads and writes.
 
+use crate::outcome::Outcome;
 use std::io::Write as _;
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 use serde_json::json;
 
@@ -44,7 +44,7 @@ pub enum Impl {
 }
 
 /// Run `skyctl kernels`.
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub fn run(args: Args) -> anyhow::Result<Outcome> {
     let out = match args.command {
         Command::Run {
             implementation: Impl::Cpu,
@@ -85,6 +85,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .and_then(|()| stdout.flush())
     {
         Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
-        _ => Ok(ExitCode::SUCCESS),
+        _ => Ok(Outcome::Success),
     }
 }

@@ -2,18 +2,13 @@
 //! Q8_0 variant (encoder matrices Q8_0, token embeddings F16, head F32) with its outlier
 //! columns recorded in `skycmd.quant.*` metadata.
 
+use crate::outcome::Outcome;
 use std::io::Write as _;
-use std::path::{Path, PathBuf};
-use std::process::ExitCode;
+use std::path::PathBuf;
 
 use anyhow::Context;
-use sky_gguf::GgufFile;
-use sky_infer::int8::{
-    f32_reference_from_dir, q8_policy, quantize_gguf, QuantizedFile, OUTLIER_RATIO,
-};
+use sky_infer::int8::OUTLIER_RATIO;
 use sky_quant::Calibration;
-
-use crate::engine::fsutil::write_atomic;
 
 /// Arguments of `skyctl quantize`.
 #[derive(clap::Args, Debug)]
@@ -37,35 +32,8 @@ pub struct Args {
     pub exact_cols: bool,
 }
 
-/// The float reference GGUF bytes of a model: the file itself, or a Laya directory converted
-/// to F32 in memory.
-pub fn reference_bytes(model: &Path) -> anyhow::Result<Vec<u8>> {
-    if model.is_dir() {
-        Ok(f32_reference_from_dir(model)?)
-    } else {
-        std::fs::read(model).with_context(|| format!("reading {}", model.display()))
-    }
-}
-
-/// Quantize `reference` (GGUF bytes) with `calib` and write `out` atomically; what [`run`]
-/// and the `quantize` node share.
-pub fn quantize_to(
-    reference: &[u8],
-    what: &Path,
-    calib: &Calibration,
-    ratio: f32,
-    exact_cols: bool,
-    out: &Path,
-) -> anyhow::Result<QuantizedFile> {
-    let f = GgufFile::parse(reference).with_context(|| format!("reading {}", what.display()))?;
-    let q = quantize_gguf(&f, calib, ratio, &q8_policy(), exact_cols)
-        .with_context(|| format!("quantizing {}", what.display()))?;
-    write_atomic(out, &q.bytes, false).with_context(|| format!("writing {}", out.display()))?;
-    Ok(q)
-}
-
 /// Run `skyctl quantize`.
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub fn run(args: Args) -> anyhow::Result<Outcome> {
     let mut err = std::io::stderr().lock();
     let calib = match &args.calibration {
         Some(p) => {
@@ -74,7 +42,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             Calibration::from_json(&text).with_context(|| format!("calibration {}", p.display()))?
         }
         None => {
-            let run = super::calibrate::calibrate_model(&args.model, args.prompts.as_deref())?;
+            let run = crate::ops::calibrate::calibrate_model(&args.model, args.prompts.as_deref())?;
             if args.prompts.is_none() {
                 writeln!(
                     err,
@@ -88,8 +56,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             run.calibration
         }
     };
-    let reference = reference_bytes(&args.model)?;
-    let q = quantize_to(
+    let reference = crate::ops::quantize::reference_bytes(&args.model)?;
+    let q = crate::ops::quantize::quantize_to(
         &reference,
         &args.model,
         &calib,
@@ -105,5 +73,5 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         q.outlier_columns,
         q.bytes.len()
     )?;
-    Ok(ExitCode::SUCCESS)
+    Ok(Outcome::Success)
 }

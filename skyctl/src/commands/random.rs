@@ -1,8 +1,8 @@
 //! `skyctl random`: a preset-size Laya checkpoint with random weights.
 
+use crate::outcome::Outcome;
 use std::io::Write as _;
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 use sky_laya::random::{preset, write_random, WeightDtype};
 
@@ -33,7 +33,7 @@ pub struct Args {
 }
 
 /// Run `skyctl random`.
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub fn run(args: Args) -> anyhow::Result<Outcome> {
     let p = preset(&args.preset)?;
     let seed = args.seed.unwrap_or(p.seed);
     let dtype = match args.dtype {
@@ -48,5 +48,5 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         args.dir.display(),
         p.name
     )?;
-    Ok(ExitCode::SUCCESS)
+    Ok(Outcome::Success)
 }

@@ -2,13 +2,14 @@
 
 #![allow(clippy::print_stdout)]
 
-use std::process::ExitCode;
+use crate::outcome::Outcome;
 
-use crate::engine::builder::resolve;
-use crate::engine::plan::Plan;
-use crate::engine::query;
-use crate::engine::Workspace;
-use crate::pipeline_args::{registry, WorkspaceArgs};
+use crate::kinds::registry;
+use crate::pipeline::Pipeline;
+use crate::pipeline_args::WorkspaceArgs;
+use sky_dag::builder::resolve;
+use sky_dag::query;
+use sky_dag::Plan;
 
 /// Arguments of `skyctl status`.
 #[derive(clap::Args, Debug)]
@@ -23,19 +24,19 @@ pub struct Args {
 }
 
 /// Run `skyctl status`: exit 0 when everything is up to date, 1 when something is stale.
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub fn run(args: Args) -> anyhow::Result<Outcome> {
     let ws = args.workspace.open()?;
     report(&ws, &args.targets, &[], args.json, false)
 }
 
 /// Print the stale nodes of `targets` with their reasons.
 pub fn report(
-    ws: &Workspace,
+    ws: &Pipeline,
     targets: &[String],
     rerun: &[String],
     json: bool,
     dry_run: bool,
-) -> anyhow::Result<ExitCode> {
+) -> anyhow::Result<Outcome> {
     let graph = ws.graph()?;
     let plan = Plan::new(&graph, &resolve(&graph, targets)?, &resolve(&graph, rerun)?);
     let views = query::scan(ws, &graph, &registry(), &plan.forced)?;
@@ -62,8 +63,8 @@ pub fn report(
         println!("up to date ({} nodes)", plan.len());
     }
     Ok(if stale > 0 && !dry_run {
-        ExitCode::from(crate::cli::EXIT_FAILED)
+        Outcome::Failed
     } else {
-        ExitCode::SUCCESS
+        Outcome::Success
     })
 }

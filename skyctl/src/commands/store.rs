@@ -2,7 +2,7 @@
 
 #![allow(clippy::print_stdout)]
 
-use std::process::ExitCode;
+use crate::outcome::Outcome;
 
 use crate::pipeline_args::WorkspaceArgs;
 
@@ -25,13 +25,13 @@ pub enum Action {
 }
 
 /// Run `skyctl store`.
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub fn run(args: Args) -> anyhow::Result<Outcome> {
     let ws = args.workspace.open()?;
     let store = ws.store()?;
     match args.action {
         Action::Path => {
             println!("{}", store.root().display());
-            Ok(ExitCode::SUCCESS)
+            Ok(Outcome::Success)
         }
         Action::Check => {
             let problems = store.check();
@@ -40,10 +40,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             }
             if problems.is_empty() {
                 println!("store ok: {}", store.root().display());
-                Ok(ExitCode::SUCCESS)
+                Ok(Outcome::Success)
             } else {
                 println!("{} problems", problems.len());
-                Ok(ExitCode::from(crate::cli::EXIT_FAILED))
+                Ok(Outcome::Failed)
             }
         }
     }

@@ -2,11 +2,12 @@
 
 #![allow(clippy::print_stdout)]
 
-use std::process::ExitCode;
+use crate::outcome::Outcome;
 
-use crate::engine::{self, BuildOptions};
-use crate::pipeline_args::{registry, WorkspaceArgs};
+use crate::kinds::registry;
+use crate::pipeline_args::WorkspaceArgs;
 use crate::progress::{Console, Mode};
+use sky_dag::BuildOptions;
 
 /// Arguments of `skyctl verify`.
 #[derive(clap::Args, Debug)]
@@ -24,7 +25,7 @@ pub struct Args {
 }
 
 /// Run `skyctl verify`: exit 0 when every suite passes, 1 when one fails.
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub fn run(args: Args) -> anyhow::Result<Outcome> {
     let ws = args.workspace.open()?;
     let mut targets: Vec<String> = if args.suites.is_empty() {
         ws.manifest
@@ -36,8 +37,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         args.suites
     };
     if targets.is_empty() {
-        println!("no [[golden]] suites in {}", ws.manifest.file.display());
-        return Ok(ExitCode::SUCCESS);
+        println!(
+            "no [[golden]] suites in {}",
+            ws.manifest.source.file.display()
+        );
+        return Ok(Outcome::Success);
     }
     for t in &mut targets {
         *t = format!("golden/{t}");
@@ -53,16 +57,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         keep_going: true,
     };
     let mut console = Console::new(Mode::pick(args.json), false);
-    let mut rec = crate::golden_table::Recorder::new(&mut console);
-    let summary = engine::build(&ws, &registry(), &opts, &mut rec)?;
+    let mut rec = crate::ops::golden_table::Recorder::new(&mut console);
+    let summary = sky_dag::build(&ws.ws, &ws.graph()?, &registry(), &opts, &mut rec)?;
     print!(
         "{}",
-        crate::golden_table::verify_output(&ws, &targets, &rec, args.json)
+        crate::ops::golden_table::verify_output(&ws, &targets, &rec, args.json)
     );
     console.summary(&summary);
     Ok(if summary.failed > 0 || summary.skipped > 0 {
-        ExitCode::from(crate::cli::EXIT_FAILED)
+        Outcome::Failed
     } else {
-        ExitCode::SUCCESS
+        Outcome::Success
     })
 }

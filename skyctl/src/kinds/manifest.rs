@@ -1,0 +1,152 @@
+//! `manifest`: the release's `manifest.json` (every published model file with its size,
+//! tensor types, blake3 digest and type policy) and `bench.json` (microseconds per question
+//! per model and mode, `null` where not measured).
+//!
+//! Params: `models`: `[{name, publish: [variant...], bench: bool}]`. Inputs, model by model:
+//! the published files (in `publish` order), then the model's `bench.json` when `bench`.
+//! Outputs: `manifest.json`, `bench.json`. Both are deterministic (no dates, no paths outside
+//! the release tree).
+
+use anyhow::{bail, Context};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Map, Value};
+use sky_gguf::{GgufFile, Value as GValue};
+use std::collections::BTreeMap;
+
+use crate::ops::bench::BenchMode;
+use sky_dag::fsutil::write_atomic;
+use sky_dag::{Kind, StageCtx};
+
+/// `format` of the manifest written by this version.
+pub const MANIFEST_FORMAT: &str = "skycmd.manifest/1";
+/// `format` of bench.json.
+pub const BENCH_FORMAT: &str = "skycmd.bench/1";
+
+/// The `manifest` kind.
+pub struct Manifest;
+
+/// One model in the release.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelParams {
+    /// The model name.
+    pub name: String,
+    /// Published variants; their files are inputs, in this order.
+    pub publish: Vec<String>,
+    /// Whether its `bench.json` is an input (after the files).
+    pub bench: bool,
+}
+
+/// Parameters of the `manifest` node.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Params {
+    /// Every model, in pipeline order.
+    pub models: Vec<ModelParams>,
+}
+
+/// The description of one published GGUF file.
+pub fn describe_file(
+    bytes: &[u8],
+    release_path: &str,
+    variant: &str,
+) -> anyhow::Result<(u64, usize, Value)> {
+    let f = GgufFile::parse(bytes).with_context(|| format!("reading {release_path}"))?;
+    let mut types: BTreeMap<String, usize> = BTreeMap::new();
+    for t in &f.tensors {
+        *types.entry(t.ty.name()).or_default() += 1;
+    }
+    let ty_of = |name: &str| f.tensor(name).map(|t| t.ty.name());
+    let n_outliers = f
+        .metadata
+        .iter()
+        .filter(|(k, _)| k.starts_with(sky_quant::META_OUTLIERS_PREFIX))
+        .count();
+    let policy = json!({
+        "encoder": ty_of("blk.0.attn_qkv.weight"),
+        "token_embd": ty_of("token_embd.weight"),
+        "head": ty_of("cls.weight"),
+        "outlier_ratio": f.get(sky_quant::META_OUTLIER_RATIO).and_then(GValue::as_f64),
+        "tensors_with_outliers": n_outliers,
+        "calibration_blake3": f.get(sky_quant::META_CALIBRATION_DIGEST).and_then(GValue::as_str),
+    });
+    let file = json!({
+        "path": release_path,
+        "variant": variant,
+        "bytes": bytes.len(),
+        "types": types,
+        "blake3": blake3::hash(bytes).to_hex().to_string(),
+        "policy": policy,
+    });
+    Ok((f.n_parameters(), f.tensors.len(), file))
+}
+
+impl Kind for Manifest {
+    const NAME: &'static str = "manifest";
+    const VERSION: u32 = 1;
+    type Params = Params;
+
+    fn run(&self, p: Params, ctx: &mut StageCtx<'_>) -> anyhow::Result<()> {
+        let node = ctx.node;
+        let (Some(manifest_out), Some(bench_out)) = (ctx.outputs.first(), ctx.outputs.get(1))
+        else {
+            bail!("node `{node}`: expects two outputs (manifest.json, bench.json)");
+        };
+        let mut inputs = ctx.inputs.iter();
+        let mut models = Vec::new();
+        let mut bench = Map::new();
+        for m in &p.models {
+            let mut files = Vec::new();
+            let (mut params, mut tensors) = (Value::Null, Value::Null);
+            for v in &m.publish {
+                let input = inputs
+                    .next()
+                    .with_context(|| format!("node `{node}`: missing input for {}.{v}", m.name))?;
+                let bytes =
+                    std::fs::read(&input.path).with_context(|| format!("reading {}", input.rel))?;
+                let rel = format!("models/{}.{v}.gguf", m.name);
+                let (n_params, n_tensors, file) = describe_file(&bytes, &rel, v)
+                    .with_context(|| format!("node `{node}`: {}", input.rel))?;
+                params = json!(n_params);
+                tensors = json!(n_tensors);
+                files.push(file);
+            }
+            let mut per_mode = Map::new();
+            for mode in BenchMode::ALL {
+                per_mode.insert(mode.name().into(), Value::Null);
+            }
+            if m.bench {
+                let input = inputs
+                    .next()
+                    .with_context(|| format!("node `{node}`: missing bench.json of {}", m.name))?;
+                let text = std::fs::read_to_string(&input.path)
+                    .with_context(|| format!("reading {}", input.rel))?;
+                let doc: Value = serde_json::from_str(&text)
+                    .with_context(|| format!("node `{node}`: {} is not JSON", input.rel))?;
+                if let Some(modes) = doc["modes"].as_object() {
+                    for (mode, r) in modes {
+                        per_mode.insert(mode.clone(), r["us_per_question"].clone());
+                    }
+                }
+            }
+            bench.insert(m.name.clone(), Value::Object(per_mode));
+            models.push(
+                json!({"name": m.name, "parameters": params, "tensors": tensors, "files": files}),
+            );
+        }
+        let manifest = json!({"format": MANIFEST_FORMAT, "models": models});
+        let bench =
+            json!({"format": BENCH_FORMAT, "unit": "microseconds per question", "models": bench});
+        write_atomic(
+            manifest_out,
+            format!("{}\n", serde_json::to_string_pretty(&manifest)?).as_bytes(),
+            false,
+        )?;
+        write_atomic(
+            bench_out,
+            format!("{}\n", serde_json::to_string_pretty(&bench)?).as_bytes(),
+            false,
+        )?;
+        Ok(())
+    }
+}

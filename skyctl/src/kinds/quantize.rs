@@ -1,0 +1,62 @@
+//! `quantize`: the reference F32 GGUF + a calibration -> the calibrated Q8_0 GGUF (Q8_0
+//! encoder matrices, F16 token embeddings, F32 head; outlier columns and their exact weights
+//! in `skycmd.quant.*` metadata).
+//!
+//! Params: `outlier_ratio` (> 1). Inputs: the F32 GGUF, the calibration JSON. Output: the GGUF.
+
+use anyhow::{bail, Context};
+use serde::{Deserialize, Serialize};
+use std::io::Write as _;
+
+use sky_dag::{Kind, StageCtx};
+
+/// The `quantize` kind.
+pub struct Quantize;
+
+/// Parameters of a `quantize` node.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Params {
+    /// A channel is an outlier when its calibrated max |x| exceeds this times the median.
+    pub outlier_ratio: f64,
+}
+
+impl Kind for Quantize {
+    const NAME: &'static str = "quantize";
+    const VERSION: u32 = 1;
+    type Params = Params;
+
+    fn run(&self, p: Params, ctx: &mut StageCtx<'_>) -> anyhow::Result<()> {
+        let node = ctx.node;
+        let ratio = p.outlier_ratio;
+        let (Some(model), Some(calib), Some(out)) =
+            (ctx.inputs.first(), ctx.inputs.get(1), ctx.outputs.first())
+        else {
+            bail!(
+                "node `{node}`: expects the F32 GGUF and the calibration as inputs and one output"
+            );
+        };
+        let text = std::fs::read_to_string(&calib.path)
+            .with_context(|| format!("reading {}", calib.rel))?;
+        let calibration = sky_quant::Calibration::from_json(&text)
+            .with_context(|| format!("node `{node}`: {}", calib.rel))?;
+        let reference = crate::ops::quantize::reference_bytes(&model.path)?;
+        let q = crate::ops::quantize::quantize_to(
+            &reference,
+            std::path::Path::new(&model.rel),
+            &calibration,
+            ratio as f32,
+            false,
+            out,
+        )
+        .with_context(|| format!("node `{node}`"))?;
+        writeln!(
+            ctx.log,
+            "{} Q8_0 matrices, {} outlier columns kept in f32, {} bytes",
+            q.q8_tensors,
+            q.outlier_columns,
+            q.bytes.len()
+        )?;
+        Ok(())
+    }
+}

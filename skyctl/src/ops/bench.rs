@@ -1,0 +1,168 @@
+//! Benchmarks: per-question latency of a loaded engine, best median of rounds; what
+//! `skyctl bench` and the `bench` node share.
+//!
+//! A frame is one request of `questions` questions (the built-in calibration prompts, in
+//! order, cycled), each answered from scratch: tokenization, sequence, forward pass,
+//! softmax, answer. A round times `iters` frames after one untimed warm-up frame and takes
+//! the median of (frame time / questions); the result is the best round.
+
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+use sky_infer::engine::Engine;
+use sky_infer::forward::Workspace;
+use sky_infer::int8::ComputeReport;
+use sky_infer::sequence::Question;
+use sky_quant::calibration_prompts;
+
+use super::compute::Compute;
+
+/// What a pipeline bench measures: a compute path on the model's float file, or the Q8_0
+/// file on its default int8 path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum BenchMode {
+    /// The float file, f32 compute.
+    #[serde(rename = "f32")]
+    F32,
+    /// The float file quantized at load, Q8x2 activations.
+    #[serde(rename = "q8", alias = "int8")]
+    Q8,
+    /// The float file quantized at load, Q8 activations.
+    #[serde(rename = "q8-fast")]
+    Q8Fast,
+    /// The Q8_0 file.
+    #[serde(rename = "q8_0")]
+    Q8_0,
+}
+
+impl BenchMode {
+    /// Every mode, in output order.
+    pub const ALL: [BenchMode; 4] = [
+        BenchMode::F32,
+        BenchMode::Q8,
+        BenchMode::Q8Fast,
+        BenchMode::Q8_0,
+    ];
+
+    /// The name in `pipeline.toml` and `bench.json`.
+    pub fn name(self) -> &'static str {
+        match self {
+            BenchMode::F32 => Compute::F32.name(),
+            BenchMode::Q8 => Compute::Q8.name(),
+            BenchMode::Q8Fast => Compute::Q8Fast.name(),
+            BenchMode::Q8_0 => "q8_0",
+        }
+    }
+
+    /// The mode named `name` (`int8` is `q8`).
+    pub fn parse(name: &str) -> Option<BenchMode> {
+        if name == "int8" {
+            return Some(BenchMode::Q8);
+        }
+        BenchMode::ALL.into_iter().find(|m| m.name() == name)
+    }
+
+    /// The compute path it runs: the Q8_0 file runs on its default (int8) path, i.e. f32 flags.
+    pub fn compute(self) -> Compute {
+        match self {
+            BenchMode::F32 | BenchMode::Q8_0 => Compute::F32,
+            BenchMode::Q8 => Compute::Q8,
+            BenchMode::Q8Fast => Compute::Q8Fast,
+        }
+    }
+}
+
+/// How much to measure.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct BenchConfig {
+    /// Questions per frame.
+    pub questions: u32,
+    /// Frames per round.
+    pub iters: u32,
+    /// Rounds.
+    pub rounds: u32,
+}
+
+/// One measurement.
+#[derive(Debug, Clone, Serialize)]
+pub struct BenchResult {
+    /// Model name (file or directory name).
+    pub model: String,
+    /// `f32`, `q8` or `q8-fast`.
+    pub mode: &'static str,
+    /// Where int8 weights came from (`none`, `q8_0 file`, `at load`).
+    pub weights: &'static str,
+    /// Matrices computed in int8.
+    pub int8_matrices: usize,
+    /// Outlier columns computed in f32.
+    pub outlier_columns: usize,
+    /// The settings.
+    #[serde(flatten)]
+    pub config: BenchConfig,
+    /// Best round median, microseconds per question.
+    pub us_per_question: f64,
+    /// Median of each round, microseconds per question.
+    pub round_medians_us: Vec<f64>,
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n == 0 {
+        0.0
+    } else if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// Time `engine` (see the module docs).
+pub fn bench_engine(
+    engine: &Engine,
+    report: &ComputeReport,
+    cfg: BenchConfig,
+) -> anyhow::Result<BenchResult> {
+    let prompts = calibration_prompts();
+    let mut questions = Vec::with_capacity(prompts.len());
+    for p in &prompts {
+        let def = serde_json::json!({"type": p.kind, "instructions": p.instructions, "criteria": p.criteria});
+        questions.push((Question::parse(&p.id, &def)?, &p.state, p.id.as_str()));
+    }
+    anyhow::ensure!(!questions.is_empty(), "no benchmark questions");
+    let q = cfg.questions.max(1) as usize;
+    let mut ws = Workspace::new();
+    let mut next = 0usize;
+    let mut frame = |ws: &mut Workspace| -> anyhow::Result<f64> {
+        let t = Instant::now();
+        for _ in 0..q {
+            let (question, state, id) = &questions[next % questions.len()];
+            next += 1;
+            std::hint::black_box(engine.run_question(ws, question, state, id)?);
+        }
+        Ok(t.elapsed().as_secs_f64() * 1e6 / q as f64)
+    };
+    frame(&mut ws)?;
+    let mut round_medians = Vec::with_capacity(cfg.rounds as usize);
+    for _ in 0..cfg.rounds.max(1) {
+        let mut times = Vec::with_capacity(cfg.iters as usize);
+        for _ in 0..cfg.iters.max(1) {
+            times.push(frame(&mut ws)?);
+        }
+        round_medians.push(median(&mut times));
+    }
+    let best = round_medians.iter().copied().fold(f64::INFINITY, f64::min);
+    Ok(BenchResult {
+        model: engine.name.clone(),
+        mode: report.mode,
+        weights: report.weights,
+        int8_matrices: report.int8.matrices,
+        outlier_columns: report.int8.outlier_columns,
+        config: cfg,
+        us_per_question: (best * 10.0).round() / 10.0,
+        round_medians_us: round_medians
+            .iter()
+            .map(|v| (v * 10.0).round() / 10.0)
+            .collect(),
+    })
+}

@@ -1,0 +1,514 @@
+//! `pipeline.toml` -> node specs: every `[[command]]`, each `[[model]]`'s chain (convert,
+//! calibrate, quantize, bench), the release `manifest` node, the golden suites and the
+//! release entries. Each node's parameters are its kind's `Params`, built here: the one place
+//! each default is chosen. The graph checks themselves are [`sky_dag::Graph::build`]'s.
+//!
+//! Node ids: a command's name, `<model>/<stage>` (grouped under the model, so `skyctl build
+//! <model>` selects them), `golden/<suite>` (grouped under its model for model suites),
+//! `manifest`. Files: `<build_dir>/<model>/<model>.<variant>.gguf`, `calibration.json`,
+//! `bench.json`; `<build_dir>/manifest.json`, `<build_dir>/bench.json`,
+//! `<build_dir>/golden/<suite>.json`.
+
+use std::ops::Range;
+
+use sky_dag::source::did_you_mean;
+use sky_dag::{GraphSpec, Located, NodeSpec, ReleaseSpec, Result};
+
+use super::schema::{GoldenKind, Manifest, Model, Variant};
+use crate::kinds::{
+    bench, calibrate, convert, golden_gen, golden_kernels, golden_model, kernel_harness, manifest,
+    quantize,
+};
+use crate::ops::bench::BenchMode;
+use crate::ops::compute::Compute;
+use crate::ops::kernels::Generator;
+
+/// The specs of every node `m` declares. `env` reads the values of declared environment
+/// variables (they enter command keys).
+pub fn expand(m: &Manifest, env: &dyn Fn(&str) -> Option<String>) -> Result<GraphSpec> {
+    let mut x = Expander {
+        m,
+        nodes: Vec::new(),
+        release: Vec::new(),
+    };
+    x.commands(env)?;
+    for model in &m.model {
+        x.model(model)?;
+    }
+    x.manifest_node()?;
+    x.goldens()?;
+    x.explicit_release();
+    Ok(GraphSpec {
+        nodes: x.nodes,
+        release: x.release,
+        release_dir: Located::new(
+            m.project.release_dir.get_ref().clone(),
+            m.project.release_dir.span(),
+        ),
+        store_dir: m.project.store_dir.clone(),
+        group_noun: "model".into(),
+    })
+}
+
+struct Expander<'m> {
+    m: &'m Manifest,
+    nodes: Vec<NodeSpec>,
+    release: Vec<ReleaseSpec>,
+}
+
+fn model_file(m: &Manifest, model: &str, variant: Variant) -> String {
+    format!(
+        "{}/{model}/{model}.{}.gguf",
+        m.project.build_dir.get_ref(),
+        variant.name()
+    )
+}
+
+impl Expander<'_> {
+    fn commands(&mut self, env: &dyn Fn(&str) -> Option<String>) -> Result<()> {
+        for c in &self.m.command {
+            // A string is run by `sh -c`; the manifest check has made sure an array holds
+            // only strings.
+            let run = match c.run.get_ref() {
+                toml::Value::String(s) => vec!["sh".into(), "-c".into(), s.clone()],
+                toml::Value::Array(a) => a
+                    .iter()
+                    .filter_map(|v| v.as_str().map(str::to_string))
+                    .collect(),
+                _ => Vec::new(),
+            };
+            let cwd = match &c.cwd {
+                Some(cwd) => {
+                    let p = sky_dag::graph::clean_rel(cwd.get_ref())
+                        .map_err(|e| self.m.error_at(cwd.span(), format!("cwd: {e}")))?;
+                    if p.is_empty() {
+                        ".".to_string()
+                    } else {
+                        p
+                    }
+                }
+                None => ".".to_string(),
+            };
+            let params = sky_dag::command::Params {
+                run,
+                cwd,
+                env: c
+                    .env
+                    .iter()
+                    .map(|e| (e.get_ref().clone(), env(e.get_ref())))
+                    .collect(),
+                outputs: c.outputs.iter().map(|o| o.get_ref().clone()).collect(),
+            };
+            let mut node = NodeSpec::new::<sky_dag::command::Command>(
+                c.name.get_ref(),
+                &params,
+                c.name.span(),
+            )?;
+            node.exclusive = c.exclusive;
+            node.volatile = c.volatile;
+            for i in &c.inputs {
+                node = node.input(i.get_ref(), i.span());
+            }
+            for o in &c.outputs {
+                node = node.output(o.get_ref(), o.span());
+            }
+            self.nodes.push(node);
+        }
+        Ok(())
+    }
+
+    fn model(&mut self, model: &Model) -> Result<()> {
+        let m = self.m;
+        let name = model.name.get_ref().clone();
+        let span = model.name.span();
+        let checkpoint = match (&model.source, &model.export) {
+            (Some(s), _) => (s.get_ref().clone(), s.span()),
+            (None, Some(e)) => (format!("node:{}", e.get_ref()), e.span()),
+            (None, None) => return Ok(()), // rejected by manifest validation
+        };
+        let build = m.project.build_dir.get_ref();
+        let wants = |v: Variant| model.variants.contains(&v);
+        let node = |stage: &str| format!("{name}/{stage}");
+        if wants(Variant::F32) || wants(Variant::Q8_0) {
+            let params = convert::Params {
+                ftype: "f32".into(),
+                head_type: "f32".into(),
+                rules: Vec::new(),
+                name: Some(name.clone()),
+            };
+            self.nodes.push(
+                NodeSpec::new::<convert::Convert>(node("convert.f32"), &params, span.clone())?
+                    .group(&name)
+                    .input(&checkpoint.0, checkpoint.1.clone())
+                    .output(model_file(m, &name, Variant::F32), span.clone()),
+            );
+        }
+        if wants(Variant::F16) {
+            let policy = m.policy_for(model.policy.get_ref()).unwrap_or_default();
+            let params = convert::Params {
+                ftype: policy.default_type.name().into(),
+                head_type: policy.head_type.name().into(),
+                rules: policy
+                    .rule
+                    .iter()
+                    .map(|r| convert::Rule {
+                        pattern: r.pattern.get_ref().clone(),
+                        ty: r.tensor_type.name().into(),
+                    })
+                    .collect(),
+                name: Some(name.clone()),
+            };
+            self.nodes.push(
+                NodeSpec::new::<convert::Convert>(node("convert.f16"), &params, span.clone())?
+                    .group(&name)
+                    .input(&checkpoint.0, checkpoint.1.clone())
+                    .output(model_file(m, &name, Variant::F16), span.clone()),
+            );
+        }
+        if wants(Variant::Q8_0) {
+            let f32_file = model_file(m, &name, Variant::F32);
+            let cal_name = model.quantize.calibration.get_ref();
+            let prompts = m.calibration.get(cal_name).map(|c| c.prompts.clone());
+            let calib_path = format!("{build}/{name}/calibration.json");
+            let mut calib = NodeSpec::new::<calibrate::Calibrate>(
+                node("calibrate"),
+                &calibrate::Params {
+                    prompts: match &prompts {
+                        Some(p) if p.get_ref() != "builtin" => calibrate::Prompts::File {
+                            file: p.get_ref().clone(),
+                        },
+                        _ => calibrate::Prompts::Builtin(calibrate::BuiltinPrompts::Builtin),
+                    },
+                },
+                span.clone(),
+            )?
+            .group(&name)
+            .input(&f32_file, span.clone());
+            if let Some(p) = prompts.as_ref().filter(|p| p.get_ref() != "builtin") {
+                calib = calib.input(p.get_ref(), p.span());
+            }
+            self.nodes.push(calib.output(&calib_path, span.clone()));
+            let params = quantize::Params {
+                outlier_ratio: model.quantize.outlier_ratio,
+            };
+            self.nodes.push(
+                NodeSpec::new::<quantize::Quantize>(node("quantize.q8_0"), &params, span.clone())?
+                    .group(&name)
+                    .input(&f32_file, span.clone())
+                    .input(&calib_path, span.clone())
+                    .output(model_file(m, &name, Variant::Q8_0), span.clone()),
+            );
+        }
+        if let Some(b) = &model.bench {
+            let mut modes = Vec::with_capacity(b.modes.len());
+            for mode in &b.modes {
+                let Some(parsed) = BenchMode::parse(mode.get_ref()) else {
+                    let names: Vec<&str> = BenchMode::ALL.iter().map(|b| b.name()).collect();
+                    return Err(m.error_at(
+                        mode.span(),
+                        format!(
+                            "model `{name}`: unknown bench mode `{}`; expected one of {} (int8 = q8){}",
+                            mode.get_ref(),
+                            names.join(", "),
+                            did_you_mean(mode.get_ref(), names.iter().copied())
+                        ),
+                    ));
+                };
+                modes.push(parsed);
+            }
+            let params = bench::Params {
+                modes,
+                questions: b.questions,
+                iters: b.iters,
+                rounds: b.rounds,
+            };
+            let mut n = NodeSpec::new::<bench::Bench>(node("bench"), &params, span.clone())?
+                .group(&name)
+                .output(format!("{build}/{name}/bench.json"), span.clone());
+            for &v in &model.variants {
+                n = n.input(model_file(m, &name, v), span.clone());
+            }
+            n.exclusive = true;
+            n.volatile = true;
+            self.nodes.push(n);
+        }
+        for p in &model.publish {
+            let v = *p.get_ref();
+            self.release.push(ReleaseSpec {
+                to: format!("models/{name}.{}.gguf", v.name()),
+                from: model_file(m, &name, v),
+                span: p.span(),
+            });
+        }
+        Ok(())
+    }
+
+    /// One `manifest` node over every model: `manifest.json` and `bench.json` of the release.
+    fn manifest_node(&mut self) -> Result<()> {
+        let m = self.m;
+        if m.model.is_empty() {
+            return Ok(());
+        }
+        let build = m.project.build_dir.get_ref();
+        let mut models = Vec::new();
+        let mut inputs = Vec::new();
+        for model in &m.model {
+            let name = model.name.get_ref();
+            for p in &model.publish {
+                inputs.push((model_file(m, name, *p.get_ref()), model.name.span()));
+            }
+            if model.bench.is_some() {
+                inputs.push((format!("{build}/{name}/bench.json"), model.name.span()));
+            }
+            models.push(manifest::ModelParams {
+                name: name.clone(),
+                publish: model
+                    .publish
+                    .iter()
+                    .map(|p| p.get_ref().name().to_string())
+                    .collect(),
+                bench: model.bench.is_some(),
+            });
+        }
+        let (manifest_json, bench_json) = (
+            format!("{build}/manifest.json"),
+            format!("{build}/bench.json"),
+        );
+        let mut node =
+            NodeSpec::new::<manifest::Manifest>("manifest", &manifest::Params { models }, 0..0)?
+                .output(&manifest_json, 0..0)
+                .output(&bench_json, 0..0);
+        for (path, span) in inputs {
+            node = node.input(path, span);
+        }
+        self.nodes.push(node);
+        self.release.push(ReleaseSpec {
+            to: "models/manifest.json".into(),
+            from: manifest_json,
+            span: 0..0,
+        });
+        self.release.push(ReleaseSpec {
+            to: "bench.json".into(),
+            from: bench_json,
+            span: 0..0,
+        });
+        Ok(())
+    }
+
+    fn goldens(&mut self) -> Result<()> {
+        let m = self.m;
+        let build = m.project.build_dir.get_ref();
+        for g in &m.golden {
+            let name = g.name.get_ref();
+            let span = g.name.span();
+            let id = format!("golden/{name}");
+            let report = format!("{build}/golden/{name}.json");
+            let node = match g.kind {
+                GoldenKind::Model => self.model_golden(g, &id, span.clone())?,
+                GoldenKind::Kernels => {
+                    // Chain: goldens (generated, or committed at `path`) -> harness run
+                    // (volatile) -> this check node. See kinds/kernel_harness.rs.
+                    let dir = format!("{build}/golden/{name}");
+                    let gold = match &g.path {
+                        Some(p) => (p.get_ref().clone(), p.span()),
+                        None => {
+                            let generator = g
+                                .generator
+                                .as_ref()
+                                .and_then(|x| Generator::parse(x.get_ref()))
+                                .unwrap_or_default();
+                            self.nodes.push(
+                                NodeSpec::new::<golden_gen::GoldenGen>(
+                                    format!("{id}/gen"),
+                                    &golden_gen::Params { generator },
+                                    span.clone(),
+                                )?
+                                .output(format!("{dir}/gold/"), span.clone()),
+                            );
+                            (format!("node:{id}/gen"), span.clone())
+                        }
+                    };
+                    let params = kernel_harness::Params {
+                        harness: g.harness.as_ref().map(|h| h.get_ref().clone()),
+                    };
+                    let mut run = NodeSpec::new::<kernel_harness::KernelHarness>(
+                        format!("{id}/run"),
+                        &params,
+                        span.clone(),
+                    )?
+                    .input(&gold.0, gold.1.clone());
+                    for s in &g.sources {
+                        run = run.input(s.get_ref(), s.span());
+                    }
+                    run.volatile = true;
+                    self.nodes
+                        .push(run.output(format!("{dir}/out/"), span.clone()));
+                    let path = if g.harness.is_some() {
+                        golden_kernels::Harness::Harness
+                    } else {
+                        golden_kernels::Harness::Cpu
+                    };
+                    NodeSpec::new::<golden_kernels::GoldenKernels>(
+                        &id,
+                        &golden_kernels::Params {
+                            suite: name.clone(),
+                            path,
+                        },
+                        span.clone(),
+                    )?
+                    .input(&gold.0, gold.1)
+                    .input(format!("node:{id}/run"), span.clone())
+                }
+            };
+            self.nodes.push(node.output(report, span));
+        }
+        Ok(())
+    }
+
+    fn model_golden(
+        &self,
+        g: &super::schema::Golden,
+        id: &str,
+        span: Range<usize>,
+    ) -> Result<NodeSpec> {
+        let m = self.m;
+        let model = g
+            .model
+            .as_ref()
+            .map(|x| x.get_ref().clone())
+            .unwrap_or_default();
+        let variant = g
+            .variant
+            .as_ref()
+            .map(|v| *v.get_ref())
+            .unwrap_or(Variant::F16);
+        let params = golden_model::Params {
+            tolerance: g.tolerance.unwrap_or(1e-3),
+            variant: variant.name().into(),
+            suite: g.name.get_ref().clone(),
+            path: g
+                .compute
+                .as_ref()
+                .and_then(|c| Compute::parse(c.get_ref()))
+                .unwrap_or_default(),
+        };
+        let mut node = NodeSpec::new::<golden_model::GoldenModel>(id, &params, span.clone())?
+            .group(&model)
+            .input(model_file(m, &model, variant), span);
+        for f in [&g.cases, &g.expected].into_iter().flatten() {
+            node = node.input(f.get_ref(), f.span());
+        }
+        Ok(node)
+    }
+
+    /// `[[release.publish]]`: `to` ending in `/` (or empty) means "into this directory".
+    fn explicit_release(&mut self) {
+        for p in &self.m.release.publish {
+            let mut to = p.to.get_ref().clone();
+            if to.ends_with('/') || to.is_empty() {
+                let base = p.from.get_ref().rsplit('/').next().unwrap_or_default();
+                to.push_str(base);
+            }
+            self.release.push(ReleaseSpec {
+                to,
+                from: p.from.get_ref().clone(),
+                span: p.from.span(),
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    fn graph(src: &str) -> Result<sky_dag::Graph> {
+        let m = Manifest::parse(src, Path::new("pipeline.toml"))?;
+        sky_dag::Graph::build(
+            expand(&m, &|_| None)?,
+            &m.source,
+            Path::new("/nonexistent-root"),
+        )
+    }
+
+    fn cmd(name: &str, inputs: &[&str], outputs: &[&str]) -> String {
+        format!(
+            "[[command]]\nname = \"{name}\"\nrun = \"true\"\ninputs = {inputs:?}\noutputs = {outputs:?}\n"
+        )
+    }
+
+    #[test]
+    fn graph_errors_are_located_in_pipeline_toml() {
+        let e = graph(&(cmd("a", &[], &["out/x"]) + &cmd("b", &[], &["out/x"])))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("output `out/x` also written by node `a`"), "{e}");
+        assert!(e.starts_with("pipeline.toml:7:8:"), "{e}");
+        let e = graph(&cmd("a", &[], &["site/public/x"]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("inside the release directory"), "{e}");
+    }
+
+    #[test]
+    fn model_expands_into_chain() {
+        let g = graph("[calibration.default]\nprompts = \"builtin\"\n[[model]]\nname = \"m\"\nsource = \"models/m\"\nvariants = [\"f16\", \"q8_0\"]\npublish = [\"q8_0\"]\nbench = { modes = [\"f32\"] }\n").unwrap();
+        let ids: Vec<&str> = g.order.iter().map(|&n| g.nodes[n].id.as_str()).collect();
+        for id in [
+            "m/convert.f32",
+            "m/convert.f16",
+            "m/calibrate",
+            "m/quantize.q8_0",
+            "m/bench",
+            "manifest",
+        ] {
+            assert!(ids.contains(&id), "{id} missing from {ids:?}");
+        }
+        let q = g.by_id["m/quantize.q8_0"];
+        assert_eq!(
+            g.deps[q],
+            vec![g.by_id["m/convert.f32"], g.by_id["m/calibrate"]]
+        );
+        assert!(g.nodes[g.by_id["m/bench"]].exclusive);
+        assert_eq!(g.release.len(), 3);
+        assert_eq!(g.resolve_target("m").unwrap().len(), 5);
+        assert_eq!(
+            g.resolve_target("mm").unwrap_err().to_string(),
+            "no node, model or kind named `mm` (did you mean `m`?)"
+        );
+    }
+
+    #[test]
+    fn every_kind_accepts_the_params_built_here() {
+        let src = format!(
+            "{}[[model]]\nname = \"m\"\nsource = \"models/m\"\nvariants = [\"f32\", \"f16\", \"q8_0\"]\n\
+             publish = [\"f16\"]\nbench = {{ modes = [\"int8\", \"q8_0\"] }}\n\
+             [[golden]]\nname = \"g\"\nkind = \"model\"\nmodel = \"m\"\ncompute = \"q8-fast\"\n\
+             cases = \"c.jsonl\"\nexpected = \"e.jsonl\"\n\
+             [[golden]]\nname = \"k\"\nkind = \"kernels\"\n",
+            cmd("a", &[], &["x"])
+        );
+        let g = graph(&src).unwrap();
+        let registry = crate::kinds::registry();
+        for n in &g.nodes {
+            let kind = registry.get(&n.kind).unwrap();
+            assert_eq!(kind.check_params(&n.params), Ok(()), "node {}", n.id);
+        }
+        let bench = &g.nodes[g.by_id["m/bench"]].params;
+        assert_eq!(bench["modes"], serde_json::json!(["q8", "q8_0"]));
+    }
+
+    #[test]
+    fn unknown_bench_mode_is_located() {
+        let e = graph(
+            "[[model]]\nname = \"m\"\nsource = \"models/m\"\nbench = { modes = [\"fp8\"] }\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.starts_with("pipeline.toml:4:20: model `m`: unknown bench mode `fp8`"),
+            "{e}"
+        );
+    }
+}

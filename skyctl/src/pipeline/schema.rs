@@ -1,0 +1,875 @@
+//! `pipeline.toml`: the schema, parsing with located errors, and the checks that need only the
+//! manifest itself (names, references between sections, enum values).
+//!
+//! Checks that need the whole graph (cycles, two nodes writing one output, paths leading out of
+//! the workspace) live in [`sky_dag::graph`]; the expansion into node specs in
+//! [`super::expand`]. The schema is documented for users in the
+//! README ("pipeline.toml") and in the example that `skyctl init` writes
+//! ([`EXAMPLE`]); keep the three in step.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Range;
+use std::path::Path;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use sky_dag::source::did_you_mean;
+use sky_dag::{DagError, Result, Source};
+
+use crate::ops::compute::Compute;
+use crate::ops::kernels::Generator;
+
+/// The commented example `skyctl init` writes. It parses (a test checks).
+pub const EXAMPLE: &str = include_str!("pipeline.example.toml");
+
+/// A parsed and locally validated `pipeline.toml`.
+#[derive(Debug)]
+pub struct Manifest {
+    /// The file it was read from (as given, for messages) and its text.
+    pub source: Source,
+    /// `[project]`.
+    pub project: Project,
+    /// `[policy.<name>]`, by name.
+    pub policy: BTreeMap<String, Policy>,
+    /// `[calibration.<name>]`, by name.
+    pub calibration: BTreeMap<String, Calibration>,
+    /// `[[model]]`, in file order.
+    pub model: Vec<Model>,
+    /// `[[golden]]`, in file order.
+    pub golden: Vec<Golden>,
+    /// `[[command]]`, in file order.
+    pub command: Vec<Command>,
+    /// `[release]`.
+    pub release: Release,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawManifest {
+    #[serde(default)]
+    project: Project,
+    #[serde(default)]
+    policy: BTreeMap<String, Policy>,
+    #[serde(default)]
+    calibration: BTreeMap<String, Calibration>,
+    #[serde(default)]
+    model: Vec<Model>,
+    #[serde(default)]
+    golden: Vec<Golden>,
+    #[serde(default)]
+    command: Vec<Command>,
+    #[serde(default)]
+    release: Release,
+}
+
+/// `[project]`: where things go.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Project {
+    /// The release tree, replaced atomically at the end of a successful build.
+    #[serde(default = "default_release_dir")]
+    pub release_dir: Spanned<String>,
+    /// The content store (overridden by `--store` / `SKYCTL_STORE`).
+    #[serde(default = "default_store_dir")]
+    pub store_dir: String,
+    /// Where built-in model stages write their outputs (`build/<model>/...`).
+    #[serde(default = "default_build_dir")]
+    pub build_dir: Spanned<String>,
+}
+
+impl Default for Project {
+    fn default() -> Self {
+        Project {
+            release_dir: default_release_dir(),
+            store_dir: default_store_dir(),
+            build_dir: default_build_dir(),
+        }
+    }
+}
+
+fn default_release_dir() -> Spanned<String> {
+    Spanned::new(0..0, "site/public".into())
+}
+fn default_store_dir() -> String {
+    ".skyctl".into()
+}
+fn default_build_dir() -> Spanned<String> {
+    Spanned::new(0..0, "build".into())
+}
+
+/// A GGUF tensor element type a policy can choose.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TensorType {
+    /// 32-bit float.
+    F32,
+    /// IEEE half.
+    F16,
+    /// bfloat16.
+    Bf16,
+    /// ggml Q8_0 blocks.
+    #[serde(rename = "q8_0")]
+    Q8_0,
+}
+
+impl TensorType {
+    /// The name used in pipeline.toml and file names.
+    pub fn name(self) -> &'static str {
+        match self {
+            TensorType::F32 => "f32",
+            TensorType::F16 => "f16",
+            TensorType::Bf16 => "bf16",
+            TensorType::Q8_0 => "q8_0",
+        }
+    }
+}
+
+/// `[policy.<name>]`: per-tensor types of a converted model.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Policy {
+    /// Type of every encoder tensor no rule matches.
+    #[serde(rename = "type", default = "default_policy_type")]
+    pub default_type: TensorType,
+    /// Type of the decision head's tensors.
+    #[serde(default = "default_head_type")]
+    pub head_type: TensorType,
+    /// Ordered rules; the first whose glob matches a GGUF tensor name wins.
+    #[serde(default)]
+    pub rule: Vec<PolicyRule>,
+}
+
+fn default_policy_type() -> TensorType {
+    TensorType::F16
+}
+fn default_head_type() -> TensorType {
+    TensorType::F32
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Policy {
+            default_type: default_policy_type(),
+            head_type: default_head_type(),
+            rule: Vec::new(),
+        }
+    }
+}
+
+/// One `[[policy.<name>.rule]]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyRule {
+    /// Glob over GGUF tensor names (`*`, `**`, `?`, `[set]`).
+    #[serde(rename = "match")]
+    pub pattern: Spanned<String>,
+    /// The type for matching tensors.
+    #[serde(rename = "type")]
+    pub tensor_type: TensorType,
+}
+
+/// `[calibration.<name>]`: a prompt set for int8 calibration.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Calibration {
+    /// `"builtin"` or a workspace path to a JSONL file of prompts.
+    pub prompts: Spanned<String>,
+}
+
+/// A variant of a model that can be built and shipped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Variant {
+    /// Everything f32: the reference conversion.
+    F32,
+    /// The policy's conversion (f16 encoder, f32 head by default).
+    F16,
+    /// Outlier-aware Q8_0 from calibration.
+    #[serde(rename = "q8_0")]
+    Q8_0,
+}
+
+impl Variant {
+    /// The name used in pipeline.toml, node ids and file names.
+    pub fn name(self) -> &'static str {
+        match self {
+            Variant::F32 => "f32",
+            Variant::F16 => "f16",
+            Variant::Q8_0 => "q8_0",
+        }
+    }
+}
+
+/// `[[model]]`: one model and its chain.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Model {
+    /// Model name: node ids are `<name>/<stage>`, files `build/<name>/<name>.<variant>.gguf`.
+    pub name: Spanned<String>,
+    /// A Laya checkpoint directory in the workspace.
+    pub source: Option<Spanned<String>>,
+    /// Or: the name of a command node whose (single, directory) output is the checkpoint.
+    pub export: Option<Spanned<String>>,
+    /// The `[policy.<name>]` for the f16 conversion.
+    #[serde(default = "default_ref")]
+    pub policy: Spanned<String>,
+    /// Variants to build.
+    #[serde(default = "default_variants")]
+    pub variants: Vec<Variant>,
+    /// Settings of the q8_0 variant.
+    #[serde(default)]
+    pub quantize: QuantizeSettings,
+    /// Benchmark settings; absent means no bench node.
+    pub bench: Option<BenchSettings>,
+    /// Variants copied into the release tree as `models/<name>.<variant>.gguf`.
+    #[serde(default)]
+    pub publish: Vec<Spanned<Variant>>,
+}
+
+fn default_ref() -> Spanned<String> {
+    Spanned::new(0..0, "default".into())
+}
+fn default_variants() -> Vec<Variant> {
+    vec![Variant::F16]
+}
+
+/// `quantize = { ... }` of a model.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QuantizeSettings {
+    /// The `[calibration.<name>]` to use.
+    #[serde(default = "default_calibration")]
+    pub calibration: Spanned<String>,
+    /// A channel is an outlier when its max |x| exceeds this ratio times the median.
+    #[serde(default = "default_outlier_ratio")]
+    pub outlier_ratio: f64,
+}
+
+fn default_calibration() -> Spanned<String> {
+    Spanned::new(0..0, "default".into())
+}
+fn default_outlier_ratio() -> f64 {
+    3.0
+}
+
+impl Default for QuantizeSettings {
+    fn default() -> Self {
+        QuantizeSettings {
+            calibration: default_calibration(),
+            outlier_ratio: default_outlier_ratio(),
+        }
+    }
+}
+
+/// `bench = { ... }` of a model.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BenchSettings {
+    /// Engine modes to measure (`f32`, `q8` (alias `int8`), `q8-fast`, `q8_0`; empty: all),
+    /// checked in [`super::expand`].
+    #[serde(default)]
+    pub modes: Vec<Spanned<String>>,
+    /// Number of decision questions.
+    #[serde(default = "default_questions")]
+    pub questions: u32,
+    /// Iterations per question per round.
+    #[serde(default = "default_iters")]
+    pub iters: u32,
+    /// Rounds (the median round is reported).
+    #[serde(default = "default_rounds")]
+    pub rounds: u32,
+}
+
+fn default_questions() -> u32 {
+    32
+}
+fn default_iters() -> u32 {
+    10
+}
+fn default_rounds() -> u32 {
+    3
+}
+
+/// What a `[[golden]]` suite checks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GoldenKind {
+    /// A model's outputs against reference probabilities.
+    Model,
+    /// Kernel implementations against PNGOLDEN1 vectors.
+    Kernels,
+}
+
+/// `[[golden]]`: a golden suite `skyctl verify` runs.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Golden {
+    /// Suite name; its node id is `golden/<name>`.
+    pub name: Spanned<String>,
+    /// Model or kernel goldens.
+    pub kind: GoldenKind,
+    /// (model) the `[[model]]` checked.
+    pub model: Option<Spanned<String>>,
+    /// (model) the variant checked.
+    pub variant: Option<Spanned<Variant>>,
+    /// (model) cases: JSONL of inputs.
+    pub cases: Option<Spanned<String>>,
+    /// (model) expected outputs: JSONL.
+    pub expected: Option<Spanned<String>>,
+    /// (model) max absolute probability error.
+    pub tolerance: Option<f64>,
+    /// (model) compute path: `f32` (default), `q8` (int8, Q8x2 activations) or `q8-fast`.
+    pub compute: Option<Spanned<String>>,
+    /// (kernels) directory of PNGOLDEN1 files.
+    pub path: Option<Spanned<String>>,
+    /// (kernels) the shell command that runs the kernels under test (e.g. on a GPU host),
+    /// with placeholders `{inputs}`, `{outputs}`, `{input_paths}`, `{input_files}`,
+    /// `{output_files}`, `{skyctl}`; absent: the built-in CPU harness.
+    pub harness: Option<Spanned<String>>,
+    /// (kernels) the golden generator (default `qwen35moe`) when `path` is not given.
+    pub generator: Option<Spanned<String>>,
+    /// (kernels) source files of the kernels under test.
+    #[serde(default)]
+    pub sources: Vec<Spanned<String>>,
+}
+
+/// `[[command]]`: an external program as a node.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Command {
+    /// Node id.
+    pub name: Spanned<String>,
+    /// An argv array, or one string run with `sh -c`.
+    pub run: Spanned<toml::Value>,
+    /// Working directory, relative to the workspace root.
+    #[serde(default)]
+    pub cwd: Option<Spanned<String>>,
+    /// Files, directories, globs, or `node:<name>` (all outputs of that node).
+    #[serde(default)]
+    pub inputs: Vec<Spanned<String>>,
+    /// Files, or directories when the path ends in `/`.
+    #[serde(default)]
+    pub outputs: Vec<Spanned<String>>,
+    /// Environment variables passed through (besides PATH and HOME); their values enter the key.
+    #[serde(default)]
+    pub env: Vec<Spanned<String>>,
+    /// Run alone (nothing else runs meanwhile).
+    #[serde(default)]
+    pub exclusive: bool,
+    /// Not reproducible: cached, but re-run by `--rerun`.
+    #[serde(default)]
+    pub volatile: bool,
+}
+
+/// `[release]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Release {
+    /// Explicit files of the release tree.
+    #[serde(default)]
+    pub publish: Vec<Publish>,
+}
+
+/// One `[[release.publish]]`: a declared output copied into the release tree.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Publish {
+    /// A declared output path of some node.
+    pub from: Spanned<String>,
+    /// Path inside the release directory; ending in `/` means "into this directory".
+    pub to: Spanned<String>,
+}
+
+impl Manifest {
+    /// Read and parse `path`.
+    pub fn load(path: &Path) -> Result<Manifest> {
+        let source = std::fs::read_to_string(path).map_err(|e| DagError::io("read", path, e))?;
+        Manifest::parse(&source, path)
+    }
+
+    /// Parse manifest text; `file` is only used in messages.
+    pub fn parse(source: &str, file: &Path) -> Result<Manifest> {
+        let raw: RawManifest = toml::from_str(source).map_err(|e| {
+            let src = Source::new(file, source);
+            src.error_at(e.span().unwrap_or(0..0), explain_toml_error(e.message()))
+        })?;
+        let m = Manifest {
+            source: Source::new(file, source),
+            project: raw.project,
+            policy: raw.policy,
+            calibration: raw.calibration,
+            model: raw.model,
+            golden: raw.golden,
+            command: raw.command,
+            release: raw.release,
+        };
+        m.validate()?;
+        Ok(m)
+    }
+
+    /// An error located at a span of this manifest.
+    pub fn error_at(&self, span: Range<usize>, message: impl Into<String>) -> DagError {
+        self.source.error_at(span, message)
+    }
+
+    /// The policy a model refers to; `default` exists even when not written.
+    pub fn policy_for(&self, name: &str) -> Option<Policy> {
+        match self.policy.get(name) {
+            Some(p) => Some(Policy {
+                default_type: p.default_type,
+                head_type: p.head_type,
+                rule: p
+                    .rule
+                    .iter()
+                    .map(|r| PolicyRule {
+                        pattern: r.pattern.clone(),
+                        tensor_type: r.tensor_type,
+                    })
+                    .collect(),
+            }),
+            None if name == "default" => Some(Policy::default()),
+            None => None,
+        }
+    }
+
+    fn validate(&self) -> Result<()> {
+        // Names: unique across models, commands and goldens (they share the node namespace).
+        let mut names: BTreeMap<&str, &'static str> = BTreeMap::new();
+        let all = self
+            .model
+            .iter()
+            .map(|m| (&m.name, "model"))
+            .chain(self.command.iter().map(|c| (&c.name, "command")))
+            .chain(self.golden.iter().map(|g| (&g.name, "golden")));
+        for (name, what) in all {
+            check_name(self, name)?;
+            if let Some(prev) = names.insert(name.get_ref(), what) {
+                return Err(self.error_at(
+                    name.span(),
+                    format!(
+                        "duplicate name `{}` (already used by a {prev})",
+                        name.get_ref()
+                    ),
+                ));
+            }
+        }
+        for (pname, p) in &self.policy {
+            for r in &p.rule {
+                sky_dag::glob::Glob::new(r.pattern.get_ref()).map_err(|e| {
+                    self.error_at(r.pattern.span(), format!("policy `{pname}`: {e}"))
+                })?;
+            }
+        }
+        let model_names: BTreeSet<&str> = self
+            .model
+            .iter()
+            .map(|m| m.name.get_ref().as_str())
+            .collect();
+        let command_names: Vec<&str> = self
+            .command
+            .iter()
+            .map(|c| c.name.get_ref().as_str())
+            .collect();
+        for m in &self.model {
+            self.validate_model(m, &command_names)?;
+        }
+        for g in &self.golden {
+            self.validate_golden(g, &model_names, &command_names)?;
+        }
+        for c in &self.command {
+            validate_run(self, c)?;
+            for e in &c.env {
+                let v = e.get_ref();
+                if v.is_empty() || v.contains('=') || v == "PATH" || v == "HOME" {
+                    return Err(self.error_at(
+                        e.span(),
+                        format!("`{v}` is not a variable name to pass (PATH and HOME are always passed)"),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn validate_model(&self, m: &Model, command_names: &[&str]) -> Result<()> {
+        let name = m.name.get_ref();
+        match (&m.source, &m.export) {
+            (Some(_), Some(e)) => {
+                return Err(self.error_at(
+                    e.span(),
+                    format!("model `{name}`: give either `source` or `export`, not both"),
+                ))
+            }
+            (None, None) => {
+                return Err(self.error_at(
+                    m.name.span(),
+                    format!("model `{name}`: expected `source = \"<Laya checkpoint dir>\"` or `export = \"<command name>\"`"),
+                ))
+            }
+            (None, Some(e)) if !command_names.contains(&e.get_ref().as_str()) => {
+                return Err(self.error_at(
+                    e.span(),
+                    format!(
+                        "model `{name}`: export refers to no [[command]] named `{}`{}",
+                        e.get_ref(),
+                        did_you_mean(e.get_ref(), command_names.iter().copied())
+                    ),
+                ))
+            }
+            _ => {}
+        }
+        if self.policy_for(m.policy.get_ref()).is_none() {
+            return Err(self.error_at(
+                m.policy.span(),
+                format!(
+                    "model `{name}`: no [policy.{}]{}",
+                    m.policy.get_ref(),
+                    did_you_mean(m.policy.get_ref(), self.policy.keys().map(String::as_str))
+                ),
+            ));
+        }
+        if m.variants.is_empty() {
+            return Err(self.error_at(
+                m.name.span(),
+                format!("model `{name}`: `variants` is empty"),
+            ));
+        }
+        if m.variants.contains(&Variant::Q8_0) {
+            let c = &m.quantize.calibration;
+            if !self.calibration.contains_key(c.get_ref()) && c.get_ref() != "default" {
+                return Err(self.error_at(
+                    c.span(),
+                    format!(
+                        "model `{name}`: no [calibration.{}]{}",
+                        c.get_ref(),
+                        did_you_mean(c.get_ref(), self.calibration.keys().map(String::as_str))
+                    ),
+                ));
+            }
+            if !(m.quantize.outlier_ratio.is_finite() && m.quantize.outlier_ratio > 1.0) {
+                return Err(self.error_at(
+                    m.name.span(),
+                    format!("model `{name}`: quantize.outlier_ratio must be a number > 1"),
+                ));
+            }
+        }
+        for p in &m.publish {
+            if !m.variants.contains(p.get_ref()) {
+                return Err(self.error_at(
+                    p.span(),
+                    format!(
+                        "model `{name}`: publishes `{}` but `variants` does not build it",
+                        p.get_ref().name()
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn validate_golden(
+        &self,
+        g: &Golden,
+        models: &BTreeSet<&str>,
+        commands: &[&str],
+    ) -> Result<()> {
+        let name = g.name.get_ref();
+        let need = |field: Option<&Spanned<String>>, key: &str| -> Result<()> {
+            match field {
+                Some(_) => Ok(()),
+                None => Err(self.error_at(
+                    g.name.span(),
+                    format!(
+                        "golden `{name}`: kind = \"{}\" needs `{key}`",
+                        kind_name(g.kind)
+                    ),
+                )),
+            }
+        };
+        let forbid = |present: bool, key: &str| -> Result<()> {
+            if present {
+                Err(self.error_at(
+                    g.name.span(),
+                    format!(
+                        "golden `{name}`: `{key}` is not a key of kind = \"{}\"",
+                        kind_name(g.kind)
+                    ),
+                ))
+            } else {
+                Ok(())
+            }
+        };
+        match g.kind {
+            GoldenKind::Model => {
+                need(g.model.as_ref(), "model")?;
+                need(g.cases.as_ref(), "cases")?;
+                need(g.expected.as_ref(), "expected")?;
+                forbid(g.path.is_some(), "path")?;
+                forbid(g.harness.is_some(), "harness")?;
+                forbid(!g.sources.is_empty(), "sources")?;
+                forbid(g.generator.is_some(), "generator")?;
+                if let Some(c) = &g.compute {
+                    if Compute::parse(c.get_ref()).is_none() {
+                        let paths: Vec<&str> = Compute::names().collect();
+                        return Err(self.error_at(
+                            c.span(),
+                            format!(
+                                "golden `{name}`: unknown compute path `{}`; expected one of {}{}",
+                                c.get_ref(),
+                                paths.join(", "),
+                                did_you_mean(c.get_ref(), paths.iter().copied())
+                            ),
+                        ));
+                    }
+                }
+                if let Some(m) = &g.model {
+                    if !models.contains(m.get_ref().as_str()) {
+                        return Err(self.error_at(
+                            m.span(),
+                            format!(
+                                "golden `{name}`: no [[model]] named `{}`{}",
+                                m.get_ref(),
+                                did_you_mean(m.get_ref(), models.iter().copied())
+                            ),
+                        ));
+                    }
+                    let model = self.model.iter().find(|x| x.name.get_ref() == m.get_ref());
+                    let variant = g
+                        .variant
+                        .as_ref()
+                        .map(|v| *v.get_ref())
+                        .unwrap_or(Variant::F16);
+                    if let Some(model) = model {
+                        if !model.variants.contains(&variant) {
+                            let span = g
+                                .variant
+                                .as_ref()
+                                .map(|v| v.span())
+                                .unwrap_or(g.name.span());
+                            return Err(self.error_at(
+                                span,
+                                format!(
+                                    "golden `{name}`: model `{}` does not build variant `{}`",
+                                    m.get_ref(),
+                                    variant.name()
+                                ),
+                            ));
+                        }
+                    }
+                }
+                if let Some(t) = g.tolerance {
+                    if !(t.is_finite() && t >= 0.0) {
+                        return Err(self.error_at(
+                            g.name.span(),
+                            format!("golden `{name}`: tolerance must be a number >= 0"),
+                        ));
+                    }
+                }
+            }
+            GoldenKind::Kernels => {
+                forbid(g.compute.is_some(), "compute")?;
+                forbid(g.model.is_some(), "model")?;
+                forbid(g.variant.is_some(), "variant")?;
+                forbid(g.cases.is_some(), "cases")?;
+                forbid(g.expected.is_some(), "expected")?;
+                if let (Some(_), Some(gen)) = (&g.path, &g.generator) {
+                    return Err(self.error_at(
+                        gen.span(),
+                        format!("golden `{name}`: give either `path` (committed goldens) or `generator`, not both"),
+                    ));
+                }
+                if let Some(gen) = g
+                    .generator
+                    .as_ref()
+                    .filter(|x| Generator::parse(x.get_ref()).is_none())
+                {
+                    let generators: Vec<&str> = Generator::ALL.iter().map(|g| g.name()).collect();
+                    return Err(self.error_at(
+                        gen.span(),
+                        format!(
+                            "golden `{name}`: unknown generator `{}`; expected one of {}",
+                            gen.get_ref(),
+                            generators.join(", ")
+                        ),
+                    ));
+                }
+                if let Some(h) = &g.harness {
+                    let h_str = h.get_ref().trim();
+                    if h_str.is_empty() || commands.contains(&h_str) {
+                        return Err(self.error_at(
+                            h.span(),
+                            format!(
+                                "golden `{name}`: `harness` is the shell command that runs the kernels, e.g. \
+                                 \"{{skyctl}} kernels run --impl cpu {{inputs}} {{outputs}}\" (leave it out for the \
+                                 built-in CPU harness), not a [[command]] name"
+                            ),
+                        ));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn kind_name(k: GoldenKind) -> &'static str {
+    match k {
+        GoldenKind::Model => "model",
+        GoldenKind::Kernels => "kernels",
+    }
+}
+
+fn check_name(m: &Manifest, name: &Spanned<String>) -> Result<()> {
+    let n = name.get_ref();
+    let ok = !n.is_empty()
+        && n.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'/'))
+        && n.split('/')
+            .all(|part| !part.is_empty() && !part.starts_with('.'))
+        && !n.starts_with("node:");
+    if ok {
+        Ok(())
+    } else {
+        Err(m.error_at(
+            name.span(),
+            format!("name `{n}`: expected letters, digits, `-`, `_`, `.` and `/` (no empty part, no part starting with `.`)"),
+        ))
+    }
+}
+
+fn validate_run(m: &Manifest, c: &Command) -> Result<()> {
+    let ok = match c.run.get_ref() {
+        toml::Value::String(s) => !s.trim().is_empty(),
+        toml::Value::Array(a) => !a.is_empty() && a.iter().all(|v| v.is_str()),
+        _ => false,
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(m.error_at(
+            c.run.span(),
+            format!(
+                "command `{}`: `run` must be a non-empty array of strings (argv) or a shell string",
+                c.name.get_ref()
+            ),
+        ))
+    }
+}
+
+/// Rewrite serde's "unknown field `x`, expected one of `a`, `b`" with a suggestion first.
+fn explain_toml_error(msg: &str) -> String {
+    let msg = msg.trim_end();
+    for prefix in ["unknown field `", "unknown variant `"] {
+        if let Some(rest) = msg.strip_prefix(prefix) {
+            let Some(end) = rest.find('`') else { break };
+            let word = &rest[..end];
+            let tail = &rest[end + 1..];
+            let candidates: Vec<&str> = tail.split('`').skip(1).step_by(2).collect();
+            let what = if prefix.contains("field") {
+                "unknown key"
+            } else {
+                "unknown value"
+            };
+            return format!(
+                "{what} `{word}`{}; expected one of {}",
+                did_you_mean(word, candidates.iter().copied()),
+                if candidates.is_empty() {
+                    "no keys here".to_string()
+                } else {
+                    candidates
+                        .iter()
+                        .map(|c| format!("`{c}`"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                }
+            );
+        }
+    }
+    msg.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(s: &str) -> Result<Manifest> {
+        Manifest::parse(s, Path::new("pipeline.toml"))
+    }
+
+    fn err(s: &str) -> String {
+        parse(s).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn example_parses() {
+        let m = parse(EXAMPLE).unwrap();
+        assert!(!m.model.is_empty());
+        assert!(!m.command.is_empty());
+    }
+
+    #[test]
+    fn empty_manifest_has_defaults() {
+        let m = parse("").unwrap();
+        assert_eq!(m.project.release_dir.get_ref(), "site/public");
+        assert_eq!(m.project.store_dir, ".skyctl");
+    }
+
+    #[test]
+    fn unknown_key_is_located_with_suggestion() {
+        let e = err("[[command]]\nname = \"a\"\nrun = \"true\"\noutptus = [\"x\"]\n");
+        assert!(
+            e.starts_with("pipeline.toml:4:1: unknown key `outptus` (did you mean `outputs`?)"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn unknown_section_is_rejected() {
+        let e = err("[modle]\n");
+        assert!(e.contains("unknown key `modle`"), "{e}");
+        assert!(e.contains("did you mean `model`?"), "{e}");
+    }
+
+    #[test]
+    fn bad_enum_value_is_located() {
+        let e = err("[policy.default]\ntype = \"q4\"\n");
+        assert!(e.starts_with("pipeline.toml:2:"), "{e}");
+        assert!(e.contains("unknown value `q4`"), "{e}");
+    }
+
+    #[test]
+    fn wrong_type_names_expectation() {
+        let e = err("[[command]]\nname = \"a\"\nrun = 3\n");
+        assert!(e.starts_with("pipeline.toml:3:7:"), "{e}");
+        assert!(e.contains("array of strings"), "{e}");
+    }
+
+    #[test]
+    fn missing_reference_suggests() {
+        let e = err("[[command]]\nname = \"export-pico\"\nrun = \"true\"\noutputs = [\"o/\"]\n[[model]]\nname = \"m\"\nexport = \"export-pcio\"\n");
+        assert!(e.starts_with("pipeline.toml:7:10:"), "{e}");
+        assert!(e.contains("did you mean `export-pico`?"), "{e}");
+    }
+
+    #[test]
+    fn duplicate_names_are_rejected() {
+        let e = err("[[command]]\nname = \"a\"\nrun = \"true\"\n[[command]]\nname = \"a\"\nrun = \"true\"\n");
+        assert!(
+            e.starts_with("pipeline.toml:5:8: duplicate name `a`"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn unknown_policy_is_rejected() {
+        let e = err("[[model]]\nname = \"m\"\nsource = \"models/m\"\npolicy = \"fast\"\n");
+        assert!(e.contains("no [policy.fast]"), "{e}");
+    }
+
+    #[test]
+    fn golden_needs_kind_keys() {
+        let e = err("[[golden]]\nname = \"g\"\nkind = \"model\"\n");
+        assert!(e.contains("needs `model`"), "{e}");
+    }
+}

@@ -1,0 +1,792 @@
+//! `build`: load, scan, plan, run, release, record.
+//!
+//! The [`BuildDriver`] is the scheduler's [`Driver`]: on the coordinator it computes each ready
+//! node's key (its upstream outputs are known by then, which is what makes early cutoff work:
+//! a re-run node with byte-identical outputs gives its dependents their old keys back), decides
+//! fresh / restore / run, and records results. The job it hands to a worker runs the stage,
+//! checks and stores the outputs, and writes the action record, in that order, so a record only
+//! ever names complete blobs.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use crate::error::{DagError, Result};
+use crate::graph::{Graph, NodeIdx};
+use crate::key::{Digest, KeyMaterial};
+use crate::kind::{DynKind, Registry, StageCtx, StageInput};
+use crate::plan::Plan;
+use crate::release;
+use crate::report::{Event, NodeStatus, Reporter, Summary};
+use crate::scan::{DirtyReason, Freshness, Scanner};
+use crate::scheduler::{Driver, Scheduler, Start};
+use crate::statcache::StatCache;
+use crate::state::{LastBuild, NodeState, StoreStamp};
+use crate::store::{ActionRecord, OutputRecord, Store};
+use crate::tree::{list_files, Tree, TreeEntry};
+use crate::workspace::Workspace;
+
+/// Options of a build.
+#[derive(Debug, Clone, Default)]
+pub struct BuildOptions {
+    /// Targets: node ids, group names or kind names (empty: everything).
+    pub targets: Vec<String>,
+    /// Nodes, groups or kinds to re-run even when cached.
+    pub rerun: Vec<String>,
+    /// Parallel jobs.
+    pub jobs: usize,
+    /// Continue with independent nodes after a failure.
+    pub keep_going: bool,
+}
+
+/// What a worker sends back.
+pub struct JobOutput {
+    result: std::result::Result<Vec<OutputRecord>, String>,
+    log: Vec<u8>,
+    seconds: f64,
+}
+
+/// Resolve targets and `--rerun` names to node indices.
+pub fn resolve(graph: &Graph, names: &[String]) -> Result<Vec<NodeIdx>> {
+    let mut out = Vec::new();
+    for n in names {
+        out.extend(graph.resolve_target(n)?);
+    }
+    Ok(out)
+}
+
+/// Build. Errors are usage/manifest/store problems (exit 2); node failures are counted in the
+/// summary (exit 1).
+pub fn build(
+    ws: &Workspace,
+    graph: &Graph,
+    registry: &Registry,
+    opts: &BuildOptions,
+    reporter: &mut dyn Reporter,
+) -> Result<Summary> {
+    let t0 = Instant::now();
+    let targets = resolve(graph, &opts.targets)?;
+    let rerun = resolve(graph, &opts.rerun)?;
+    let plan = Plan::new(graph, &targets, &rerun);
+    let _lock = ws.lock(&mut |msg| {
+        reporter.event(&Event::Note {
+            message: msg.to_string(),
+        })
+    })?;
+    let store = ws.store()?;
+    let store_lock = store.lock(false)?;
+    let last = LastBuild::load(&ws.state.last_build());
+    let stamp = StoreStamp {
+        dir: ws.store_dir.display().to_string(),
+        id: store.id(),
+    };
+    // Another store than the one the last build filled: check each cached node's record.
+    let verify_store = last.store.as_ref() != Some(&stamp);
+    let statcache = StatCache::load(&ws.state.statcache());
+    let mut scanner = Scanner::new(&ws.root, graph, registry, &store, &last, statcache);
+    scanner.check_kinds(&plan.selected)?;
+    for &n in &graph.order {
+        if plan.selected[n] {
+            scanner.prefetch(n)?;
+        }
+    }
+    reporter.event(&Event::Plan { total: plan.len() });
+
+    let release_abs = ws.root.join(&graph.release_dir);
+    let mut driver = BuildDriver {
+        graph,
+        registry,
+        store: &store,
+        root: &ws.root,
+        release_abs: &release_abs,
+        plan: &plan,
+        scanner,
+        reporter,
+        outputs: vec![None; graph.nodes.len()],
+        materials: vec![None; graph.nodes.len()],
+        reasons: vec![None; graph.nodes.len()],
+        last: &last,
+        new_last: LastBuild::default(),
+        summary: Summary::default(),
+        verify_store,
+        stored: 0,
+    };
+    let exclusive = graph
+        .nodes
+        .iter()
+        .map(|n| n.exclusive || registry.get(&n.kind).is_some_and(|k| k.exclusive()))
+        .collect();
+    let scheduler = Scheduler {
+        deps: &graph.deps,
+        exclusive,
+        jobs: opts.jobs.max(1),
+        keep_going: opts.keep_going,
+    };
+    scheduler.run(&plan.selected, &graph.order, &mut driver);
+
+    let BuildDriver {
+        mut scanner,
+        new_last: delta,
+        mut summary,
+        outputs,
+        materials,
+        reporter,
+        stored,
+        ..
+    } = driver;
+    // The release tree: only from a full, successful build.
+    let mut release_files = None;
+    if plan.full && summary.failed == 0 && summary.skipped == 0 {
+        if let Some(files) = release::expected(graph, &outputs) {
+            let last_release = last.release.as_deref();
+            if !release::up_to_date(&mut scanner, graph, &ws.root, &files, last_release) {
+                release::write(&store, &ws.root, &graph.release_dir, &files)?;
+                reporter.event(&Event::Note {
+                    message: format!(
+                        "release `{}` updated ({} files)",
+                        graph.release_dir,
+                        files.len()
+                    ),
+                });
+            }
+            release_files = Some(files);
+        }
+    }
+    let mut statcache = std::mem::take(&mut scanner.statcache);
+    drop(scanner);
+    // Record: workspace state, stat cache, and the keys of this build for gc.
+    let keys: Vec<Digest> = materials.iter().flatten().map(|(_, k)| *k).collect();
+    // `delta` holds only nodes whose key or outputs differ from the last build.
+    let nodes_before = last.nodes.len();
+    let last_store = last.store.clone();
+    let release_changed = release_files.is_some() && release_files != last.release;
+    let mut new_last = last;
+    let changed = !delta.nodes.is_empty() || release_changed;
+    new_last.nodes.extend(delta.nodes);
+    new_last.nodes.retain(|id, _| graph.by_id.contains_key(id));
+    if release_files.is_some() {
+        new_last.release = release_files;
+    }
+    // Stamp the store only once every node is known to have its record there.
+    if plan.full && summary.failed == 0 && summary.skipped == 0 {
+        new_last.store = Some(stamp);
+    } else if verify_store {
+        new_last.store = None;
+    }
+    let changed = changed
+        || new_last.nodes.len() != nodes_before
+        || summary.executed > 0
+        || stored > 0
+        || new_last.store != last_store;
+    if changed {
+        new_last
+            .save(&ws.state.last_build())
+            .map_err(|e| DagError::io("write", ws.state.last_build(), e))?;
+        store.put_build(keys)?;
+    }
+    let _ = statcache.save(&ws.state.statcache());
+    drop(store_lock);
+    if summary.executed > 0 {
+        // Bounded lookups: merge the per-build action logs once they pile up (only when no
+        // other process uses the store; never waits).
+        let _ = store.compact_if_many(64);
+    }
+    summary.seconds = t0.elapsed().as_secs_f64();
+    Ok(summary)
+}
+
+struct BuildDriver<'a> {
+    graph: &'a Graph,
+    registry: &'a Registry,
+    store: &'a Store,
+    root: &'a Path,
+    release_abs: &'a Path,
+    plan: &'a Plan,
+    scanner: Scanner<'a>,
+    reporter: &'a mut dyn Reporter,
+    outputs: Vec<Option<Vec<OutputRecord>>>,
+    materials: Vec<Option<(KeyMaterial, Digest)>>,
+    reasons: Vec<Option<DirtyReason>>,
+    last: &'a LastBuild,
+    new_last: LastBuild,
+    summary: Summary,
+    /// Whether cached nodes must be checked for an action record in this store.
+    verify_store: bool,
+    /// Nodes whose record this build added to the store from the workspace outputs.
+    stored: usize,
+}
+
+impl BuildDriver<'_> {
+    fn finished(
+        &mut self,
+        n: NodeIdx,
+        status: NodeStatus,
+        seconds: f64,
+        error: Option<String>,
+        log: Option<&[u8]>,
+    ) {
+        let node = &self.graph.nodes[n];
+        match status {
+            NodeStatus::Executed => self.summary.executed += 1,
+            NodeStatus::Cached | NodeStatus::Restored => self.summary.cached += 1,
+            NodeStatus::Failed => self.summary.failed += 1,
+            NodeStatus::Skipped => self.summary.skipped += 1,
+        }
+        let log_tail = log.filter(|l| !l.is_empty()).map(|l| {
+            let s = String::from_utf8_lossy(&l[l.len().saturating_sub(4000)..]).into_owned();
+            s
+        });
+        self.reporter.event(&Event::Finished {
+            node: node.id.clone(),
+            kind: node.kind.clone(),
+            status,
+            key: self.materials[n].as_ref().map(|(_, k)| *k),
+            why: self.reasons[n].clone(),
+            seconds,
+            error,
+            log_tail,
+        });
+    }
+
+    fn record(&mut self, n: NodeIdx, outputs: Vec<OutputRecord>) {
+        let id = &self.graph.nodes[n].id;
+        let same = |st: &NodeState| {
+            self.materials[n]
+                .as_ref()
+                .is_some_and(|(_, k)| st.key == *k)
+                && st.outputs == outputs
+        };
+        if self.last.nodes.get(id).is_some_and(same) {
+            self.outputs[n] = Some(outputs);
+            return;
+        }
+        if let Some((material, key)) = &self.materials[n] {
+            self.new_last.nodes.insert(
+                self.graph.nodes[n].id.clone(),
+                NodeState {
+                    key: *key,
+                    material: material.clone(),
+                    outputs: outputs.clone(),
+                },
+            );
+        }
+        self.outputs[n] = Some(outputs);
+    }
+
+    /// Materialize the outputs that do not match from the store.
+    fn restore(&mut self, outputs: &[OutputRecord]) -> std::result::Result<(), String> {
+        for o in outputs {
+            if self
+                .scanner
+                .check_outputs(std::slice::from_ref(o))
+                .is_some()
+            {
+                self.scanner.statcache.forget(&o.path);
+                self.store
+                    .restore(o, &self.root.join(&o.path), true)
+                    .map_err(|e| e.to_string())?;
+            }
+        }
+        Ok(())
+    }
+
+    /// A node is up to date in the workspace; make sure this store has its result too (a
+    /// `--store` that lacks it): put the workspace outputs in, after checking they still hash
+    /// to what was recorded, and write the action record. `Err`: the node must re-run.
+    fn ensure_recorded(
+        &mut self,
+        n: NodeIdx,
+        key: &Digest,
+        outputs: &[OutputRecord],
+    ) -> std::result::Result<(), String> {
+        if !self.verify_store
+            || (self.store.has_action(key)
+                && outputs.iter().all(|o| self.store.has_blob(&o.digest)))
+        {
+            return Ok(());
+        }
+        let node = &self.graph.nodes[n];
+        for o in outputs {
+            let got = ingest(self.store, self.root, &o.path, o.dir)?;
+            if got.digest != o.digest {
+                return Err(format!(
+                    "output `{}` does not match the digest recorded for it",
+                    o.path
+                ));
+            }
+        }
+        let rec = ActionRecord {
+            node: node.id.clone(),
+            kind: node.kind.clone(),
+            outputs: outputs.to_vec(),
+            duration_ms: 0,
+            log: None,
+            volatile: node.volatile || self.registry.get(&node.kind).is_some_and(|k| k.volatile()),
+        };
+        self.store
+            .put_action(key, &rec)
+            .map_err(|e| e.to_string())?;
+        self.stored += 1;
+        Ok(())
+    }
+
+    fn note_rerun(&mut self, n: NodeIdx, message: &str) {
+        self.reporter.event(&Event::Note {
+            message: format!(
+                "node `{}`: {message}; re-running it",
+                self.graph.nodes[n].id
+            ),
+        });
+    }
+}
+
+impl<'a> Driver<'a, JobOutput> for BuildDriver<'a> {
+    fn start(&mut self, n: NodeIdx) -> Start<'a, JobOutput> {
+        let material = match self.scanner.material(n, &self.outputs) {
+            Ok(Ok(m)) => m,
+            Ok(Err(up)) => {
+                let msg = format!("internal: outputs of `{}` unknown", self.graph.nodes[up].id);
+                self.finished(n, NodeStatus::Failed, 0.0, Some(msg), None);
+                return Start::Done(false);
+            }
+            Err(e) => {
+                self.finished(n, NodeStatus::Failed, 0.0, Some(e.to_string()), None);
+                return Start::Done(false);
+            }
+        };
+        let key = material.key();
+        let (fresh, outs) = self
+            .scanner
+            .freshness(n, &material, &key, self.plan.forced[n]);
+        self.materials[n] = Some((material, key));
+        let reason = match fresh {
+            Freshness::Fresh => {
+                let outs = outs.unwrap_or_default();
+                match self.ensure_recorded(n, &key, &outs) {
+                    Ok(()) => {
+                        self.record(n, outs);
+                        self.finished(n, NodeStatus::Cached, 0.0, None, None);
+                        return Start::Done(true);
+                    }
+                    Err(message) => {
+                        self.note_rerun(n, &message);
+                        DirtyReason::NoRecord
+                    }
+                }
+            }
+            Freshness::Restore(why) => {
+                let outs = outs.unwrap_or_default();
+                let restored = self
+                    .restore(&outs)
+                    .and_then(|()| self.ensure_recorded(n, &key, &outs));
+                match restored {
+                    Ok(()) => {
+                        self.reasons[n] = Some(why);
+                        self.record(n, outs);
+                        self.finished(n, NodeStatus::Restored, 0.0, None, None);
+                        return Start::Done(true);
+                    }
+                    Err(message) => {
+                        self.note_rerun(n, &message);
+                        DirtyReason::StoreDamaged { message }
+                    }
+                }
+            }
+            Freshness::Dirty(why) => why,
+        };
+        let node = &self.graph.nodes[n];
+        self.reasons[n] = Some(reason.clone());
+        self.reporter.event(&Event::Started {
+            node: node.id.clone(),
+            kind: node.kind.clone(),
+            why: reason,
+        });
+        let Some(kind) = self.registry.get(&node.kind) else {
+            let msg = DagError::UnknownKind {
+                node: node.id.clone(),
+                kind: node.kind.clone(),
+            }
+            .to_string();
+            self.finished(n, NodeStatus::Failed, 0.0, Some(msg), None);
+            return Start::Done(false);
+        };
+        for o in &node.outputs {
+            self.scanner.statcache.forget(&o.path);
+        }
+        let job = Job {
+            graph: self.graph,
+            n,
+            kind,
+            store: self.store,
+            root: self.root,
+            release_abs: self.release_abs,
+            release_rel: &self.graph.release_dir,
+            material: match &self.materials[n] {
+                Some((m, _)) => m.clone(),
+                None => return Start::Done(false),
+            },
+            key,
+        };
+        Start::Run(Box::new(move || job.run()))
+    }
+
+    fn finish(&mut self, n: NodeIdx, result: std::result::Result<JobOutput, String>) -> bool {
+        match result {
+            Ok(JobOutput {
+                result: Ok(outs),
+                seconds,
+                ..
+            }) => {
+                self.record(n, outs);
+                self.finished(n, NodeStatus::Executed, seconds, None, None);
+                true
+            }
+            Ok(JobOutput {
+                result: Err(e),
+                log,
+                seconds,
+            }) => {
+                self.finished(n, NodeStatus::Failed, seconds, Some(e), Some(&log));
+                false
+            }
+            Err(panic) => {
+                self.finished(n, NodeStatus::Failed, 0.0, Some(panic), None);
+                false
+            }
+        }
+    }
+
+    fn skip(&mut self, n: NodeIdx) {
+        self.finished(
+            n,
+            NodeStatus::Skipped,
+            0.0,
+            Some("not run: a dependency failed or the build stopped".into()),
+            None,
+        );
+    }
+
+    fn tick(&mut self) {
+        self.reporter.tick();
+    }
+}
+
+/// One node run, owned by a worker.
+struct Job<'a> {
+    graph: &'a Graph,
+    n: NodeIdx,
+    kind: &'a dyn DynKind,
+    store: &'a Store,
+    root: &'a Path,
+    release_abs: &'a Path,
+    release_rel: &'a str,
+    material: KeyMaterial,
+    key: Digest,
+}
+
+impl Job<'_> {
+    fn run(self) -> JobOutput {
+        let t0 = Instant::now();
+        let mut log = Vec::new();
+        let result = self.run_inner(&mut log);
+        JobOutput {
+            result,
+            log,
+            seconds: t0.elapsed().as_secs_f64(),
+        }
+    }
+
+    fn run_inner(&self, log: &mut Vec<u8>) -> std::result::Result<Vec<OutputRecord>, String> {
+        let node = &self.graph.nodes[self.n];
+        let t0 = Instant::now();
+        // Stale outputs must not survive a run: a missing output is then really missing, and
+        // nothing the stage writes can land in a file shared with the store.
+        let mut out_paths = Vec::with_capacity(node.outputs.len());
+        for o in &node.outputs {
+            let abs = self.root.join(&o.path);
+            crate::fsutil::remove_path(&abs)
+                .map_err(|e| format!("cannot remove old output `{}`: {e}", o.path))?;
+            if let Some(parent) = abs.parent() {
+                std::fs::create_dir_all(parent)
+                    .map_err(|e| format!("cannot create `{}`: {e}", parent.display()))?;
+            }
+            out_paths.push(abs);
+        }
+        let inputs = self
+            .material
+            .inputs
+            .iter()
+            .map(|i| {
+                let path = self.root.join(&i.path);
+                StageInput {
+                    dir: path.is_dir(),
+                    rel: i.path.clone(),
+                    path,
+                }
+            })
+            .collect();
+        // Upstream outputs may be hard links to store blobs: a stage must not change them.
+        let upstream: Vec<(&str, Vec<_>)> = node
+            .inputs
+            .iter()
+            .filter_map(|i| match i {
+                crate::graph::Input::Output { node: up, output } => {
+                    let rel = self.graph.nodes[*up].outputs.get(*output)?.path.as_str();
+                    Some((rel, fingerprint(&self.root.join(rel))))
+                }
+                _ => None,
+            })
+            .collect();
+        let before = fingerprint(self.release_abs);
+        let mut ctx = StageCtx {
+            node: &node.id,
+            workspace: self.root,
+            inputs,
+            outputs: out_paths,
+            log,
+        };
+        let run = self.kind.run(&node.params, &mut ctx);
+        let log_digest = if ctx.log.is_empty() {
+            None
+        } else {
+            self.store.put_bytes(ctx.log).ok()
+        };
+        run.map_err(|e| format!("{e:#}"))?;
+        if let Some((rel, _)) = upstream
+            .iter()
+            .find(|(rel, fp)| fingerprint(&self.root.join(rel)) != *fp)
+        {
+            // The input may be the blob itself (a hard link; root ignores read-only modes):
+            // drop the blob if it no longer matches, so nothing ever uses it.
+            if let Some(i) = self.material.inputs.iter().find(|i| i.path == *rel) {
+                self.store.drop_if_corrupt(&i.digest);
+            }
+            return Err(format!(
+                "modified its input `{rel}` in place (inputs are read-only: write a declared output instead)"
+            ));
+        }
+        if fingerprint(self.release_abs) != before {
+            return Err(format!(
+                "wrote into the release directory `{}` without declaring it (publish outputs with [[release.publish]])",
+                self.release_rel
+            ));
+        }
+        let mut outputs = Vec::with_capacity(node.outputs.len());
+        for o in &node.outputs {
+            outputs.push(ingest(self.store, self.root, &o.path, o.dir)?);
+        }
+        let rec = ActionRecord {
+            node: node.id.clone(),
+            kind: node.kind.clone(),
+            outputs: outputs.clone(),
+            duration_ms: t0.elapsed().as_millis() as u64,
+            log: log_digest,
+            volatile: node.volatile || self.kind.volatile(),
+        };
+        self.store
+            .put_action(&self.key, &rec)
+            .map_err(|e| e.to_string())?;
+        Ok(outputs)
+    }
+}
+
+/// Check one declared output and put it into the store.
+fn ingest(
+    store: &Store,
+    root: &Path,
+    rel: &str,
+    dir: bool,
+) -> std::result::Result<OutputRecord, String> {
+    let abs = root.join(rel);
+    let md = std::fs::symlink_metadata(&abs)
+        .map_err(|_| format!("declared output `{rel}` was not written"))?;
+    if dir != md.is_dir() || md.file_type().is_symlink() {
+        let want = if dir { "a directory" } else { "a regular file" };
+        return Err(format!("declared output `{rel}` is not {want}"));
+    }
+    if !dir {
+        let (digest, size) = store.put_file(&abs).map_err(|e| e.to_string())?;
+        let exec = std::os::unix::fs::PermissionsExt::mode(&md.permissions()) & 0o111 != 0;
+        return Ok(OutputRecord {
+            path: rel.to_string(),
+            digest,
+            size,
+            dir: false,
+            exec,
+        });
+    }
+    let files = list_files(&abs).map_err(|e| format!("output `{rel}`: {e}"))?;
+    let mut tree = Tree::default();
+    let mut total = 0;
+    for f in files {
+        let p = abs.join(&f);
+        let (digest, size) = store.put_file(&p).map_err(|e| e.to_string())?;
+        let exec = std::fs::metadata(&p)
+            .map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o111 != 0)
+            .unwrap_or(false);
+        total += size;
+        tree.entries.push(TreeEntry {
+            path: f,
+            digest,
+            size,
+            exec,
+        });
+    }
+    let digest = store.put_bytes(&tree.encode()).map_err(|e| e.to_string())?;
+    Ok(OutputRecord {
+        path: rel.to_string(),
+        digest,
+        size: total,
+        dir: true,
+        exec: false,
+    })
+}
+
+/// A cheap fingerprint of a directory tree (paths, sizes, mtimes, inodes) to detect writes.
+fn fingerprint(dir: &Path) -> Vec<(PathBuf, u64, i64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    if !dir.exists() {
+        return Vec::new();
+    }
+    walkdir::WalkDir::new(dir)
+        .sort_by_file_name()
+        .into_iter()
+        .flatten()
+        .filter_map(|e| {
+            let md = e.metadata().ok()?;
+            Some((
+                e.into_path(),
+                md.len(),
+                md.mtime() * 1_000_000_000 + md.mtime_nsec(),
+                md.ino(),
+            ))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    //! The engine with an in-process kind: no processes are spawned.
+
+    use super::*;
+    use crate::report::Collect;
+    use crate::testutil::{cmd, spec};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    /// Registered as `command`: writes the first 3 bytes of its concatenated inputs (so some
+    /// input changes leave the output identical), or panics when the command says "panic".
+    struct Head3(Arc<AtomicUsize>);
+
+    impl crate::Kind for Head3 {
+        const NAME: &'static str = "command";
+        const VERSION: u32 = 1;
+        type Params = crate::command::Params;
+        fn run(&self, params: Self::Params, ctx: &mut StageCtx<'_>) -> anyhow::Result<()> {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            if params.run[2] == "panic" {
+                panic!("stage exploded");
+            }
+            let mut all = Vec::new();
+            for i in &ctx.inputs {
+                all.extend(std::fs::read(&i.path)?);
+            }
+            all.truncate(3);
+            for o in &ctx.outputs {
+                std::fs::write(o, &all)?;
+            }
+            Ok(())
+        }
+    }
+
+    fn setup(
+        nodes: Vec<crate::NodeSpec>,
+    ) -> (
+        tempfile::TempDir,
+        Workspace,
+        Graph,
+        Registry,
+        Arc<AtomicUsize>,
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("in.txt"), "abcdef").unwrap();
+        let ws = Workspace::new(dir.path(), &dir.path().join(".skyctl")).unwrap();
+        let graph = Graph::build(spec(nodes), &crate::Source::default(), &ws.root).unwrap();
+        let runs = Arc::new(AtomicUsize::new(0));
+        let mut reg = Registry::default();
+        reg.add(Head3(runs.clone()));
+        (dir, ws, graph, reg, runs)
+    }
+
+    fn chain() -> Vec<crate::NodeSpec> {
+        vec![
+            cmd("a", "x", &["in.txt"], &["o/a"]),
+            cmd("b", "x", &["o/a"], &["o/b"]),
+        ]
+    }
+
+    fn opts() -> BuildOptions {
+        BuildOptions {
+            jobs: 2,
+            ..BuildOptions::default()
+        }
+    }
+
+    #[test]
+    fn noop_and_early_cutoff_without_processes() {
+        let (dir, ws, g, reg, runs) = setup(chain());
+        let s = build(&ws, &g, &reg, &opts(), &mut Collect::default()).unwrap();
+        assert_eq!((s.executed, s.cached), (2, 0));
+        let s = build(&ws, &g, &reg, &opts(), &mut Collect::default()).unwrap();
+        assert_eq!((s.executed, s.cached), (0, 2));
+        // Same first three bytes: `a` re-runs, `b` is cut off.
+        std::fs::write(dir.path().join("in.txt"), "abcXYZ").unwrap();
+        let mut events = Collect::default();
+        let s = build(&ws, &g, &reg, &opts(), &mut events).unwrap();
+        assert_eq!((s.executed, s.cached), (1, 1));
+        assert_eq!(runs.load(Ordering::SeqCst), 3);
+        let why_a = events.0.iter().find_map(|e| match e {
+            Event::Started { node, why, .. } if node == "a" => Some(why.clone()),
+            _ => None,
+        });
+        assert_eq!(
+            why_a,
+            Some(DirtyReason::InputChanged {
+                path: "in.txt".into()
+            })
+        );
+    }
+
+    #[test]
+    fn a_panicking_stage_fails_its_node_and_the_build_ends() {
+        let (_dir, ws, g, reg, _) = setup(vec![cmd("p", "panic", &[], &["o/p"])]);
+        let mut events = Collect::default();
+        let s = build(&ws, &g, &reg, &opts(), &mut events).unwrap();
+        assert_eq!(s.failed, 1);
+        let err = events.0.iter().find_map(|e| match e {
+            Event::Finished {
+                error: Some(err), ..
+            } => Some(err.clone()),
+            _ => None,
+        });
+        assert!(err
+            .unwrap_or_default()
+            .contains("stage panicked: stage exploded"));
+    }
+
+    #[test]
+    fn unknown_kind_is_an_error_before_running() {
+        let (_dir, ws, g, _, _) = setup(chain());
+        let e = build(
+            &ws,
+            &g,
+            &Registry::default(),
+            &opts(),
+            &mut Collect::default(),
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "node `a`: stage kind `command` is not available in this build"
+        );
+    }
+}

@@ -1,0 +1,97 @@
+//! The engine's one error type.
+
+use std::path::PathBuf;
+
+/// Everything that can go wrong in the engine before or around running nodes.
+///
+/// A node that runs and fails is not an `DagError`: it is a node outcome reported through the
+/// [`crate::report::Reporter`], and the build ends with exit code 1.
+#[derive(Debug, thiserror::Error)]
+pub enum DagError {
+    /// A problem in the declaration file, located by file, line and column (1-based).
+    #[error("{file}:{line}:{col}: {message}")]
+    Located {
+        /// The declaration file as given.
+        file: PathBuf,
+        /// 1-based line.
+        line: usize,
+        /// 1-based column.
+        col: usize,
+        /// What is wrong and what was expected.
+        message: String,
+    },
+    /// A problem in the declaration file that has no single location.
+    #[error("{file}: {message}")]
+    Unlocated {
+        /// The declaration file as given.
+        file: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+    /// A file-system operation failed.
+    #[error("{action} `{path}`: {source}")]
+    Io {
+        /// What we were doing ("read", "write", "rename", ...).
+        action: &'static str,
+        /// The path involved.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// A node uses a stage kind that this build of skyctl does not have.
+    #[error("node `{node}`: stage kind `{kind}` is not available in this build")]
+    UnknownKind {
+        /// The node id.
+        node: String,
+        /// The kind name.
+        kind: String,
+    },
+    /// A node's parameters do not fit its kind's `Params`.
+    #[error("node `{node}`: bad parameters: {message}")]
+    Params {
+        /// The node id.
+        node: String,
+        /// What serde said.
+        message: String,
+    },
+    /// A target named on the command line matches no node, group or kind.
+    #[error("no node, {group} or kind named `{name}`{hint}")]
+    UnknownTarget {
+        /// What the front end calls a node group ("model").
+        group: String,
+        /// The name as given.
+        name: String,
+        /// " (did you mean `x`?)" or empty.
+        hint: String,
+    },
+    /// The content store is damaged in a way the engine cannot repair by re-running a node.
+    #[error("store `{path}`: {message}")]
+    Store {
+        /// The offending store path.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+    /// An input file or directory that a node declares does not exist.
+    #[error("node `{node}`: input `{path}` does not exist")]
+    MissingInput {
+        /// The node id.
+        node: String,
+        /// The workspace-relative input path.
+        path: String,
+    },
+}
+
+impl DagError {
+    /// Shorthand for [`DagError::Io`].
+    pub fn io(action: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        DagError::Io {
+            action,
+            path: path.into(),
+            source,
+        }
+    }
+}
+
+/// Result alias for the engine.
+pub type Result<T, E = DagError> = std::result::Result<T, E>;

@@ -1,0 +1,200 @@
+//! Small file-system helpers: atomic writes, verified copies, unique temp names.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::key::Digest;
+
+static COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// A temp path beside `target` (same directory, so a rename is atomic), unique per process and
+/// call, ending in `.tmp` (ignored by git).
+pub fn temp_beside(target: &Path) -> PathBuf {
+    let name = target
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or("file");
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    target.with_file_name(format!(".{name}.{}-{n}.tmp", std::process::id()))
+}
+
+/// A unique name for a temp file inside `dir`.
+pub fn temp_in(dir: &Path, stem: &str) -> PathBuf {
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    dir.join(format!("{stem}-{}-{n}-{t}.tmp", std::process::id()))
+}
+
+/// Write `bytes` to `path` through a temp file and a rename; `fsync` the file first when asked.
+pub fn write_atomic(path: &Path, bytes: &[u8], fsync: bool) -> std::io::Result<()> {
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    let tmp = temp_beside(path);
+    let res = (|| {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        if fsync {
+            f.sync_all()?;
+        }
+        drop(f);
+        std::fs::rename(&tmp, path)
+    })();
+    if res.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    res
+}
+
+/// Why a verified copy failed.
+#[derive(Debug)]
+pub enum CopyError {
+    /// The source's content does not hash to the expected digest.
+    Corrupt {
+        /// What it hashed to.
+        actual: Digest,
+    },
+    /// An I/O error (including a missing source).
+    Io(std::io::Error),
+}
+
+impl From<std::io::Error> for CopyError {
+    fn from(e: std::io::Error) -> Self {
+        CopyError::Io(e)
+    }
+}
+
+/// Copy `src` to `dst` through a temp file beside `dst`, hashing as it goes; the rename happens
+/// only if the content hashes to `expected`. Sets the executable bit when `exec`.
+pub fn copy_verified(
+    src: &Path,
+    dst: &Path,
+    expected: &Digest,
+    exec: bool,
+    fsync: bool,
+) -> Result<(), CopyError> {
+    if let Some(parent) = dst.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    let tmp = temp_beside(dst);
+    let res = (|| {
+        let actual = copy_hashing(src, &tmp, fsync)?;
+        if actual != *expected {
+            return Err(CopyError::Corrupt { actual });
+        }
+        set_mode(&tmp, exec)?;
+        std::fs::rename(&tmp, dst)?;
+        Ok(())
+    })();
+    if res.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    res
+}
+
+/// Copy `src` to a new file `dst`, returning the blake3 of what was copied.
+pub fn copy_hashing(src: &Path, dst: &Path, fsync: bool) -> std::io::Result<Digest> {
+    let mut input = std::fs::File::open(src)?;
+    let mut out = std::fs::File::create(dst)?;
+    let mut h = blake3::Hasher::new();
+    let mut buf = vec![0u8; 256 * 1024];
+    loop {
+        let n = match input.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        h.update(&buf[..n]);
+        out.write_all(&buf[..n])?;
+    }
+    if fsync {
+        out.sync_all()?;
+    }
+    Ok(Digest(*h.finalize().as_bytes()))
+}
+
+/// rw-r--r-- or rwxr-xr-x.
+pub fn set_mode(path: &Path, exec: bool) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = if exec { 0o755 } else { 0o644 };
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+}
+
+/// r--r--r-- or r-xr-xr-x: blobs, and workspace files that are hard links to blobs.
+pub fn set_readonly(path: &Path, exec: bool) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = if exec { 0o555 } else { 0o444 };
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+}
+
+/// Run `op` (which creates `path`); when it fails because the parent directory is missing,
+/// create the parent and run it once more. Saves a `mkdir` per file where parents exist.
+pub fn with_parent<T>(
+    path: &Path,
+    mut op: impl FnMut() -> std::io::Result<T>,
+) -> std::io::Result<T> {
+    match op() {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => match path.parent() {
+            Some(parent) if !parent.as_os_str().is_empty() && !parent.is_dir() => {
+                std::fs::create_dir_all(parent)?;
+                op()
+            }
+            _ => Err(e),
+        },
+        r => r,
+    }
+}
+
+/// Make the new file `dst` a copy-on-write clone of `src` (`FICLONE`: btrfs, XFS, bcachefs,
+/// ...). Fails with an error that [`is_unsupported`] accepts where the file system cannot.
+pub fn reflink(src: &Path, dst: &Path) -> std::io::Result<()> {
+    let input = std::fs::File::open(src)?;
+    let out = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(dst)?;
+    rustix::fs::ioctl_ficlone(&out, &input).map_err(std::io::Error::from)
+}
+
+/// Whether an error from a reflink or hard link means "not possible here" (copy instead) rather
+/// than a real failure.
+pub fn is_unsupported(e: &std::io::Error) -> bool {
+    use rustix::io::Errno;
+    if e.kind() == std::io::ErrorKind::CrossesDevices || e.kind() == std::io::ErrorKind::Unsupported
+    {
+        return true;
+    }
+    e.raw_os_error().is_some_and(|code| {
+        [
+            Errno::OPNOTSUPP,
+            Errno::XDEV,
+            Errno::INVAL,
+            Errno::NOTTY,
+            Errno::NOSYS,
+            Errno::PERM,
+            Errno::MLINK,
+        ]
+        .iter()
+        .any(|x| x.raw_os_error() == code)
+    })
+}
+
+/// Remove a file or a directory tree; a missing path is fine.
+pub fn remove_path(path: &Path) -> std::io::Result<()> {
+    match std::fs::symlink_metadata(path) {
+        Ok(md) if md.is_dir() => std::fs::remove_dir_all(path),
+        Ok(_) => std::fs::remove_file(path),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// fsync a directory (so a rename inside it is durable).
+pub fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::File::open(dir)?.sync_all()
+}

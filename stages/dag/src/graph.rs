@@ -1,0 +1,800 @@
+//! The DAG: node specs resolved into nodes, with every cross-node check done before anything
+//! runs (unknown references, duplicate ids, cycles, two nodes writing one output, outputs
+//! outside the workspace, outputs inside the release tree or the store).
+//!
+//! A front end (skyctl's `pipeline.toml`) describes the pipeline as a [`GraphSpec`]: one
+//! [`NodeSpec`] per node with its inputs and outputs as written, and the release entries.
+//! [`Graph::build`] resolves references and checks the whole; errors point at the spans the
+//! specs carry, in the front end's [`Source`].
+//!
+//! Invariants once [`Graph::build`] returns: `order` is a topological order of all nodes;
+//! `deps[n]` is sorted and deduplicated; every [`Input::Output`] points at an earlier node in
+//! `order`; output paths are workspace-relative, `/`-separated, without `.`/`..` components.
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::error::{DagError, Result};
+use crate::glob::Glob;
+use crate::kind::Kind;
+use crate::source::{did_you_mean, Located, Source};
+
+/// Index of a node in [`Graph::nodes`].
+pub type NodeIdx = usize;
+
+/// One input of a node, in declared order.
+#[derive(Clone, Debug)]
+pub enum Input {
+    /// A source file or directory in the workspace (a directory hashes as a tree).
+    Source(String),
+    /// Source files matching a glob, hashed in sorted path order.
+    Glob(Glob),
+    /// One declared output of another node.
+    Output {
+        /// The producing node.
+        node: NodeIdx,
+        /// Index into that node's `outputs`.
+        output: usize,
+    },
+}
+
+/// One declared output of a node.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Output {
+    /// Workspace-relative path, without a trailing `/`.
+    pub path: String,
+    /// Whether the output is a directory (declared with a trailing `/`).
+    pub dir: bool,
+}
+
+/// A node: a stage kind, its canonical parameters, inputs and outputs.
+#[derive(Clone, Debug)]
+pub struct Node {
+    /// Unique id.
+    pub id: String,
+    /// Stage kind name (`command`, `convert`, ...).
+    pub kind: String,
+    /// Canonical parameters (hashed with sorted object keys).
+    pub params: Value,
+    /// Inputs in declared order.
+    pub inputs: Vec<Input>,
+    /// Declared outputs.
+    pub outputs: Vec<Output>,
+    /// Runs alone.
+    pub exclusive: bool,
+    /// Not reproducible; re-run on `--rerun`.
+    pub volatile: bool,
+    /// The group this node belongs to (skyctl: its model), so one name can target many nodes.
+    pub group: Option<String>,
+    /// Where the node is declared in the source.
+    pub span: Range<usize>,
+}
+
+/// One file of the release tree.
+#[derive(Clone, Debug)]
+pub struct ReleaseEntry {
+    /// Path inside the release directory.
+    pub to: String,
+    /// The producing node.
+    pub node: NodeIdx,
+    /// Index into that node's outputs.
+    pub output: usize,
+}
+
+/// The whole pipeline as a DAG.
+#[derive(Debug)]
+pub struct Graph {
+    /// Every node.
+    pub nodes: Vec<Node>,
+    /// Node id -> index.
+    pub by_id: BTreeMap<String, NodeIdx>,
+    /// Direct dependencies of each node (sorted, unique).
+    pub deps: Vec<Vec<NodeIdx>>,
+    /// A topological order.
+    pub order: Vec<NodeIdx>,
+    /// The release tree's files.
+    pub release: Vec<ReleaseEntry>,
+    /// The release directory, workspace-relative.
+    pub release_dir: String,
+    /// What the front end calls a group, for messages ("model").
+    pub group_noun: String,
+}
+
+/// A node as the front end declares it: inputs and outputs as written, resolved by
+/// [`Graph::build`].
+#[derive(Clone, Debug)]
+pub struct NodeSpec {
+    /// Unique id.
+    pub id: String,
+    /// Stage kind name.
+    pub kind: String,
+    /// Canonical parameters: the kind's `Params`, serialized.
+    pub params: Value,
+    /// Inputs in declared order: a workspace path (file or directory), a glob, or
+    /// `node:<id>` (every output of that node). A path inside a declared output depends on
+    /// its node.
+    pub inputs: Vec<Located<String>>,
+    /// Declared outputs, workspace-relative; a trailing `/` declares a directory.
+    pub outputs: Vec<Located<String>>,
+    /// Runs alone.
+    pub exclusive: bool,
+    /// Not reproducible; re-run on `--rerun`.
+    pub volatile: bool,
+    /// The group this node belongs to.
+    pub group: Option<String>,
+    /// Where the node is declared.
+    pub span: Range<usize>,
+}
+
+impl NodeSpec {
+    /// A node of kind `K` with typed parameters; no inputs or outputs yet.
+    pub fn new<K: Kind>(
+        id: impl Into<String>,
+        params: &K::Params,
+        span: Range<usize>,
+    ) -> Result<NodeSpec> {
+        let id = id.into();
+        let params = serde_json::to_value(params).map_err(|e| DagError::Params {
+            node: id.clone(),
+            message: e.to_string(),
+        })?;
+        Ok(NodeSpec {
+            id,
+            kind: K::NAME.to_string(),
+            params,
+            inputs: Vec::new(),
+            outputs: Vec::new(),
+            exclusive: false,
+            volatile: false,
+            group: None,
+            span,
+        })
+    }
+
+    /// Add an input (see [`NodeSpec::inputs`]).
+    pub fn input(mut self, path: impl Into<String>, span: Range<usize>) -> NodeSpec {
+        self.inputs.push(Located::new(path.into(), span));
+        self
+    }
+
+    /// Add an output (see [`NodeSpec::outputs`]).
+    pub fn output(mut self, path: impl Into<String>, span: Range<usize>) -> NodeSpec {
+        self.outputs.push(Located::new(path.into(), span));
+        self
+    }
+
+    /// Put the node in `group`.
+    pub fn group(mut self, group: impl Into<String>) -> NodeSpec {
+        self.group = Some(group.into());
+        self
+    }
+}
+
+/// One file of the release tree as declared: `to` (inside the release directory) is a copy of
+/// the declared output `from`.
+#[derive(Clone, Debug)]
+pub struct ReleaseSpec {
+    /// Path inside the release directory.
+    pub to: String,
+    /// A declared output path of some node.
+    pub from: String,
+    /// Where it is declared.
+    pub span: Range<usize>,
+}
+
+/// A whole pipeline as declared.
+#[derive(Clone, Debug)]
+pub struct GraphSpec {
+    /// Every node, in declaration order.
+    pub nodes: Vec<NodeSpec>,
+    /// The release tree's files.
+    pub release: Vec<ReleaseSpec>,
+    /// The release directory, workspace-relative.
+    pub release_dir: Located<String>,
+    /// The store directory as declared (outputs may not lie inside it).
+    pub store_dir: String,
+    /// What a group is called in messages ("model").
+    pub group_noun: String,
+}
+
+impl Default for GraphSpec {
+    fn default() -> GraphSpec {
+        GraphSpec {
+            nodes: Vec::new(),
+            release: Vec::new(),
+            release_dir: Located::new("release".into(), 0..0),
+            store_dir: ".store".into(),
+            group_noun: "group".into(),
+        }
+    }
+}
+
+impl Graph {
+    /// Resolve `spec` into a graph and check it. `root` is the workspace root, used only to
+    /// detect output paths that lead out of it through a symlink; errors are located in `src`.
+    pub fn build(spec: GraphSpec, src: &Source, root: &Path) -> Result<Graph> {
+        let mut nodes = Vec::with_capacity(spec.nodes.len());
+        let mut pending = Vec::with_capacity(spec.nodes.len());
+        for n in spec.nodes {
+            let mut outputs = Vec::with_capacity(n.outputs.len());
+            for o in &n.outputs {
+                outputs.push(output(src, &o.value, o.span.clone())?);
+            }
+            nodes.push(Node {
+                id: n.id,
+                kind: n.kind,
+                params: n.params,
+                inputs: Vec::new(),
+                outputs,
+                exclusive: n.exclusive,
+                volatile: n.volatile,
+                group: n.group,
+                span: n.span,
+            });
+            pending.push(n.inputs);
+        }
+        finish(
+            nodes,
+            pending,
+            spec.release,
+            &spec.release_dir,
+            &spec.store_dir,
+            spec.group_noun,
+            src,
+            root,
+        )
+    }
+
+    /// The node ids a command-line target names: a node id, a group name, or a kind name.
+    pub fn resolve_target(&self, name: &str) -> Result<Vec<NodeIdx>> {
+        if let Some(&n) = self.by_id.get(name) {
+            return Ok(vec![n]);
+        }
+        let found: Vec<NodeIdx> = (0..self.nodes.len())
+            .filter(|&n| self.nodes[n].group.as_deref() == Some(name) || self.nodes[n].kind == name)
+            .collect();
+        if found.is_empty() {
+            let mut names: Vec<&str> = self.by_id.keys().map(String::as_str).collect();
+            names.extend(self.nodes.iter().filter_map(|n| n.group.as_deref()));
+            names.extend(self.nodes.iter().map(|n| n.kind.as_str()));
+            return Err(DagError::UnknownTarget {
+                group: self.group_noun.clone(),
+                name: name.to_string(),
+                hint: did_you_mean(name, names),
+            });
+        }
+        Ok(found)
+    }
+}
+
+fn output(src: &Source, raw: &str, span: Range<usize>) -> Result<Output> {
+    let dir = raw.ends_with('/');
+    let path =
+        clean_rel(raw).map_err(|e| src.error_at(span.clone(), format!("output `{raw}`: {e}")))?;
+    if path.is_empty() {
+        return Err(src.error_at(span, "output `.`: the workspace root cannot be an output"));
+    }
+    Ok(Output { path, dir })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn finish(
+    mut nodes: Vec<Node>,
+    pending: Vec<Vec<Located<String>>>,
+    release_specs: Vec<ReleaseSpec>,
+    release_dir: &Located<String>,
+    store_dir: &str,
+    group_noun: String,
+    m: &Source,
+    root: &Path,
+) -> Result<Graph> {
+    let release_dir = clean_rel(&release_dir.value)
+        .map_err(|e| m.error_at(release_dir.span.clone(), format!("release_dir: {e}")))?;
+    let mut by_id = BTreeMap::new();
+    for (i, n) in nodes.iter().enumerate() {
+        if by_id.insert(n.id.clone(), i).is_some() {
+            return Err(m.error_at(n.span.clone(), format!("two nodes are named `{}`", n.id)));
+        }
+    }
+    // Every output: unique, not nested in another, not in the release tree or the store,
+    // not reached through a symlink that leads out of the workspace.
+    let mut owners: BTreeMap<String, (NodeIdx, usize)> = BTreeMap::new();
+    let root_real = root.canonicalize().ok();
+    let mut checked_dirs = std::collections::HashSet::new();
+    let store = clean_rel(store_dir).unwrap_or_default();
+    for (ni, n) in nodes.iter().enumerate() {
+        for (oi, o) in n.outputs.iter().enumerate() {
+            let at = n.span.clone();
+            if under(&o.path, &release_dir) {
+                return Err(m.error_at(at, format!(
+                    "node `{}`: output `{}` is inside the release directory `{release_dir}`; write it elsewhere and publish it with [[release.publish]]",
+                    n.id, o.path)));
+            }
+            if under(&o.path, ".skyctl") || (!store.is_empty() && under(&o.path, &store)) {
+                return Err(m.error_at(
+                    at,
+                    format!("node `{}`: output `{}` is inside the store", n.id, o.path),
+                ));
+            }
+            check_no_symlink_escape(root, root_real.as_deref(), &o.path, &mut checked_dirs)
+                .map_err(|e| {
+                    m.error_at(
+                        at.clone(),
+                        format!("node `{}`: output `{}`: {e}", n.id, o.path),
+                    )
+                })?;
+            if let Some((other, &(on, _))) = overlapping(&owners, &o.path) {
+                {
+                    let what = if other == &o.path {
+                        "also written by"
+                    } else {
+                        "overlaps an output of"
+                    };
+                    return Err(m.error_at(
+                        at,
+                        format!(
+                            "node `{}`: output `{}` {what} node `{}` (`{other}`)",
+                            n.id, o.path, nodes[on].id
+                        ),
+                    ));
+                }
+            }
+            owners.insert(o.path.clone(), (ni, oi));
+        }
+    }
+    // Resolve inputs.
+    for (ni, raw_inputs) in pending.into_iter().enumerate() {
+        let mut inputs = Vec::new();
+        for Located { value: raw, span } in raw_inputs {
+            let id = nodes[ni].id.clone();
+            if let Some(target) = raw.strip_prefix("node:") {
+                let Some(&t) = by_id.get(target) else {
+                    return Err(m.error_at(
+                        span,
+                        format!(
+                            "node `{id}`: input `{raw}` refers to no node named `{target}`{}",
+                            did_you_mean(target, by_id.keys().map(String::as_str))
+                        ),
+                    ));
+                };
+                if nodes[t].outputs.is_empty() {
+                    return Err(m.error_at(
+                        span,
+                        format!("node `{id}`: input `{raw}`: node `{target}` declares no outputs"),
+                    ));
+                }
+                for oi in 0..nodes[t].outputs.len() {
+                    inputs.push(Input::Output {
+                        node: t,
+                        output: oi,
+                    });
+                }
+                continue;
+            }
+            let path = clean_rel(&raw).map_err(|e| {
+                m.error_at(span.clone(), format!("node `{id}`: input `{raw}`: {e}"))
+            })?;
+            if Glob::is_glob(&path) {
+                let g = Glob::new(&path)
+                    .map_err(|e| m.error_at(span.clone(), format!("node `{id}`: input: {e}")))?;
+                // A glob must not pick up built files: their content is only known after
+                // their node ran, so they must be named (path or `node:`) to be ordered.
+                let reaches = |o: &String| {
+                    let (on, oi) = owners[o];
+                    let dir_out = nodes[on].outputs[oi].dir;
+                    g.matches(o) || (dir_out && (under(o, g.literal_dir()) || o == g.literal_dir()))
+                };
+                if let Some(o) = owners.keys().find(|o| reaches(o)) {
+                    return Err(m.error_at(span, format!(
+                        "node `{id}`: input glob `{raw}` matches output `{o}`; name built outputs explicitly or with `node:<name>`")));
+                }
+                inputs.push(Input::Glob(g));
+                continue;
+            }
+            // A path that is (or lies inside) a declared output is a dependency on its node.
+            let owner = owner_of(&owners, &path);
+            match owner {
+                Some((on, oi)) => inputs.push(Input::Output {
+                    node: on,
+                    output: oi,
+                }),
+                None => {
+                    if path.is_empty() {
+                        return Err(m.error_at(
+                            span,
+                            format!("node `{id}`: the whole workspace cannot be an input"),
+                        ));
+                    }
+                    inputs.push(Input::Source(path))
+                }
+            }
+        }
+        nodes[ni].inputs = inputs;
+    }
+    let deps: Vec<Vec<NodeIdx>> = nodes
+        .iter()
+        .map(|n| {
+            let mut d: Vec<NodeIdx> = n
+                .inputs
+                .iter()
+                .filter_map(|i| match i {
+                    Input::Output { node, .. } => Some(*node),
+                    _ => None,
+                })
+                .collect();
+            d.sort_unstable();
+            d.dedup();
+            d
+        })
+        .collect();
+    let order = topo_order(&nodes, &deps).map_err(|cycle| {
+        let names: Vec<&str> = cycle.iter().map(|&n| nodes[n].id.as_str()).collect();
+        m.error_at(
+            nodes[cycle[0]].span.clone(),
+            format!("dependency cycle: {}", names.join(" -> ")),
+        )
+    })?;
+    // Release entries.
+    let mut release: Vec<ReleaseEntry> = Vec::new();
+    for ReleaseSpec {
+        to: to_raw,
+        from: from_raw,
+        span,
+    } in release_specs
+    {
+        let to = clean_rel(&to_raw)
+            .map_err(|e| m.error_at(span.clone(), format!("release path `{to_raw}`: {e}")))?;
+        let from = clean_rel(&from_raw)
+            .map_err(|e| m.error_at(span.clone(), format!("publish `{from_raw}`: {e}")))?;
+        let Some(&(node, output)) = owners.get(&from) else {
+            return Err(m.error_at(
+                span,
+                format!(
+                    "publish `{from_raw}` is not a declared output of any node{}",
+                    did_you_mean(&from, owners.keys().map(String::as_str))
+                ),
+            ));
+        };
+        if let Some(prev) = release
+            .iter()
+            .find(|r| r.to == to || under(&r.to, &to) || under(&to, &r.to))
+        {
+            return Err(m.error_at(
+                span,
+                format!("release path `{to}` collides with `{}`", prev.to),
+            ));
+        }
+        release.push(ReleaseEntry { to, node, output });
+    }
+    Ok(Graph {
+        nodes,
+        by_id,
+        deps,
+        order,
+        release,
+        release_dir,
+        group_noun,
+    })
+}
+
+/// Kahn's algorithm in declaration order; on a cycle, returns the nodes of one cycle, first
+/// node repeated at the end.
+fn topo_order(
+    nodes: &[Node],
+    deps: &[Vec<NodeIdx>],
+) -> std::result::Result<Vec<NodeIdx>, Vec<NodeIdx>> {
+    let n = nodes.len();
+    let mut indeg: Vec<usize> = deps.iter().map(Vec::len).collect();
+    let mut rdeps = vec![Vec::new(); n];
+    for (i, d) in deps.iter().enumerate() {
+        for &x in d {
+            rdeps[x].push(i);
+        }
+    }
+    let mut ready: std::collections::VecDeque<NodeIdx> =
+        (0..n).filter(|&i| indeg[i] == 0).collect();
+    let mut order = Vec::with_capacity(n);
+    while let Some(i) = ready.pop_front() {
+        order.push(i);
+        for &r in &rdeps[i] {
+            indeg[r] -= 1;
+            if indeg[r] == 0 {
+                ready.push_back(r);
+            }
+        }
+    }
+    if order.len() == n {
+        return Ok(order);
+    }
+    // Walk dependencies among the remaining nodes until one repeats.
+    let start = (0..n).find(|&i| indeg[i] > 0).unwrap_or(0);
+    let mut path = vec![start];
+    let mut seen = vec![usize::MAX; n];
+    seen[start] = 0;
+    let mut cur = start;
+    loop {
+        let Some(&next) = deps[cur].iter().find(|&&d| indeg[d] > 0) else {
+            return Err(path);
+        };
+        if seen[next] != usize::MAX {
+            // "a -> b" reads "a depends on b".
+            let mut out: Vec<NodeIdx> = path[seen[next]..].to_vec();
+            out.push(next);
+            return Err(out);
+        }
+        seen[next] = path.len();
+        path.push(next);
+        cur = next;
+    }
+}
+
+/// The declared output equal to `path` or one of its ancestors (O(depth) lookups).
+fn owner_of(owners: &BTreeMap<String, (NodeIdx, usize)>, path: &str) -> Option<(NodeIdx, usize)> {
+    if let Some(&v) = owners.get(path) {
+        return Some(v);
+    }
+    path.match_indices('/')
+        .find_map(|(i, _)| owners.get(&path[..i]).copied())
+}
+
+/// A declared output that equals `path`, contains it, or lies inside it.
+fn overlapping<'o>(
+    owners: &'o BTreeMap<String, (NodeIdx, usize)>,
+    path: &str,
+) -> Option<(&'o String, &'o (NodeIdx, usize))> {
+    if let Some(hit) = owners.get_key_value(path) {
+        return Some(hit);
+    }
+    if let Some(hit) = path
+        .match_indices('/')
+        .find_map(|(i, _)| owners.get_key_value(&path[..i]))
+    {
+        return Some(hit);
+    }
+    // Descendants sort between "path/" and "path0" ('0' follows '/').
+    owners.range(format!("{path}/")..format!("{path}0")).next()
+}
+
+/// Whether `path` lies strictly inside directory `dir` (both workspace-relative).
+pub fn under(path: &str, dir: &str) -> bool {
+    if dir.is_empty() {
+        return !path.is_empty();
+    }
+    path.len() > dir.len() && path.starts_with(dir) && path.as_bytes()[dir.len()] == b'/'
+}
+
+/// Normalise a workspace-relative path: drop `.` components and a trailing `/`; reject absolute
+/// paths, `..`, backslashes and empty components.
+pub fn clean_rel(raw: &str) -> std::result::Result<String, String> {
+    if raw.starts_with('/') || raw.starts_with('~') || (raw.len() > 1 && raw.as_bytes()[1] == b':')
+    {
+        return Err(
+            "absolute paths are not allowed; use a path relative to the workspace root".into(),
+        );
+    }
+    if raw.contains('\\') {
+        return Err("use `/` as the path separator".into());
+    }
+    let mut parts = Vec::new();
+    for c in raw.split('/') {
+        match c {
+            "" | "." => {}
+            ".." => return Err("`..` is not allowed: paths must stay inside the workspace".into()),
+            c => parts.push(c),
+        }
+    }
+    Ok(parts.join("/"))
+}
+
+/// Fails when an existing prefix of `rel` under `root` is a symlink resolving outside `root`.
+fn check_no_symlink_escape(
+    root: &Path,
+    root_real: Option<&Path>,
+    rel: &str,
+    checked: &mut std::collections::HashSet<String>,
+) -> std::result::Result<(), String> {
+    let Some(root_real) = root_real else {
+        return Ok(());
+    };
+    // Only directories can lead a write elsewhere: the output file itself is removed before its
+    // node runs (removing a symlink removes the link), so its last component is not checked.
+    let mut p = root.to_path_buf();
+    let parts: Vec<&str> = rel.split('/').collect();
+    for (i, c) in parts[..parts.len().saturating_sub(1)].iter().enumerate() {
+        p.push(c);
+        if !checked.insert(parts[..=i].join("/")) {
+            continue;
+        }
+        match std::fs::symlink_metadata(&p) {
+            Ok(md) if md.file_type().is_symlink() => {
+                let target = p
+                    .canonicalize()
+                    .map_err(|_| format!("`{}` is a dangling symlink", p.display()))?;
+                if !target.starts_with(root_real) {
+                    return Err(format!(
+                        "`{}` is a symlink leading out of the workspace (to `{}`)",
+                        p.strip_prefix(root).unwrap_or(&p).display(),
+                        target.display()
+                    ));
+                }
+            }
+            Ok(_) => {}
+            Err(_) => return Ok(()),
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::{cmd, graph, spec};
+
+    fn located(e: DagError) -> (usize, usize, String) {
+        match e {
+            DagError::Located {
+                line, col, message, ..
+            } => (line, col, message),
+            other => panic!("expected a located error, got {other}"),
+        }
+    }
+
+    #[test]
+    fn path_inputs_become_dependencies() {
+        let g = graph(vec![
+            cmd("a", "true", &["src.txt"], &["out/a"]),
+            cmd("b", "true", &["out/a"], &["out/b"]),
+        ])
+        .unwrap();
+        let b = g.by_id["b"];
+        assert_eq!(g.deps[b], vec![g.by_id["a"]]);
+        assert_eq!(g.order, vec![0, 1]);
+        assert!(matches!(&g.nodes[0].inputs[0], Input::Source(p) if p == "src.txt"));
+    }
+
+    #[test]
+    fn cycle_is_printed() {
+        let e = graph(vec![
+            cmd("a", "true", &["out/b"], &["out/a"]),
+            cmd("b", "true", &["node:a"], &["out/b"]),
+        ])
+        .unwrap_err();
+        let (_, _, msg) = located(e);
+        assert!(
+            msg == "dependency cycle: a -> b -> a" || msg == "dependency cycle: b -> a -> b",
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn errors_are_located_at_the_node_span() {
+        let text = "first line\nsecond: a\nthird: b\n";
+        let mut a = cmd("a", "true", &[], &["out/x"]);
+        a.span = 11..12;
+        let mut b = cmd("b", "true", &[], &["out/x"]);
+        b.span = 28..29;
+        let src = Source::new(Path::new("p.toml"), text);
+        let e = Graph::build(spec(vec![a, b]), &src, Path::new("/nonexistent")).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "p.toml:3:8: node `b`: output `out/x` also written by node `a` (`out/x`)"
+        );
+    }
+
+    #[test]
+    fn nested_outputs_overlap() {
+        let e = graph(vec![
+            cmd("a", "true", &[], &["out/"]),
+            cmd("b", "true", &[], &["out/x"]),
+        ])
+        .unwrap_err();
+        assert!(located(e).2.contains("overlaps an output of node `a`"));
+    }
+
+    #[test]
+    fn outputs_outside_the_workspace() {
+        let e = graph(vec![cmd("a", "true", &[], &["../x"])]).unwrap_err();
+        assert!(located(e).2.contains("`..` is not allowed"));
+        let e = graph(vec![cmd("a", "true", &[], &["/tmp/x"])]).unwrap_err();
+        assert!(located(e).2.contains("absolute paths are not allowed"));
+        let e = graph(vec![cmd("a", "true", &[], &["."])]).unwrap_err();
+        assert!(located(e)
+            .2
+            .contains("the workspace root cannot be an output"));
+    }
+
+    #[test]
+    fn unknown_node_reference() {
+        let e = graph(vec![
+            cmd("alpha", "true", &[], &["o"]),
+            cmd("b", "true", &["node:alpah"], &["p"]),
+        ])
+        .unwrap_err();
+        assert_eq!(
+            located(e).2,
+            "node `b`: input `node:alpah` refers to no node named `alpah` (did you mean `alpha`?)"
+        );
+    }
+
+    #[test]
+    fn duplicate_ids() {
+        let e = graph(vec![
+            cmd("a", "true", &[], &["o"]),
+            cmd("a", "true", &[], &["p"]),
+        ])
+        .unwrap_err();
+        assert_eq!(located(e).2, "two nodes are named `a`");
+    }
+
+    #[test]
+    fn globs_must_not_match_outputs() {
+        let e = graph(vec![
+            cmd("a", "true", &[], &["out/a.txt"]),
+            cmd("b", "true", &["out/*.txt"], &["b"]),
+        ])
+        .unwrap_err();
+        assert!(located(e)
+            .2
+            .contains("input glob `out/*.txt` matches output `out/a.txt`"));
+        assert!(graph(vec![
+            cmd("a", "true", &[], &["out/a.bin"]),
+            cmd("b", "true", &["out/*.txt"], &["b"])
+        ])
+        .is_ok());
+    }
+
+    #[test]
+    fn outputs_in_release_tree_or_store_are_rejected() {
+        let e = graph(vec![cmd("a", "true", &[], &["site/public/x"])]).unwrap_err();
+        assert!(located(e).2.contains("inside the release directory"));
+        let e = graph(vec![cmd("a", "true", &[], &[".skyctl/x"])]).unwrap_err();
+        assert!(located(e).2.contains("is inside the store"));
+    }
+
+    #[test]
+    fn release_entries_name_declared_outputs() {
+        let mut s = spec(vec![cmd("a", "true", &[], &["out/a.txt"])]);
+        s.release.push(ReleaseSpec {
+            to: "a.txt".into(),
+            from: "out/a.txt".into(),
+            span: 0..0,
+        });
+        let g = Graph::build(s.clone(), &Source::default(), Path::new("/x")).unwrap();
+        assert_eq!((g.release[0].to.as_str(), g.release[0].node), ("a.txt", 0));
+        s.release.push(ReleaseSpec {
+            to: "a.txt".into(),
+            from: "out/a.txt".into(),
+            span: 0..0,
+        });
+        let e = Graph::build(s.clone(), &Source::default(), Path::new("/x")).unwrap_err();
+        assert!(located(e).2.contains("collides with"));
+        s.release.pop();
+        s.release[0].from = "out/b.txt".into();
+        let e = Graph::build(s, &Source::default(), Path::new("/x")).unwrap_err();
+        assert!(located(e)
+            .2
+            .contains("publish `out/b.txt` is not a declared output of any node"));
+    }
+
+    #[test]
+    fn targets_are_ids_groups_or_kinds() {
+        let mut s = spec(vec![
+            cmd("m/a", "true", &[], &["a"]).group("m"),
+            cmd("m/b", "true", &[], &["b"]).group("m"),
+            cmd("c", "true", &[], &["c"]),
+        ]);
+        s.group_noun = "model".into();
+        let g = Graph::build(s, &Source::default(), Path::new("/x")).unwrap();
+        assert_eq!(g.resolve_target("m").unwrap(), vec![0, 1]);
+        assert_eq!(g.resolve_target("c").unwrap(), vec![2]);
+        assert_eq!(g.resolve_target("command").unwrap().len(), 3);
+        let e = g.resolve_target("mm").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "no node, model or kind named `mm` (did you mean `m`?)"
+        );
+    }
+}

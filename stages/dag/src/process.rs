@@ -1,0 +1,124 @@
+//! The one way the engine and its kinds run a child process: a clean environment (PATH, HOME
+//! and what the caller declares), stdin closed, stdout and stderr interleaved into the node
+//! log.
+
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+
+use anyhow::Context;
+
+/// A program to run for a node.
+pub struct Child<'a> {
+    /// The executable (resolve a bare name with [`resolve`]).
+    pub program: &'a Path,
+    /// argv[0] as written (multi-call binaries use it).
+    pub arg0: &'a str,
+    /// The other arguments.
+    pub args: &'a [String],
+    /// Working directory.
+    pub cwd: &'a Path,
+    /// Declared variables, on top of PATH and HOME.
+    pub env: &'a [(String, String)],
+}
+
+impl Child<'_> {
+    /// Run to completion with both output streams appended to `log`; the exit status is the
+    /// caller's to judge. An error means the program could not be started or read.
+    pub fn run(&self, log: &mut Vec<u8>) -> anyhow::Result<ExitStatus> {
+        let mut cmd = std::process::Command::new(self.program);
+        std::os::unix::process::CommandExt::arg0(&mut cmd, self.arg0);
+        cmd.args(self.args)
+            .current_dir(self.cwd)
+            .env_clear()
+            .stdin(Stdio::null());
+        for var in ["PATH", "HOME"] {
+            if let Some(v) = std::env::var_os(var) {
+                cmd.env(var, v);
+            }
+        }
+        for (k, v) in self.env {
+            cmd.env(k, v);
+        }
+        // One pipe for both streams keeps their interleaving. CLOEXEC keeps it out of the
+        // children that other workers spawn meanwhile (they would hold the write end open).
+        let (read, write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
+            .context("creating a pipe for the node log")?;
+        cmd.stdout(Stdio::from(write.try_clone()?))
+            .stderr(Stdio::from(write));
+        let mut child = cmd
+            .spawn()
+            .with_context(|| format!("cannot run `{}` in `{}`", self.arg0, self.cwd.display()))?;
+        // Our copies of the write end live in `cmd`; drop it so reading ends when the child does.
+        drop(cmd);
+        use std::io::Read;
+        let read_result = std::fs::File::from(read).read_to_end(log);
+        let status = child.wait().context("waiting for the command")?;
+        read_result.context("reading the command output")?;
+        Ok(status)
+    }
+}
+
+/// "exited with status N" or "was killed by a signal (...)".
+pub fn describe_failure(status: ExitStatus) -> String {
+    match status.code() {
+        Some(c) => format!("exited with status {c}"),
+        None => format!("was killed by a signal ({status})"),
+    }
+}
+
+/// The file `execvp` would run for `prog` with this `PATH` (relative entries and the empty
+/// entry are taken from the child's working directory `cwd`, as the child would), or `prog`
+/// itself when nothing matches (spawning then reports "not found"). Why: std's `Command` falls
+/// back from `posix_spawn` to `fork` + `exec` for a bare program name once `PATH` is set
+/// explicitly, and a fork copies this process's page tables for every node it runs.
+pub fn resolve(prog: &str, path: Option<&std::ffi::OsStr>, cwd: &Path) -> PathBuf {
+    if prog.contains('/') {
+        return prog.into();
+    }
+    for dir in path.map(std::env::split_paths).into_iter().flatten() {
+        let candidate = cwd.join(dir).join(prog);
+        let executable = rustix::fs::access(&candidate, rustix::fs::Access::EXEC_OK).is_ok()
+            && candidate.is_file();
+        if executable {
+            return candidate;
+        }
+    }
+    prog.into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resolve_finds_what_execvp_would_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+        std::fs::create_dir_all(&a).unwrap();
+        std::fs::create_dir_all(&b).unwrap();
+        let write = |p: &std::path::Path, mode: u32| {
+            std::fs::write(p, "#!/bin/sh\n").unwrap();
+            std::fs::set_permissions(p, std::os::unix::fs::PermissionsExt::from_mode(mode))
+                .unwrap();
+        };
+        write(&a.join("tool"), 0o644); // not executable: skipped
+        write(&b.join("tool"), 0o755);
+        let path = std::env::join_paths([a.clone(), b.clone()]).unwrap();
+        assert_eq!(resolve("tool", Some(&path), dir.path()), b.join("tool"));
+        // Relative PATH entries are relative to the child's working directory.
+        let rel = std::ffi::OsString::from("b");
+        assert_eq!(resolve("tool", Some(&rel), dir.path()), b.join("tool"));
+        assert_eq!(
+            resolve("./x/tool", Some(&path), dir.path()),
+            std::path::PathBuf::from("./x/tool")
+        );
+        assert_eq!(
+            resolve("missing", Some(&path), dir.path()),
+            std::path::PathBuf::from("missing")
+        );
+        assert_eq!(
+            resolve("tool", None, dir.path()),
+            std::path::PathBuf::from("tool")
+        );
+    }
+}

@@ -1,0 +1,170 @@
+//! Read-only questions about a workspace: `status` (what is stale and why), `explain` (one
+//! node's key inputs and what differs from the last build), and the graph with keys. None of
+//! these runs a node or writes the store; they may hash files (through the stat cache).
+
+use serde::Serialize;
+
+use crate::error::{DagError, Result};
+use crate::graph::{Graph, NodeIdx};
+use crate::key::{Digest, KeyMaterial};
+use crate::kind::Registry;
+use crate::scan::{diff_all, DirtyReason, Freshness, Scanner};
+use crate::statcache::StatCache;
+use crate::state::LastBuild;
+use crate::store::OutputRecord;
+use crate::workspace::Workspace;
+
+/// One node as the dirty check sees it.
+#[derive(Debug, Clone, Serialize)]
+pub struct NodeView {
+    /// Node id.
+    pub id: String,
+    /// Kind.
+    pub kind: String,
+    /// Key, when it can be known without running an upstream node.
+    pub key: Option<Digest>,
+    /// `None` when fresh; otherwise why it would run (or be restored).
+    pub stale: Option<DirtyReason>,
+    /// Whether it would only be restored from the store (not run).
+    pub restore_only: bool,
+    /// Dependencies (ids).
+    pub deps: Vec<String>,
+    /// Declared output paths.
+    pub outputs: Vec<String>,
+    /// Key material, when known.
+    #[serde(skip)]
+    pub material: Option<KeyMaterial>,
+}
+
+/// Scan every node (`selected`, or all) without running anything.
+pub fn scan(
+    ws: &Workspace,
+    graph: &Graph,
+    registry: &Registry,
+    forced: &[bool],
+) -> Result<Vec<NodeView>> {
+    let store = ws.store()?;
+    let last = LastBuild::load(&ws.state.last_build());
+    let statcache = StatCache::load(&ws.state.statcache());
+    let mut scanner = Scanner::new(&ws.root, graph, registry, &store, &last, statcache);
+    let mut known: Vec<Option<Vec<OutputRecord>>> = vec![None; graph.nodes.len()];
+    let mut views: Vec<Option<NodeView>> = vec![None; graph.nodes.len()];
+    for &n in &graph.order {
+        let node = &graph.nodes[n];
+        let mut view = NodeView {
+            id: node.id.clone(),
+            kind: node.kind.clone(),
+            key: None,
+            stale: None,
+            restore_only: false,
+            deps: graph.deps[n]
+                .iter()
+                .map(|&d| graph.nodes[d].id.clone())
+                .collect(),
+            outputs: node.outputs.iter().map(|o| o.path.clone()).collect(),
+            material: None,
+        };
+        if scanner.version(n).is_err() {
+            view.stale = Some(DirtyReason::KindChanged {
+                old: node.kind.clone(),
+                new: format!("{} (not available in this build)", node.kind),
+            });
+            views[n] = Some(view);
+            continue;
+        }
+        let material = match scanner.material(n, &known) {
+            // A missing source makes the node stale, not the whole query an error.
+            Err(DagError::MissingInput { path, .. }) => {
+                view.stale = Some(DirtyReason::InputRemoved { path });
+                views[n] = Some(view);
+                continue;
+            }
+            other => other?,
+        };
+        match material {
+            Err(up) => {
+                view.stale = Some(DirtyReason::UpstreamChanged {
+                    node: graph.nodes[up].id.clone(),
+                })
+            }
+            Ok(material) => {
+                let key = material.key();
+                let (fresh, outs) =
+                    scanner.freshness(n, &material, &key, forced.get(n).copied().unwrap_or(false));
+                view.key = Some(key);
+                view.material = Some(material);
+                match fresh {
+                    Freshness::Fresh => known[n] = outs,
+                    Freshness::Restore(why) => {
+                        known[n] = outs;
+                        view.stale = Some(why);
+                        view.restore_only = true;
+                    }
+                    Freshness::Dirty(why) => view.stale = Some(why),
+                }
+            }
+        }
+        views[n] = Some(view);
+    }
+    let _ = scanner.statcache.save(&ws.state.statcache());
+    Ok(graph
+        .order
+        .iter()
+        .filter_map(|&n| views[n].take())
+        .collect())
+}
+
+/// What `skyctl explain NODE` shows.
+#[derive(Debug, Serialize)]
+pub struct Explanation {
+    /// The node as scanned.
+    pub view: NodeView,
+    /// Its key material now (None when an upstream node must run first).
+    pub material: Option<KeyMaterial>,
+    /// The key recorded by the last build.
+    pub last_key: Option<Digest>,
+    /// Every difference from the last build's key material.
+    pub differences: Vec<DirtyReason>,
+}
+
+/// Explain one node.
+pub fn explain(
+    ws: &Workspace,
+    graph: &Graph,
+    registry: &Registry,
+    node: &str,
+) -> Result<Explanation> {
+    let Some(&n) = graph.by_id.get(node) else {
+        return Err(DagError::UnknownTarget {
+            group: graph.group_noun.clone(),
+            name: node.into(),
+            hint: crate::source::did_you_mean(node, graph.by_id.keys().map(String::as_str)),
+        });
+    };
+    let views = scan(ws, graph, registry, &[])?;
+    let view = views
+        .into_iter()
+        .find(|v| v.id == graph.nodes[n].id)
+        .ok_or_else(|| DagError::UnknownTarget {
+            group: graph.group_noun.clone(),
+            name: node.into(),
+            hint: String::new(),
+        })?;
+    let last = LastBuild::load(&ws.state.last_build());
+    let last_state = last.nodes.get(node);
+    let differences = match (&view.material, last_state) {
+        (Some(m), Some(st)) => diff_all(&st.material, m),
+        _ => Vec::new(),
+    };
+    Ok(Explanation {
+        material: view.material.clone(),
+        last_key: last_state.map(|s| s.key),
+        differences,
+        view,
+    })
+}
+
+/// Node indices in topological order (for renderers).
+pub fn order(graph: &Graph) -> &[NodeIdx] {
+    &graph.order
+}

@@ -1,0 +1,103 @@
+//! Progress as events. The engine emits [`Event`]s to a [`Reporter`]; the CLI decides how they
+//! look (a TTY bar, plain lines, JSON lines), and tests collect them.
+
+use serde::Serialize;
+
+use crate::key::Digest;
+use crate::scan::DirtyReason;
+
+/// How a node ended in one build.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NodeStatus {
+    /// It ran.
+    Executed,
+    /// Its result was already in the workspace.
+    Cached,
+    /// Its result was copied out of the store.
+    Restored,
+    /// It ran and failed (or its outputs were not as declared).
+    Failed,
+    /// It did not run (a dependency failed, or the build stopped).
+    Skipped,
+}
+
+/// Something that happened during a build.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum Event {
+    /// The build is about to check `total` nodes.
+    Plan {
+        /// Selected nodes.
+        total: usize,
+    },
+    /// A node started running.
+    Started {
+        /// Node id.
+        node: String,
+        /// Kind.
+        kind: String,
+        /// Why it runs.
+        why: DirtyReason,
+    },
+    /// A node ended.
+    Finished {
+        /// Node id.
+        node: String,
+        /// Kind.
+        kind: String,
+        /// How.
+        status: NodeStatus,
+        /// Its key, when known.
+        key: Option<Digest>,
+        /// Why it ran or was restored.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        why: Option<DirtyReason>,
+        /// Wall time in seconds (0 for cache hits).
+        seconds: f64,
+        /// The error, for failures and skips.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+        /// The end of the node's log, for failures.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        log_tail: Option<String>,
+    },
+    /// A message for the user (waiting for a lock, a damaged blob, the release update).
+    Note {
+        /// The message.
+        message: String,
+    },
+}
+
+/// Receives events on the coordinator thread.
+pub trait Reporter {
+    /// One event.
+    fn event(&mut self, e: &Event);
+    /// Time passes (refresh a progress display).
+    fn tick(&mut self) {}
+}
+
+/// A reporter that keeps every event (tests, `--dry-run` collection).
+#[derive(Default, Debug)]
+pub struct Collect(pub Vec<Event>);
+
+impl Reporter for Collect {
+    fn event(&mut self, e: &Event) {
+        self.0.push(e.clone());
+    }
+}
+
+/// The outcome of a build.
+#[derive(Debug, Default, Clone, Serialize)]
+pub struct Summary {
+    /// Nodes that ran.
+    pub executed: usize,
+    /// Nodes whose results came from the workspace or the store.
+    pub cached: usize,
+    /// Nodes that failed.
+    pub failed: usize,
+    /// Nodes that did not run.
+    pub skipped: usize,
+    /// Wall time of the whole build.
+    pub seconds: f64,
+}

@@ -1,0 +1,545 @@
+//! The dirty check: input digests, key material, and whether a node is fresh, and if not, why.
+//!
+//! Reads the disk (through the stat cache), the store's action records and the last build's
+//! state; decides nothing about order or running (that is [`crate::plan`] and
+//! [`crate::scheduler`]).
+
+use std::collections::HashMap;
+use std::fmt;
+use std::path::Path;
+
+use serde::Serialize;
+
+use crate::error::{DagError, Result};
+use crate::graph::{Graph, Input, NodeIdx};
+use crate::key::{Digest, KeyInput, KeyMaterial};
+use crate::kind::Registry;
+use crate::statcache::StatCache;
+use crate::state::{LastBuild, NodeState};
+use crate::store::{OutputRecord, Store};
+use crate::tree::{list_files, Tree, TreeEntry};
+
+/// Why a node has to run (or be restored).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "reason", rename_all = "snake_case")]
+pub enum DirtyReason {
+    /// `--rerun` named it (or its kind).
+    Forced,
+    /// No previous build recorded this node.
+    NewNode,
+    /// Its stage kind changed.
+    KindChanged {
+        /// Before.
+        old: String,
+        /// Now.
+        new: String,
+    },
+    /// The kind's implementation version changed.
+    StageVersionChanged {
+        /// Before.
+        old: u32,
+        /// Now.
+        new: u32,
+    },
+    /// A parameter changed (first differing top-level field).
+    ParamsChanged {
+        /// The field.
+        field: String,
+    },
+    /// An input's content changed.
+    InputChanged {
+        /// The input path.
+        path: String,
+    },
+    /// An input appeared (new file matching a glob, new declared input).
+    InputAdded {
+        /// The input path.
+        path: String,
+    },
+    /// An input disappeared.
+    InputRemoved {
+        /// The input path.
+        path: String,
+    },
+    /// Same key as the last build, but the store has no record of it (new or collected store).
+    NoRecord,
+    /// A declared output is missing or modified in the workspace (restored from the store).
+    OutputMissing {
+        /// The output path.
+        path: String,
+    },
+    /// The stored outputs could not be used (missing or corrupted blob); re-run.
+    StoreDamaged {
+        /// What was wrong.
+        message: String,
+    },
+    /// The key cannot be known until an upstream node runs.
+    UpstreamChanged {
+        /// The upstream node.
+        node: String,
+    },
+}
+
+impl fmt::Display for DirtyReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DirtyReason::Forced => write!(f, "forced by --rerun"),
+            DirtyReason::NewNode => write!(f, "new node"),
+            DirtyReason::KindChanged { old, new } => {
+                write!(f, "kind changed from `{old}` to `{new}`")
+            }
+            DirtyReason::StageVersionChanged { old, new } => {
+                write!(f, "stage version changed from {old} to {new}")
+            }
+            DirtyReason::ParamsChanged { field } => write!(f, "parameter `{field}` changed"),
+            DirtyReason::InputChanged { path } => write!(f, "input `{path}` changed"),
+            DirtyReason::InputAdded { path } => write!(f, "input `{path}` added"),
+            DirtyReason::InputRemoved { path } => write!(f, "input `{path}` removed"),
+            DirtyReason::NoRecord => write!(f, "no cached result in the store"),
+            DirtyReason::OutputMissing { path } => write!(f, "output `{path}` missing or modified"),
+            DirtyReason::StoreDamaged { message } => write!(f, "cached result unusable: {message}"),
+            DirtyReason::UpstreamChanged { node } => write!(f, "upstream node `{node}` is stale"),
+        }
+    }
+}
+
+/// The verdict on one node.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Freshness {
+    /// Outputs recorded and present: nothing to do.
+    Fresh,
+    /// Outputs recorded in the store but not (all) in the workspace: copy them out.
+    Restore(DirtyReason),
+    /// Must run.
+    Dirty(DirtyReason),
+}
+
+/// The dirty checker. Holds the stat cache and memoises source digests for one run.
+pub struct Scanner<'a> {
+    root: &'a Path,
+    graph: &'a Graph,
+    registry: &'a Registry,
+    store: &'a Store,
+    last: &'a LastBuild,
+    /// The stat cache (saved by the caller).
+    pub statcache: StatCache,
+    sources: HashMap<String, Option<Digest>>,
+    globs: HashMap<String, Vec<KeyInput>>,
+}
+
+impl<'a> Scanner<'a> {
+    /// A scanner over `graph` in workspace `root`.
+    pub fn new(
+        root: &'a Path,
+        graph: &'a Graph,
+        registry: &'a Registry,
+        store: &'a Store,
+        last: &'a LastBuild,
+        statcache: StatCache,
+    ) -> Self {
+        Scanner {
+            root,
+            graph,
+            registry,
+            store,
+            last,
+            statcache,
+            sources: HashMap::new(),
+            globs: HashMap::new(),
+        }
+    }
+
+    /// The kind version, or an error naming the node if the kind is not in this build.
+    pub fn version(&self, n: NodeIdx) -> Result<u32> {
+        let node = &self.graph.nodes[n];
+        self.registry
+            .get(&node.kind)
+            .map(|k| k.version())
+            .ok_or_else(|| DagError::UnknownKind {
+                node: node.id.clone(),
+                kind: node.kind.clone(),
+            })
+    }
+
+    /// Check every selected node's kind exists and takes its params (before anything runs).
+    pub fn check_kinds(&self, selected: &[bool]) -> Result<()> {
+        for (n, sel) in selected.iter().enumerate() {
+            if *sel {
+                self.version(n)?;
+                let node = &self.graph.nodes[n];
+                if let Some(k) = self.registry.get(&node.kind) {
+                    k.check_params(&node.params)
+                        .map_err(|message| DagError::Params {
+                            node: node.id.clone(),
+                            message,
+                        })?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Digest of a source file or directory (memoised).
+    fn source(&mut self, node: &str, rel: &str) -> Result<Digest> {
+        if let Some(d) = self.sources.get(rel) {
+            return d.ok_or_else(|| DagError::MissingInput {
+                node: node.into(),
+                path: rel.into(),
+            });
+        }
+        let abs = self.root.join(rel);
+        let d = match std::fs::metadata(&abs) {
+            Ok(md) if md.is_dir() => Some(self.tree_digest(rel)?),
+            Ok(_) => Some(
+                self.statcache
+                    .digest(self.root, rel)
+                    .map_err(|e| DagError::io("hash", &abs, e))?
+                    .0,
+            ),
+            Err(_) => None,
+        };
+        self.sources.insert(rel.to_string(), d);
+        d.ok_or_else(|| DagError::MissingInput {
+            node: node.into(),
+            path: rel.into(),
+        })
+    }
+
+    /// Tree digest of a workspace directory, files hashed through the stat cache.
+    pub fn tree_digest(&mut self, rel: &str) -> Result<Digest> {
+        let abs = self.root.join(rel);
+        let files = list_files(&abs).map_err(|e| DagError::io("list", &abs, e))?;
+        let mut tree = Tree::default();
+        for f in files {
+            let frel = format!("{rel}/{f}");
+            let (digest, st) = self
+                .statcache
+                .digest(self.root, &frel)
+                .map_err(|e| DagError::io("hash", self.root.join(&frel), e))?;
+            tree.entries.push(TreeEntry {
+                path: f,
+                digest,
+                size: st.size,
+                exec: st.exec,
+            });
+        }
+        Ok(Digest::of(&tree.encode()))
+    }
+
+    fn glob(&mut self, node: &str, g: &crate::glob::Glob) -> Result<Vec<KeyInput>> {
+        if let Some(hit) = self.globs.get(g.as_str()) {
+            return Ok(hit.clone());
+        }
+        let found = self.walk_glob(node, g)?;
+        self.globs.insert(g.as_str().to_string(), found.clone());
+        Ok(found)
+    }
+
+    fn walk_glob(&mut self, node: &str, g: &crate::glob::Glob) -> Result<Vec<KeyInput>> {
+        let base = g.literal_dir().to_string();
+        let abs = if base.is_empty() {
+            self.root.to_path_buf()
+        } else {
+            self.root.join(&base)
+        };
+        let mut out = Vec::new();
+        if !abs.is_dir() {
+            return Ok(out);
+        }
+        let walker = walkdir::WalkDir::new(&abs)
+            .sort_by_file_name()
+            .into_iter()
+            .filter_entry(|e| {
+                // Never descend into our own state or VCS metadata.
+                !(e.depth() > 0
+                    && e.file_type().is_dir()
+                    && matches!(e.file_name().to_str(), Some(".skyctl" | ".git")))
+            });
+        for e in walker.filter_map(|e| e.ok()) {
+            if !e.file_type().is_file() {
+                continue;
+            }
+            let Ok(rel) = e.path().strip_prefix(self.root) else {
+                continue;
+            };
+            let Some(rel) = rel.to_str() else { continue };
+            if g.matches(rel) {
+                let d = self.source(node, rel)?;
+                out.push(KeyInput {
+                    path: rel.to_string(),
+                    digest: d,
+                });
+            }
+        }
+        out.sort_by(|a, b| a.path.cmp(&b.path));
+        Ok(out)
+    }
+
+    /// Hash every source input of node `n` now, so a missing input is an error before anything
+    /// runs.
+    pub fn prefetch(&mut self, n: NodeIdx) -> Result<()> {
+        let graph = self.graph;
+        let node = &graph.nodes[n];
+        for input in &node.inputs {
+            match input {
+                Input::Source(rel) => {
+                    self.source(&node.id, rel)?;
+                }
+                Input::Glob(g) => {
+                    self.glob(&node.id, g)?;
+                }
+                Input::Output { .. } => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// The key material of node `n`, given the outputs of finished upstream nodes; `Ok(None)`
+    /// names an upstream node whose outputs are not known yet.
+    pub fn material(
+        &mut self,
+        n: NodeIdx,
+        known: &[Option<Vec<OutputRecord>>],
+    ) -> Result<std::result::Result<KeyMaterial, NodeIdx>> {
+        let graph = self.graph;
+        let node = &graph.nodes[n];
+        let mut inputs = Vec::with_capacity(node.inputs.len());
+        for input in &node.inputs {
+            match input {
+                Input::Source(rel) => {
+                    let digest = self.source(&node.id, rel)?;
+                    inputs.push(KeyInput {
+                        path: rel.clone(),
+                        digest,
+                    });
+                }
+                Input::Glob(g) => inputs.extend(self.glob(&node.id, g)?),
+                Input::Output { node: up, output } => {
+                    let Some(outs) = known.get(*up).and_then(|o| o.as_ref()) else {
+                        return Ok(Err(*up));
+                    };
+                    let Some(o) = outs.get(*output) else {
+                        return Ok(Err(*up));
+                    };
+                    inputs.push(KeyInput {
+                        path: o.path.clone(),
+                        digest: o.digest,
+                    });
+                }
+            }
+        }
+        Ok(Ok(KeyMaterial {
+            kind: node.kind.clone(),
+            version: self.version(n)?,
+            params: node.params.clone(),
+            inputs,
+        }))
+    }
+
+    /// Recorded outputs for `key`: from the last build when it had the same key (no parsing),
+    /// else from the store's action record.
+    pub fn recorded_outputs(&self, n: NodeIdx, key: &Digest) -> Option<Vec<OutputRecord>> {
+        let id = &self.graph.nodes[n].id;
+        if let Some(st) = self.last.nodes.get(id) {
+            // Same key as the last build here: trust its record of the outputs (the workspace
+            // check that follows still verifies them) without touching the store.
+            if st.key == *key {
+                return Some(st.outputs.clone());
+            }
+        }
+        self.store.get_action(key).map(|r| r.outputs)
+    }
+
+    /// Whether the workspace holds exactly `outputs`; the first mismatching path otherwise.
+    pub fn check_outputs(&mut self, outputs: &[OutputRecord]) -> Option<String> {
+        for o in outputs {
+            let ok = if o.dir {
+                self.root.join(&o.path).is_dir() && self.tree_digest(&o.path).ok() == Some(o.digest)
+            } else {
+                self.statcache.digest(self.root, &o.path).ok().map(|x| x.0) == Some(o.digest)
+            };
+            if !ok {
+                return Some(o.path.clone());
+            }
+        }
+        None
+    }
+
+    /// Fresh, restore, or dirty (with the reason), for a node whose key material is known.
+    pub fn freshness(
+        &mut self,
+        n: NodeIdx,
+        material: &KeyMaterial,
+        key: &Digest,
+        forced: bool,
+    ) -> (Freshness, Option<Vec<OutputRecord>>) {
+        if forced {
+            return (Freshness::Dirty(DirtyReason::Forced), None);
+        }
+        match self.recorded_outputs(n, key) {
+            Some(outputs) => match self.check_outputs(&outputs) {
+                None => (Freshness::Fresh, Some(outputs)),
+                Some(path) => (
+                    Freshness::Restore(DirtyReason::OutputMissing { path }),
+                    Some(outputs),
+                ),
+            },
+            None => (Freshness::Dirty(self.why(n, material, key)), None),
+        }
+    }
+
+    /// Why a node without a usable record is dirty, compared with the last build.
+    pub fn why(&self, n: NodeIdx, material: &KeyMaterial, key: &Digest) -> DirtyReason {
+        match self.last.nodes.get(&self.graph.nodes[n].id) {
+            None => DirtyReason::NewNode,
+            Some(st) if st.key == *key => DirtyReason::NoRecord,
+            Some(st) => diff(&st.material, material).unwrap_or(DirtyReason::NoRecord),
+        }
+    }
+
+    /// The last recorded state of node `n`.
+    pub fn last_state(&self, n: NodeIdx) -> Option<&NodeState> {
+        self.last.nodes.get(&self.graph.nodes[n].id)
+    }
+}
+
+/// The first difference between two key materials, as a reason.
+pub fn diff(old: &KeyMaterial, new: &KeyMaterial) -> Option<DirtyReason> {
+    diff_all(old, new).into_iter().next()
+}
+
+/// Every difference between two key materials.
+pub fn diff_all(old: &KeyMaterial, new: &KeyMaterial) -> Vec<DirtyReason> {
+    let mut out = Vec::new();
+    if old.kind != new.kind {
+        out.push(DirtyReason::KindChanged {
+            old: old.kind.clone(),
+            new: new.kind.clone(),
+        });
+    }
+    if old.version != new.version {
+        out.push(DirtyReason::StageVersionChanged {
+            old: old.version,
+            new: new.version,
+        });
+    }
+    if old.params != new.params {
+        match (old.params.as_object(), new.params.as_object()) {
+            (Some(a), Some(b)) => {
+                let mut fields: Vec<&String> = a
+                    .keys()
+                    .chain(b.keys())
+                    .filter(|k| a.get(*k) != b.get(*k))
+                    .collect();
+                fields.sort();
+                fields.dedup();
+                out.extend(
+                    fields
+                        .into_iter()
+                        .map(|f| DirtyReason::ParamsChanged { field: f.clone() }),
+                );
+            }
+            _ => out.push(DirtyReason::ParamsChanged {
+                field: String::new(),
+            }),
+        }
+    }
+    let old_map: HashMap<&str, &Digest> = old
+        .inputs
+        .iter()
+        .map(|i| (i.path.as_str(), &i.digest))
+        .collect();
+    let new_map: HashMap<&str, &Digest> = new
+        .inputs
+        .iter()
+        .map(|i| (i.path.as_str(), &i.digest))
+        .collect();
+    for i in &new.inputs {
+        match old_map.get(i.path.as_str()) {
+            None => out.push(DirtyReason::InputAdded {
+                path: i.path.clone(),
+            }),
+            Some(d) if **d != i.digest => out.push(DirtyReason::InputChanged {
+                path: i.path.clone(),
+            }),
+            _ => {}
+        }
+    }
+    for i in old
+        .inputs
+        .iter()
+        .filter(|i| !new_map.contains_key(i.path.as_str()))
+    {
+        out.push(DirtyReason::InputRemoved {
+            path: i.path.clone(),
+        });
+    }
+    if out.is_empty() && old.inputs != new.inputs {
+        out.push(DirtyReason::ParamsChanged {
+            field: "input order".into(),
+        });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn mat() -> KeyMaterial {
+        KeyMaterial {
+            kind: "command".into(),
+            version: 1,
+            params: json!({"run": ["a"], "cwd": "."}),
+            inputs: vec![KeyInput {
+                path: "in".into(),
+                digest: Digest::of(b"1"),
+            }],
+        }
+    }
+
+    #[test]
+    fn diff_names_each_kind_of_change() {
+        assert_eq!(diff(&mat(), &mat()), None);
+        let mut m = mat();
+        m.version = 2;
+        assert_eq!(
+            diff(&mat(), &m),
+            Some(DirtyReason::StageVersionChanged { old: 1, new: 2 })
+        );
+        let mut m = mat();
+        m.params["cwd"] = json!("sub");
+        assert_eq!(
+            diff(&mat(), &m),
+            Some(DirtyReason::ParamsChanged {
+                field: "cwd".into()
+            })
+        );
+        let mut m = mat();
+        m.inputs[0].digest = Digest::of(b"2");
+        assert_eq!(
+            diff(&mat(), &m),
+            Some(DirtyReason::InputChanged { path: "in".into() })
+        );
+        let mut m = mat();
+        m.inputs.push(KeyInput {
+            path: "new".into(),
+            digest: Digest::of(b"3"),
+        });
+        assert_eq!(
+            diff(&mat(), &m),
+            Some(DirtyReason::InputAdded { path: "new".into() })
+        );
+        assert_eq!(
+            diff(&m, &mat()),
+            Some(DirtyReason::InputRemoved { path: "new".into() })
+        );
+        let mut m = mat();
+        m.kind = "convert".into();
+        assert!(matches!(
+            diff(&mat(), &m),
+            Some(DirtyReason::KindChanged { .. })
+        ));
+    }
+}

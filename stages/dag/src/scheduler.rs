@@ -1,0 +1,420 @@
+//! The scheduler: runs ready nodes in parallel, in dependency order.
+//!
+//! # Design
+//!
+//! One coordinator (the calling thread) owns all state. For each node whose dependencies
+//! have all succeeded it asks the [`Driver`] what to do ([`Driver::start`]): either the node is
+//! already done (a cache hit, handled inline on the coordinator because that is much cheaper
+//! than a thread) or it returns a [`Job`] closure. Jobs run on scoped worker threads, at most
+//! `jobs` at a time, and send exactly one `Finished` message back, even when they panic (the
+//! panic is caught and becomes an error), so the coordinator never waits forever. Only the
+//! coordinator calls the driver, so the driver may print, update progress and touch caches
+//! without locks.
+//!
+//! Exclusive nodes (benchmarks) start only when nothing else runs, and nothing else starts
+//! while one runs; non-exclusive ready nodes go first, so exclusive ones tend to run last, on a
+//! quiet machine.
+//!
+//! After the first failure, without `keep_going`, no new node starts; running ones finish and
+//! are reported. With `keep_going`, only the dependents of a failed node are skipped.
+//!
+//! The scheduler knows nothing about keys, files or stores: see `builder.rs` for the driver.
+
+use std::collections::BTreeSet;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::mpsc;
+
+use crate::graph::NodeIdx;
+
+/// Work to run off the coordinator; its result goes back to [`Driver::finish`].
+pub type Job<'a, R> = Box<dyn FnOnce() -> R + Send + 'a>;
+
+/// The driver's answer for a ready node.
+pub enum Start<'a, R> {
+    /// Handled inline; `true` when it succeeded.
+    Done(bool),
+    /// Run this job on a worker.
+    Run(Job<'a, R>),
+}
+
+/// The per-node decisions the scheduler delegates.
+pub trait Driver<'a, R> {
+    /// A node's dependencies all succeeded.
+    fn start(&mut self, node: NodeIdx) -> Start<'a, R>;
+    /// A job ended (`Err` carries a panic message); return whether it succeeded.
+    fn finish(&mut self, node: NodeIdx, result: Result<R, String>) -> bool;
+    /// The node will not run (a dependency failed, or the build stopped).
+    fn skip(&mut self, node: NodeIdx);
+    /// Called about twice a second while jobs run, for progress displays.
+    fn tick(&mut self) {}
+}
+
+/// Counts of how the nodes ended.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Tally {
+    /// Nodes that succeeded (inline or on a worker).
+    pub ok: usize,
+    /// Nodes that failed.
+    pub failed: usize,
+    /// Nodes not run.
+    pub skipped: usize,
+}
+
+/// Scheduling settings and the graph shape.
+pub struct Scheduler<'g> {
+    /// Direct dependencies of each node.
+    pub deps: &'g [Vec<NodeIdx>],
+    /// Nodes that must run alone.
+    pub exclusive: Vec<bool>,
+    /// Maximum concurrent jobs (at least 1).
+    pub jobs: usize,
+    /// Keep building independent nodes after a failure.
+    pub keep_going: bool,
+}
+
+impl Scheduler<'_> {
+    /// Run every node with `selected[n]`, in dependency order (`order` breaks ties).
+    pub fn run<'a, R: Send + 'a>(
+        &self,
+        selected: &[bool],
+        order: &[NodeIdx],
+        driver: &mut dyn Driver<'a, R>,
+    ) -> Tally {
+        let n = self.deps.len();
+        let mut rank = vec![0usize; n];
+        for (i, &x) in order.iter().enumerate() {
+            rank[x] = i;
+        }
+        let mut waiting = vec![0usize; n];
+        let mut rdeps = vec![Vec::new(); n];
+        for x in 0..n {
+            if !selected[x] {
+                continue;
+            }
+            for &d in &self.deps[x] {
+                if selected[d] {
+                    waiting[x] += 1;
+                    rdeps[d].push(x);
+                }
+            }
+        }
+        let mut ready: BTreeSet<(usize, NodeIdx)> = (0..n)
+            .filter(|&x| selected[x] && waiting[x] == 0)
+            .map(|x| (rank[x], x))
+            .collect();
+        let mut done = vec![false; n];
+        let mut tally = Tally::default();
+        let mut stopped = false;
+        let jobs = self.jobs.max(1);
+
+        std::thread::scope(|scope| {
+            let (tx, rx) = mpsc::channel::<(NodeIdx, Result<R, String>)>();
+            let mut running = 0usize;
+            let mut exclusive_running = false;
+            loop {
+                // Start what can start.
+                while !stopped && !exclusive_running {
+                    let pick = ready
+                        .iter()
+                        .find(|(_, x)| !self.exclusive[*x])
+                        .copied()
+                        .filter(|_| running < jobs)
+                        .or_else(|| {
+                            if running == 0 {
+                                ready.iter().next().copied()
+                            } else {
+                                None
+                            }
+                        });
+                    let Some(item) = pick else { break };
+                    ready.remove(&item);
+                    let x = item.1;
+                    match driver.start(x) {
+                        Start::Done(ok) => {
+                            Self::complete(
+                                x,
+                                ok,
+                                &mut done,
+                                &mut waiting,
+                                &rdeps,
+                                &mut ready,
+                                &rank,
+                                &mut tally,
+                                self.keep_going,
+                                driver,
+                            );
+                            stopped |= !ok && !self.keep_going;
+                        }
+                        Start::Run(job) => {
+                            running += 1;
+                            exclusive_running = self.exclusive[x];
+                            let tx = tx.clone();
+                            scope.spawn(move || {
+                                let r = catch_unwind(AssertUnwindSafe(job)).map_err(panic_message);
+                                let _ = tx.send((x, r));
+                            });
+                        }
+                    }
+                }
+                if running == 0 {
+                    break;
+                }
+                let msg = match rx.recv_timeout(std::time::Duration::from_millis(500)) {
+                    Ok(m) => m,
+                    Err(mpsc::RecvTimeoutError::Timeout) => {
+                        driver.tick();
+                        continue;
+                    }
+                    Err(mpsc::RecvTimeoutError::Disconnected) => break,
+                };
+                running -= 1;
+                exclusive_running = false;
+                let (x, result) = msg;
+                let ok = driver.finish(x, result);
+                Self::complete(
+                    x,
+                    ok,
+                    &mut done,
+                    &mut waiting,
+                    &rdeps,
+                    &mut ready,
+                    &rank,
+                    &mut tally,
+                    self.keep_going,
+                    driver,
+                );
+                stopped |= !ok && !self.keep_going;
+            }
+        });
+        // Whatever never started is skipped.
+        for x in 0..n {
+            if selected[x] && !done[x] {
+                done[x] = true;
+                tally.skipped += 1;
+                driver.skip(x);
+            }
+        }
+        tally
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn complete<'a, R>(
+        x: NodeIdx,
+        ok: bool,
+        done: &mut [bool],
+        waiting: &mut [usize],
+        rdeps: &[Vec<NodeIdx>],
+        ready: &mut BTreeSet<(usize, NodeIdx)>,
+        rank: &[usize],
+        tally: &mut Tally,
+        keep_going: bool,
+        driver: &mut dyn Driver<'a, R>,
+    ) {
+        done[x] = true;
+        if ok {
+            tally.ok += 1;
+            for &r in &rdeps[x] {
+                waiting[r] -= 1;
+                if waiting[r] == 0 && !done[r] {
+                    ready.insert((rank[r], r));
+                }
+            }
+            return;
+        }
+        tally.failed += 1;
+        if !keep_going {
+            return;
+        }
+        // Skip every transitive dependent now, so `--keep-going` reports them as skipped.
+        let mut stack: Vec<NodeIdx> = rdeps[x].clone();
+        while let Some(r) = stack.pop() {
+            if !done[r] {
+                done[r] = true;
+                ready.remove(&(rank[r], r));
+                tally.skipped += 1;
+                driver.skip(r);
+                stack.extend(&rdeps[r]);
+            }
+        }
+    }
+}
+
+fn panic_message(p: Box<dyn std::any::Any + Send>) -> String {
+    let what = p
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".into());
+    format!("stage panicked: {what}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    struct Fake {
+        fail: Vec<NodeIdx>,
+        panic: Vec<NodeIdx>,
+        log: Vec<String>,
+        live: Arc<AtomicUsize>,
+        max_live: Arc<AtomicUsize>,
+        exclusive_seen_with_others: Arc<AtomicUsize>,
+        exclusive: Vec<bool>,
+    }
+
+    impl<'a> Driver<'a, bool> for Fake {
+        fn start(&mut self, node: NodeIdx) -> Start<'a, bool> {
+            self.log.push(format!("start {node}"));
+            let fail = self.fail.contains(&node);
+            let panic = self.panic.contains(&node);
+            let live = self.live.clone();
+            let max_live = self.max_live.clone();
+            let bad = self.exclusive_seen_with_others.clone();
+            let excl = self.exclusive[node];
+            Start::Run(Box::new(move || {
+                let now = live.fetch_add(1, Ordering::SeqCst) + 1;
+                max_live.fetch_max(now, Ordering::SeqCst);
+                std::thread::sleep(std::time::Duration::from_millis(20));
+                if excl && live.load(Ordering::SeqCst) != 1 {
+                    bad.fetch_add(1, Ordering::SeqCst);
+                }
+                live.fetch_sub(1, Ordering::SeqCst);
+                if panic {
+                    panic!("boom");
+                }
+                !fail
+            }))
+        }
+        fn finish(&mut self, node: NodeIdx, result: Result<bool, String>) -> bool {
+            self.log.push(format!("finish {node} {result:?}"));
+            result.unwrap_or(false)
+        }
+        fn skip(&mut self, node: NodeIdx) {
+            self.log.push(format!("skip {node}"));
+        }
+    }
+
+    fn fake(exclusive: Vec<bool>) -> Fake {
+        Fake {
+            fail: vec![],
+            panic: vec![],
+            log: vec![],
+            live: Arc::default(),
+            max_live: Arc::default(),
+            exclusive_seen_with_others: Arc::default(),
+            exclusive,
+        }
+    }
+
+    // 0 -> {1, 2} -> 3 ; 4 independent
+    fn deps() -> Vec<Vec<NodeIdx>> {
+        vec![vec![], vec![0], vec![0], vec![1, 2], vec![]]
+    }
+
+    #[test]
+    fn runs_in_dependency_order_in_parallel() {
+        let d = deps();
+        let s = Scheduler {
+            deps: &d,
+            exclusive: vec![false; 5],
+            jobs: 4,
+            keep_going: false,
+        };
+        let mut f = fake(vec![false; 5]);
+        let t = s.run(&[true; 5], &[0, 1, 2, 3, 4], &mut f);
+        assert_eq!(
+            t,
+            Tally {
+                ok: 5,
+                failed: 0,
+                skipped: 0
+            }
+        );
+        let pos = |s: &str| f.log.iter().position(|l| l.starts_with(s)).unwrap();
+        assert!(pos("finish 0") < pos("start 1"));
+        assert!(pos("finish 1") < pos("start 3") && pos("finish 2") < pos("start 3"));
+        assert!(f.max_live.load(Ordering::SeqCst) >= 2);
+    }
+
+    #[test]
+    fn exclusive_runs_alone() {
+        let d = deps();
+        let excl = vec![false, true, false, false, false];
+        let s = Scheduler {
+            deps: &d,
+            exclusive: excl.clone(),
+            jobs: 4,
+            keep_going: false,
+        };
+        let mut f = fake(excl);
+        s.run(&[true; 5], &[0, 1, 2, 3, 4], &mut f);
+        assert_eq!(f.exclusive_seen_with_others.load(Ordering::SeqCst), 0);
+    }
+
+    #[test]
+    fn failure_stops_new_work_and_skips_the_rest() {
+        let d = deps();
+        let s = Scheduler {
+            deps: &d,
+            exclusive: vec![false; 5],
+            jobs: 1,
+            keep_going: false,
+        };
+        let mut f = fake(vec![false; 5]);
+        f.fail = vec![0];
+        let t = s.run(&[true; 5], &[0, 1, 2, 3, 4], &mut f);
+        assert_eq!(
+            t,
+            Tally {
+                ok: 0,
+                failed: 1,
+                skipped: 4
+            }
+        );
+    }
+
+    #[test]
+    fn keep_going_skips_only_dependents() {
+        let d = deps();
+        let s = Scheduler {
+            deps: &d,
+            exclusive: vec![false; 5],
+            jobs: 2,
+            keep_going: true,
+        };
+        let mut f = fake(vec![false; 5]);
+        f.fail = vec![1];
+        let t = s.run(&[true; 5], &[0, 1, 2, 3, 4], &mut f);
+        assert_eq!(
+            t,
+            Tally {
+                ok: 3,
+                failed: 1,
+                skipped: 1
+            }
+        );
+        assert!(f.log.contains(&"skip 3".to_string()));
+    }
+
+    #[test]
+    fn a_panicking_stage_does_not_hang_the_build() {
+        let d = deps();
+        let s = Scheduler {
+            deps: &d,
+            exclusive: vec![false; 5],
+            jobs: 2,
+            keep_going: true,
+        };
+        let mut f = fake(vec![false; 5]);
+        f.panic = vec![2];
+        let t = s.run(&[true; 5], &[0, 1, 2, 3, 4], &mut f);
+        assert_eq!(t.failed, 1);
+        assert!(
+            f.log.iter().any(|l| l.contains("stage panicked: boom")),
+            "{:?}",
+            f.log
+        );
+    }
+}

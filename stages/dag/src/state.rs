@@ -1,0 +1,105 @@
+//! Per-workspace state: what the last build recorded for each node (its key material and
+//! outputs) and the release tree it wrote. `status` and `explain` diff against it; the no-op
+//! path uses it to skip reading action records.
+//!
+//! Format: `.skyctl/state-v1/last-build.json`, written atomically at the end of a build. It
+//! lives in the workspace, never in a (possibly shared) store.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::fsutil;
+use crate::key::{Digest, KeyMaterial};
+use crate::store::OutputRecord;
+
+/// The last recorded state of one node.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct NodeState {
+    /// Its key.
+    pub key: Digest,
+    /// What the key was computed from.
+    pub material: KeyMaterial,
+    /// Its outputs.
+    pub outputs: Vec<OutputRecord>,
+}
+
+/// One file of the release tree as last written.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReleaseFile {
+    /// Path inside the release directory.
+    pub to: String,
+    /// Content (a file digest, or a tree digest for a directory).
+    pub digest: Digest,
+    /// Whether it is a directory.
+    pub dir: bool,
+    /// Executable bit.
+    pub exec: bool,
+}
+
+/// Which store a full build last recorded every node's result in.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoreStamp {
+    /// The store directory (absolute).
+    pub dir: String,
+    /// Its generation id ([`crate::store::Store::id`]).
+    pub id: String,
+}
+
+/// Everything the last build recorded.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct LastBuild {
+    /// Per node id.
+    pub nodes: BTreeMap<String, NodeState>,
+    /// The release tree, or `None` if no build wrote one.
+    pub release: Option<Vec<ReleaseFile>>,
+    /// The store holding an action record for every node above; a build with another store
+    /// (`--store`, or one emptied or collected since) stores what that one lacks.
+    #[serde(default)]
+    pub store: Option<StoreStamp>,
+}
+
+/// Paths of the workspace's own state.
+#[derive(Debug, Clone)]
+pub struct StatePaths {
+    /// `.skyctl/state-v1`.
+    pub dir: PathBuf,
+}
+
+impl StatePaths {
+    /// State under `root/.skyctl/state-v1`.
+    pub fn new(root: &Path) -> StatePaths {
+        StatePaths {
+            dir: root.join(".skyctl").join("state-v1"),
+        }
+    }
+    /// The stat cache file.
+    pub fn statcache(&self) -> PathBuf {
+        self.dir.join("statcache")
+    }
+    /// The last build record.
+    pub fn last_build(&self) -> PathBuf {
+        self.dir.join("last-build.json")
+    }
+    /// The workspace lock file.
+    pub fn lock(&self) -> PathBuf {
+        self.dir.join("lock")
+    }
+}
+
+impl LastBuild {
+    /// Load; missing or unreadable means "no previous build".
+    pub fn load(path: &Path) -> LastBuild {
+        std::fs::read(path)
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_default()
+    }
+
+    /// Save atomically.
+    pub fn save(&self, path: &Path) -> std::io::Result<()> {
+        let bytes = serde_json::to_vec(self).map_err(std::io::Error::other)?;
+        fsutil::write_atomic(path, &bytes, false)
+    }
+}

@@ -1,0 +1,152 @@
+//! Blobs: file contents by blake3 digest, written complete before anything names them.
+
+use super::*;
+
+impl Store {
+    /// Path of a blob.
+    pub fn blob_path(&self, d: &Digest) -> PathBuf {
+        let h = d.hex();
+        self.root.join("blobs").join(&h[..2]).join(&h[2..])
+    }
+
+    pub(super) fn reflink_state(&self) -> u8 {
+        self.shared.reflink.load(Ordering::Relaxed)
+    }
+
+    /// `FICLONE` `src` to the new file `dst`; `Ok(false)` (and `dst` removed) when the file
+    /// system cannot, which is remembered so later calls do not try.
+    pub(super) fn try_reflink(&self, src: &Path, dst: &Path) -> std::io::Result<bool> {
+        if self.reflink_state() == REFLINK_NO {
+            return Ok(false);
+        }
+        match fsutil::reflink(src, dst) {
+            Ok(()) => {
+                self.shared.reflink.store(REFLINK_YES, Ordering::Relaxed);
+                Ok(true)
+            }
+            Err(e) => {
+                let _ = std::fs::remove_file(dst);
+                if fsutil::is_unsupported(&e) {
+                    self.shared.reflink.store(REFLINK_NO, Ordering::Relaxed);
+                    Ok(false)
+                } else {
+                    Err(e)
+                }
+            }
+        }
+    }
+
+    /// Put a workspace file into the store; returns its digest and size. By reflink when the
+    /// file system has it; else by hard link when `src` has no other name (it becomes
+    /// read-only: it is the blob); else by copy.
+    pub fn put_file(&self, src: &Path) -> Result<(Digest, u64)> {
+        let md = std::fs::symlink_metadata(src).map_err(|e| DagError::io("stat", src, e))?;
+        let exec = md.mode() & 0o111 != 0;
+        let size = md.len();
+        let tmp = self.tmp("blob");
+        if self
+            .try_reflink(src, &tmp)
+            .map_err(|e| DagError::io("reflink into store", src, e))?
+        {
+            return self.publish_verified_tmp(&tmp, exec, size);
+        }
+        if md.nlink() == 1 && md.is_file() {
+            if let Some(done) = self.link_in(src, exec, size)? {
+                return Ok(done);
+            }
+        }
+        let digest = fsutil::copy_hashing(src, &tmp, false).map_err(|e| {
+            let _ = std::fs::remove_file(&tmp);
+            DagError::io("copy into store", src, e)
+        })?;
+        self.place_tmp(&tmp, &digest, exec)?;
+        Ok((digest, size))
+    }
+
+    /// Hash a complete temp file in the store's tmp dir and make it the blob.
+    pub(super) fn publish_verified_tmp(
+        &self,
+        tmp: &Path,
+        exec: bool,
+        size: u64,
+    ) -> Result<(Digest, u64)> {
+        let digest = statcache_hash(tmp).map_err(|e| {
+            let _ = std::fs::remove_file(tmp);
+            DagError::io("hash", tmp, e)
+        })?;
+        self.place_tmp(tmp, &digest, exec)?;
+        Ok((digest, size))
+    }
+
+    pub(super) fn place_tmp(&self, tmp: &Path, digest: &Digest, exec: bool) -> Result<()> {
+        let dest = self.blob_path(digest);
+        if dest.exists() {
+            let _ = std::fs::remove_file(tmp);
+            return Ok(());
+        }
+        let _ = fsutil::set_readonly(tmp, exec);
+        self.publish(tmp, &dest)
+    }
+
+    /// Hard-link `src` as its blob; `None` when the file system refuses (copy instead).
+    pub(super) fn link_in(
+        &self,
+        src: &Path,
+        exec: bool,
+        size: u64,
+    ) -> Result<Option<(Digest, u64)>> {
+        // Read-only before the blob name exists, so no blob is ever writable by mode.
+        fsutil::set_readonly(src, exec).map_err(|e| DagError::io("chmod", src, e))?;
+        let digest = statcache_hash(src).map_err(|e| DagError::io("hash", src, e))?;
+        let dest = self.blob_path(&digest);
+        match fsutil::with_parent(&dest, || std::fs::hard_link(src, &dest)) {
+            Ok(()) => Ok(Some((digest, size))),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(Some((digest, size))),
+            Err(_) => {
+                // Another file system, or no hard links there: the workspace file stays ours.
+                let _ = fsutil::set_mode(src, exec);
+                Ok(None)
+            }
+        }
+    }
+
+    /// Store bytes; returns their digest.
+    pub fn put_bytes(&self, bytes: &[u8]) -> Result<Digest> {
+        let digest = Digest::of(bytes);
+        let dest = self.blob_path(&digest);
+        if !dest.exists() {
+            let tmp = self.tmp("blob");
+            std::fs::write(&tmp, bytes).map_err(|e| DagError::io("write", &tmp, e))?;
+            let _ = fsutil::set_readonly(&tmp, false);
+            self.publish(&tmp, &dest)?;
+        }
+        Ok(digest)
+    }
+
+    /// Read a whole blob and verify it.
+    pub fn get_bytes(&self, d: &Digest) -> Result<Vec<u8>> {
+        let p = self.blob_path(d);
+        let bytes = std::fs::read(&p).map_err(|e| DagError::io("read", &p, e))?;
+        if Digest::of(&bytes) != *d {
+            return Err(DagError::Store {
+                path: p,
+                message: "blob is corrupted (content does not match its digest)".into(),
+            });
+        }
+        Ok(bytes)
+    }
+
+    /// Remove the blob `d` if its content no longer hashes to `d`; returns whether it did.
+    pub fn drop_if_corrupt(&self, d: &Digest) -> bool {
+        let p = self.blob_path(d);
+        match statcache_hash(&p) {
+            Ok(actual) if actual != *d => std::fs::remove_file(&p).is_ok(),
+            _ => false,
+        }
+    }
+
+    /// Whether a blob file exists (not verified).
+    pub fn has_blob(&self, d: &Digest) -> bool {
+        self.blob_path(d).is_file()
+    }
+}

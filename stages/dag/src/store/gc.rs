@@ -1,0 +1,243 @@
+//! Keeping the store sound: `check` reports problems, `gc` and compaction drop what no build needs.
+
+use super::actions::format_line;
+use super::*;
+
+impl Store {
+    pub(super) fn walk(&self, sub: &str) -> Vec<PathBuf> {
+        let mut out: Vec<PathBuf> = walkdir::WalkDir::new(self.root.join(sub))
+            .min_depth(1)
+            .into_iter()
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_type().is_file())
+            .map(|e| e.into_path())
+            .collect();
+        out.sort();
+        out
+    }
+
+    pub(super) fn digest_from_path(p: &Path) -> Option<Digest> {
+        let file = p.file_name()?.to_str()?;
+        let dir = p.parent()?.file_name()?.to_str()?;
+        Digest::from_hex(&format!("{dir}{file}"))
+    }
+
+    /// Verify every blob against its digest and every action record against its blobs (the
+    /// record in force for each key: the last one logged).
+    pub fn check(&self) -> Vec<Problem> {
+        let mut problems = Vec::new();
+        for p in self.walk("blobs") {
+            match (Self::digest_from_path(&p), statcache_hash(&p)) {
+                (Some(d), Ok(actual)) if d == actual => {}
+                (Some(_), Ok(actual)) => problems.push(Problem {
+                    path: p,
+                    message: format!("blob content hashes to {}", actual.short()),
+                }),
+                (None, _) => problems.push(Problem {
+                    path: p,
+                    message: "not a blob name".into(),
+                }),
+                (_, Err(e)) => problems.push(Problem {
+                    path: p,
+                    message: format!("unreadable: {e}"),
+                }),
+            }
+        }
+        let mut in_force: HashMap<Digest, (PathBuf, ActionRecord)> = HashMap::new();
+        for p in self.walk("actions") {
+            if p.extension().is_none_or(|x| x != "log") {
+                problems.push(Problem {
+                    path: p,
+                    message: "not an action log".into(),
+                });
+                continue;
+            }
+            match Self::read_log(&p) {
+                Ok(content) => {
+                    for (line, msg) in content.bad {
+                        problems.push(Problem {
+                            path: p.clone(),
+                            message: format!("line {line}: {msg}"),
+                        });
+                    }
+                    for (k, rec) in content.records {
+                        in_force.insert(k, (p.clone(), rec));
+                    }
+                }
+                Err(e) => problems.push(Problem {
+                    path: p,
+                    message: format!("unreadable: {e}"),
+                }),
+            }
+        }
+        let mut keys: Vec<&Digest> = in_force.keys().collect();
+        keys.sort();
+        for k in keys {
+            let (p, rec) = &in_force[k];
+            for d in self.referenced_blobs(rec) {
+                match d {
+                    Ok(d) if self.has_blob(&d) => {}
+                    Ok(d) => problems.push(Problem {
+                        path: p.clone(),
+                        message: format!("node `{}`: blob {} is missing", rec.node, d.short()),
+                    }),
+                    Err(msg) => problems.push(Problem {
+                        path: p.clone(),
+                        message: format!("node `{}`: {msg}", rec.node),
+                    }),
+                }
+            }
+        }
+        problems
+    }
+
+    /// Every blob an action record needs (outputs, tree children, log).
+    pub(super) fn referenced_blobs(
+        &self,
+        rec: &ActionRecord,
+    ) -> Vec<std::result::Result<Digest, String>> {
+        let mut out = Vec::new();
+        for o in &rec.outputs {
+            out.push(Ok(o.digest));
+            if o.dir {
+                match self.get_tree(&o.digest) {
+                    Ok(t) => out.extend(t.entries.iter().map(|e| Ok(e.digest))),
+                    Err(e) if self.has_blob(&o.digest) => out.push(Err(e.to_string())),
+                    Err(_) => {}
+                }
+            }
+        }
+        out.extend(rec.log.map(Ok));
+        out
+    }
+
+    /// Rewrite every action log into one holding the records of `keep` (all when `None`), then
+    /// remove the old logs. Needs the exclusive lock (no appender is running). Returns how many
+    /// keys were dropped.
+    pub(super) fn compact(
+        &self,
+        keep: Option<&BTreeSet<Digest>>,
+    ) -> Result<(usize, Vec<ActionRecord>)> {
+        let logs = self.logs();
+        let mut index: HashMap<Digest, ActionRecord> = HashMap::new();
+        for p in &logs {
+            if let Ok(content) = Self::read_log(p) {
+                index.extend(content.records);
+            }
+        }
+        let mut kept: Vec<(Digest, ActionRecord)> = Vec::new();
+        let mut dropped = 0;
+        for (k, rec) in index {
+            if keep.is_none_or(|keys| keys.contains(&k)) {
+                kept.push((k, rec));
+            } else {
+                dropped += 1;
+            }
+        }
+        kept.sort_by_key(|a| a.0);
+        if logs.len() <= 1 && dropped == 0 {
+            return Ok((0, kept.into_iter().map(|(_, r)| r).collect()));
+        }
+        let mut bytes = Vec::new();
+        for (k, rec) in &kept {
+            bytes.extend(format_line(k, rec).map_err(|e| DagError::Store {
+                path: self.root.join("actions"),
+                message: e.to_string(),
+            })?);
+        }
+        let tmp = self.tmp("actions");
+        let write = (|| {
+            let mut f = std::fs::File::create(&tmp)?;
+            f.write_all(&bytes)?;
+            f.sync_all()
+        })();
+        write.map_err(|e| {
+            let _ = std::fs::remove_file(&tmp);
+            DagError::io("write", &tmp, e)
+        })?;
+        let dest = self.new_log_path();
+        self.publish(&tmp, &dest)?;
+        // Before the old logs go: a crash in between only leaves duplicate lines.
+        let _ = fsutil::sync_dir(&self.root.join("actions"));
+        for p in logs {
+            if p != dest {
+                let _ = std::fs::remove_file(p);
+            }
+        }
+        *self
+            .shared
+            .index
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = None;
+        Ok((dropped, kept.into_iter().map(|(_, r)| r).collect()))
+    }
+
+    /// Merge the action logs into one when there are more than `max_logs` and no other process
+    /// uses the store right now (never waits). Called at the end of a build.
+    pub fn compact_if_many(&self, max_logs: usize) -> Result<()> {
+        if self.logs().len() <= max_logs {
+            return Ok(());
+        }
+        use rustix::fs::{flock, FlockOperation};
+        let (file, _) = self.lock_file()?;
+        if flock(&file, FlockOperation::NonBlockingLockExclusive).is_err() {
+            return Ok(());
+        }
+        // Our own log is complete (one write per record): it is merged like the others.
+        *self
+            .shared
+            .log
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = None;
+        self.compact(None).map(|_| ())
+    }
+
+    /// Remove action records and blobs not reachable from the newest `keep_last` build records,
+    /// and leftover temp files. Takes the exclusive store lock.
+    pub fn gc(&self, keep_last: usize) -> Result<GcStats> {
+        let _lock = self.lock(true)?;
+        let mut stats = GcStats::default();
+        let builds = self.walk("builds");
+        let split = builds.len().saturating_sub(keep_last);
+        let mut keys = BTreeSet::new();
+        for b in &builds[split..] {
+            if let Some(rec) = std::fs::read(b)
+                .ok()
+                .and_then(|x| serde_json::from_slice::<BuildRecord>(&x).ok())
+            {
+                keys.extend(rec.keys);
+            }
+        }
+        for b in &builds[..split] {
+            if std::fs::remove_file(b).is_ok() {
+                stats.builds += 1;
+            }
+        }
+        let (dropped, kept) = self.compact(Some(&keys))?;
+        stats.actions = dropped;
+        if dropped > 0 {
+            // Workspaces that trusted this store's records must look again.
+            self.new_id(true)?;
+        }
+        let live_blobs: BTreeSet<Digest> = kept
+            .iter()
+            .flat_map(|rec| self.referenced_blobs(rec))
+            .filter_map(|d| d.ok())
+            .collect();
+        for p in self.walk("blobs") {
+            let live = Self::digest_from_path(&p).is_some_and(|d| live_blobs.contains(&d));
+            if !live {
+                let size = std::fs::metadata(&p).map(|m| m.len()).unwrap_or(0);
+                if std::fs::remove_file(&p).is_ok() {
+                    stats.blobs += 1;
+                    stats.bytes += size;
+                }
+            }
+        }
+        // No build runs while we hold the exclusive lock, so every temp file is a leftover.
+        for p in self.walk("tmp") {
+            let _ = std::fs::remove_file(p);
+        }
+        Ok(stats)
+    }
+}

@@ -1,0 +1,499 @@
+//! The content store: blobs by digest, action records by node key, build records for gc.
+//!
+//! # Format
+//!
+//! ```text
+//! <store_dir>/CACHEDIR.TAG, .gitignore ("*")
+//! <store_dir>/store-v2/
+//!   blobs/<2 hex>/<62 hex>          file content, read-only; the name is the blake3 of it
+//!   actions/<ms>-<pid>-<n>.log      action logs: one per build process that recorded results
+//!   builds/<ms>-<pid>-<n>.json      BuildRecord: the keys one build produced or used
+//!   tmp/                            temp files, renamed into place when complete
+//!   id                              this store's generation (new store, or gc removed records)
+//!   lock                            flock: builds hold it shared, gc exclusive
+//! ```
+//!
+//! An action log holds one line per [`ActionRecord`]: `<key hex> <blake3 hex of json> <json>`.
+//! A process appends to its own log only, one `write(2)` per line (`O_APPEND`), so two builds
+//! sharing a store never interleave; a line is only trusted when it ends in a newline and its
+//! checksum matches, so a build killed mid-write leaves at most a torn last line, which readers
+//! and `store check` ignore. The later line wins when a key appears twice (a re-run volatile or
+//! forced node); `gc` compacts every log into one.
+//!
+//! Blobs are written before any record naming them, so a record never points at a blob that was
+//! not completely written: a blob appears by `link(2)` of a complete file or by rename of a
+//! complete temp file. Readers verify: a blob is re-hashed whenever it is materialized
+//! ([`Store::restore`]), so a corrupted blob is reported, removed, and its node re-runs.
+//!
+//! # Materialization
+//!
+//! Outputs move between the workspace and the store by reflink (`FICLONE`, an independent
+//! copy-on-write file) where the file system has it, else by hard link, else by copy. A hard
+//! link shares the inode, so it is only used where the blob cannot be changed through the
+//! workspace name: blobs and their linked workspace files are read-only; the builder unlinks a
+//! node's declared outputs before the node runs (so `cp x out` or `> out` makes a new file) and
+//! fails a node that modifies a declared input in place; and a workspace file is linked into
+//! the store only while it has no other name (`nlink == 1`). Running as root, read-only modes
+//! do not stop a person editing a linked output by hand; such a change is still never used: the
+//! stat cache sees the new mtime, the restore re-hashes the blob, finds it corrupted, removes it
+//! and re-runs the node. The release tree never shares inodes with the store
+//! (`allow_link = false`).
+//!
+//! The version is in the directory name: a format change makes a new `store-vN/`, and old
+//! stores are simply ignored.
+
+use std::collections::{BTreeSet, HashMap};
+use std::io::Write;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Arc, Mutex};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{DagError, Result};
+use crate::fsutil;
+use crate::key::Digest;
+use crate::tree::Tree;
+
+mod actions;
+mod blobs;
+mod gc;
+mod materialize;
+mod records;
+
+/// Versioned subdirectory name.
+pub const STORE_VERSION_DIR: &str = "store-v2";
+
+/// One output of an action.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutputRecord {
+    /// Workspace-relative path.
+    pub path: String,
+    /// File digest, or tree digest for a directory.
+    pub digest: Digest,
+    /// File size, or the sum of a directory's file sizes.
+    pub size: u64,
+    /// Whether the output is a directory.
+    #[serde(default)]
+    pub dir: bool,
+    /// Executable bit (files).
+    #[serde(default)]
+    pub exec: bool,
+}
+
+/// What running a node with a given key produced.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ActionRecord {
+    /// Node id at the time (informational: the key is what matters).
+    pub node: String,
+    /// Stage kind.
+    pub kind: String,
+    /// Outputs in declared order.
+    pub outputs: Vec<OutputRecord>,
+    /// Wall time of the run.
+    pub duration_ms: u64,
+    /// Digest of the captured log, if any.
+    pub log: Option<Digest>,
+    /// Whether the node is volatile (re-run on `--rerun`).
+    pub volatile: bool,
+}
+
+/// The keys of one build, for gc reachability.
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub struct BuildRecord {
+    /// Milliseconds since the epoch.
+    pub time_ms: u64,
+    /// Node keys the build ended with.
+    pub keys: Vec<Digest>,
+}
+
+/// A problem `skyctl store check` found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// The store path concerned.
+    pub path: PathBuf,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// What gc removed.
+#[derive(Debug, Default)]
+pub struct GcStats {
+    /// Action records removed.
+    pub actions: usize,
+    /// Blobs removed.
+    pub blobs: usize,
+    /// Bytes freed.
+    pub bytes: u64,
+    /// Build records removed.
+    pub builds: usize,
+}
+
+/// A handle on a store directory. Clones share the action index and this process's log.
+#[derive(Debug, Clone)]
+pub struct Store {
+    root: PathBuf,
+    shared: Arc<Shared>,
+}
+
+#[derive(Debug, Default)]
+struct Shared {
+    /// This process's action log, created with the first record.
+    log: Mutex<Option<std::fs::File>>,
+    /// Every action record of every log, loaded on the first lookup.
+    index: Mutex<Option<HashMap<Digest, ActionRecord>>>,
+    /// Whether `FICLONE` works here: 0 not tried yet, [`REFLINK_YES`] or [`REFLINK_NO`].
+    reflink: AtomicU8,
+}
+
+const REFLINK_YES: u8 = 1;
+const REFLINK_NO: u8 = 2;
+
+/// Holds the store lock (shared for builds, exclusive for gc) until dropped.
+#[derive(Debug)]
+pub struct StoreLock {
+    _file: std::fs::File,
+}
+
+impl Store {
+    /// Open (creating if needed) the store under `dir`.
+    pub fn open(dir: &Path) -> Result<Store> {
+        let root = dir.join(STORE_VERSION_DIR);
+        for sub in ["blobs", "actions", "builds", "tmp"] {
+            let p = root.join(sub);
+            if !p.is_dir() {
+                std::fs::create_dir_all(&p).map_err(|e| DagError::io("create", &p, e))?;
+            }
+        }
+        let tag = dir.join("CACHEDIR.TAG");
+        if !tag.exists() {
+            let _ = fsutil::write_atomic(
+                &tag,
+                b"Signature: 8a477f597d28d172789f06886806bc55\n# This is the skyctl content store.\n",
+                false,
+            );
+            let _ = fsutil::write_atomic(&dir.join(".gitignore"), b"*\n", false);
+        }
+        let store = Store {
+            root,
+            shared: Arc::default(),
+        };
+        if !store.id_path().is_file() {
+            store.new_id(false)?;
+        }
+        Ok(store)
+    }
+
+    /// The versioned root (`<dir>/store-v2`).
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    fn id_path(&self) -> PathBuf {
+        self.root.join("id")
+    }
+
+    /// This store's generation: it changes when the store is created anew or gc removes action
+    /// records. A workspace whose last build recorded the same id may trust that its records
+    /// are still here.
+    pub fn id(&self) -> String {
+        std::fs::read_to_string(self.id_path())
+            .map(|s| s.trim().to_string())
+            .unwrap_or_default()
+    }
+
+    /// Write a fresh generation id; `replace = false` keeps one another process wrote first.
+    fn new_id(&self, replace: bool) -> Result<()> {
+        let seed = format!(
+            "{} {} {:?}",
+            std::process::id(),
+            self.root.display(),
+            std::time::SystemTime::now()
+        );
+        let id = Digest::of(seed.as_bytes()).hex();
+        let tmp = self.tmp("id");
+        std::fs::write(&tmp, id).map_err(|e| DagError::io("write", &tmp, e))?;
+        let dest = self.id_path();
+        let res = if replace {
+            std::fs::rename(&tmp, &dest)
+        } else {
+            // link(2) fails when the id exists: a concurrent opener's id stands.
+            match std::fs::hard_link(&tmp, &dest) {
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+                r => r,
+            }
+        };
+        let _ = std::fs::remove_file(&tmp);
+        res.map_err(|e| DagError::io("write", &dest, e))
+    }
+
+    fn lock_file(&self) -> Result<(std::fs::File, PathBuf)> {
+        let p = self.root.join("lock");
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&p)
+            .map_err(|e| DagError::io("open", &p, e))?;
+        Ok((file, p))
+    }
+
+    /// Take the store lock: shared (builds) or exclusive (gc).
+    pub fn lock(&self, exclusive: bool) -> Result<StoreLock> {
+        use rustix::fs::{flock, FlockOperation};
+        let (file, p) = self.lock_file()?;
+        let op = if exclusive {
+            FlockOperation::LockExclusive
+        } else {
+            FlockOperation::LockShared
+        };
+        flock(&file, op).map_err(|e| DagError::io("lock", &p, e.into()))?;
+        Ok(StoreLock { _file: file })
+    }
+
+    fn tmp(&self, stem: &str) -> PathBuf {
+        fsutil::temp_in(&self.root.join("tmp"), stem)
+    }
+
+    /// Rename a complete temp file to `dest`, creating the fan-out directory on first use.
+    fn publish(&self, tmp: &Path, dest: &Path) -> Result<()> {
+        let res = fsutil::with_parent(dest, || std::fs::rename(tmp, dest));
+        res.map_err(|e| {
+            let _ = std::fs::remove_file(tmp);
+            DagError::io("rename", dest, e)
+        })
+    }
+}
+
+pub(super) fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+pub(super) fn statcache_hash(p: &Path) -> std::io::Result<Digest> {
+    crate::statcache::hash_file(p)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::actions::format_line;
+    use super::*;
+
+    #[test]
+    fn put_restore_and_detect_corruption() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("s")).unwrap();
+        let src = dir.path().join("f");
+        std::fs::write(&src, b"content").unwrap();
+        let (d, size) = store.put_file(&src).unwrap();
+        assert_eq!((d, size), (Digest::of(b"content"), 7));
+        let out = OutputRecord {
+            path: "f".into(),
+            digest: d,
+            size,
+            dir: false,
+            exec: false,
+        };
+        let rec = ActionRecord {
+            node: "n".into(),
+            kind: "command".into(),
+            outputs: vec![out.clone()],
+            duration_ms: 1,
+            log: None,
+            volatile: false,
+        };
+        let key = Digest::of(b"key");
+        store.put_action(&key, &rec).unwrap();
+        assert_eq!(store.get_action(&key).unwrap().outputs, rec.outputs);
+        assert!(store.check().is_empty());
+        let dest = dir.path().join("w/f");
+        store.restore(&out, &dest, false).unwrap();
+        assert_eq!(std::fs::read(&dest).unwrap(), b"content");
+
+        // Corrupt the blob: restore refuses and leaves the old file alone; check reports it.
+        let bp = store.blob_path(&d);
+        fsutil::set_mode(&bp, false).unwrap();
+        std::fs::write(&bp, b"CONTENT").unwrap();
+        std::fs::write(&dest, b"old").unwrap();
+        let e = store.restore(&out, &dest, false).unwrap_err().to_string();
+        assert!(e.contains("corrupted"), "{e}");
+        assert_eq!(std::fs::read(&dest).unwrap(), b"old");
+        // The bad blob is gone; the record now points at a missing blob until a re-run.
+        assert!(!store.has_blob(&d));
+        assert_eq!(store.check().len(), 1);
+    }
+
+    #[test]
+    fn gc_keeps_reachable() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let mk = |content: &[u8], key: &[u8]| {
+            let d = store.put_bytes(content).unwrap();
+            let out = OutputRecord {
+                path: "x".into(),
+                digest: d,
+                size: content.len() as u64,
+                dir: false,
+                exec: false,
+            };
+            let rec = ActionRecord {
+                node: "n".into(),
+                kind: "k".into(),
+                outputs: vec![out],
+                duration_ms: 0,
+                log: None,
+                volatile: false,
+            };
+            store.put_action(&Digest::of(key), &rec).unwrap();
+            d
+        };
+        let old = mk(b"old", b"k1");
+        let new = mk(b"new", b"k2");
+        store.put_build(vec![Digest::of(b"k1")]).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        store.put_build(vec![Digest::of(b"k2")]).unwrap();
+        let stats = store.gc(1).unwrap();
+        assert_eq!((stats.actions, stats.blobs, stats.builds), (1, 1, 1));
+        assert!(store.has_blob(&new) && !store.has_blob(&old));
+        assert!(store.check().is_empty());
+    }
+
+    fn record(node: &str, d: Digest) -> ActionRecord {
+        ActionRecord {
+            node: node.into(),
+            kind: "command".into(),
+            outputs: vec![OutputRecord {
+                path: "x".into(),
+                digest: d,
+                size: 1,
+                dir: false,
+                exec: false,
+            }],
+            duration_ms: 0,
+            log: None,
+            volatile: false,
+        }
+    }
+
+    #[test]
+    fn action_log_torn_lines_later_records_and_other_processes() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let d1 = store.put_bytes(b"1").unwrap();
+        let d2 = store.put_bytes(b"2").unwrap();
+        let (k1, k2) = (Digest::of(b"k1"), Digest::of(b"k2"));
+        store.put_action(&k1, &record("one", d1)).unwrap();
+        store.put_action(&k2, &record("two", d1)).unwrap();
+        // A re-run supersedes: the later line wins, here and for a fresh reader.
+        store.put_action(&k2, &record("two", d2)).unwrap();
+        assert_eq!(store.get_action(&k2).unwrap().outputs[0].digest, d2);
+        let logs = store.logs();
+        assert_eq!(logs.len(), 1, "one log per process");
+        let fresh = Store::open(dir.path()).unwrap();
+        assert_eq!(fresh.get_action(&k2).unwrap().outputs[0].digest, d2);
+        assert!(fresh.check().is_empty(), "{:?}", fresh.check());
+
+        // A build killed mid-write: a torn last line (no newline) is ignored, even by check.
+        let full = format_line(&Digest::of(b"k3"), &record("three", d1)).unwrap();
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&logs[0])
+            .unwrap();
+        f.write_all(&full[..full.len() / 2]).unwrap();
+        let fresh = Store::open(dir.path()).unwrap();
+        assert!(fresh.get_action(&Digest::of(b"k3")).is_none());
+        assert!(fresh.get_action(&k1).is_some());
+        assert!(fresh.check().is_empty(), "{:?}", fresh.check());
+
+        // A complete line that does not match its checksum is reported and never used.
+        let mut bad = format_line(&Digest::of(b"k4"), &record("four", d1)).unwrap();
+        let n = bad.len();
+        bad[n - 3] ^= 1;
+        f.write_all(b"\n").unwrap(); // ends the torn line: now a complete, bad one
+        f.write_all(&bad).unwrap();
+        let fresh = Store::open(dir.path()).unwrap();
+        assert!(fresh.get_action(&Digest::of(b"k4")).is_none());
+        let problems = fresh.check();
+        assert_eq!(problems.len(), 2, "{problems:?}");
+        assert!(problems[1].message.contains("checksum"), "{problems:?}");
+
+        // A second process appends to its own log; a reader sees both.
+        let other = Store::open(dir.path()).unwrap();
+        other
+            .put_action(&Digest::of(b"k5"), &record("five", d2))
+            .unwrap();
+        assert_eq!(other.logs().len(), 2);
+        assert!(Store::open(dir.path())
+            .unwrap()
+            .get_action(&Digest::of(b"k5"))
+            .is_some());
+    }
+
+    #[test]
+    fn gc_merges_the_logs_and_changes_the_id() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = Store::open(dir.path()).unwrap().put_bytes(b"x").unwrap();
+        for k in [b"a", b"b", b"c"] {
+            // One store handle per "process": one log each.
+            let s = Store::open(dir.path()).unwrap();
+            s.put_action(&Digest::of(k), &record("n", d)).unwrap();
+        }
+        let store = Store::open(dir.path()).unwrap();
+        assert_eq!(store.logs().len(), 3);
+        let id = store.id();
+        store
+            .put_build(vec![Digest::of(b"a"), Digest::of(b"c")])
+            .unwrap();
+        let stats = store.gc(1).unwrap();
+        assert_eq!(stats.actions, 1);
+        assert_eq!(store.logs().len(), 1);
+        assert_ne!(store.id(), id);
+        assert!(store.has_action(&Digest::of(b"a")) && store.has_action(&Digest::of(b"c")));
+        assert!(!store.has_action(&Digest::of(b"b")));
+        assert!(store.check().is_empty());
+        // Nothing dropped: the id stays.
+        let id = store.id();
+        store.gc(1).unwrap();
+        assert_eq!(store.id(), id);
+    }
+
+    #[test]
+    fn files_go_in_and_out_by_link_when_no_reflink() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("s")).unwrap();
+        let src = dir.path().join("f");
+        std::fs::write(&src, b"linked").unwrap();
+        let (d, _) = store.put_file(&src).unwrap();
+        let reflinked = store.reflink_state() == REFLINK_YES;
+        let ino = |p: &Path| std::fs::metadata(p).unwrap().ino();
+        let blob = store.blob_path(&d);
+        assert_eq!(std::fs::metadata(&blob).unwrap().mode() & 0o777, 0o444);
+        assert_eq!(ino(&src) == ino(&blob), !reflinked);
+        // A file with a second name is never linked in (the other name could change it).
+        let shared = dir.path().join("g");
+        std::fs::write(&shared, b"two names").unwrap();
+        std::fs::hard_link(&shared, dir.path().join("g2")).unwrap();
+        let (d2, _) = store.put_file(&shared).unwrap();
+        assert_ne!(ino(&shared), ino(&store.blob_path(&d2)));
+        // Out: a link when allowed and the exec bit matches, a copy otherwise.
+        let out = OutputRecord {
+            path: "o".into(),
+            digest: d,
+            size: 6,
+            dir: false,
+            exec: false,
+        };
+        let dest = dir.path().join("w/o");
+        store.restore(&out, &dest, true).unwrap();
+        assert_eq!(ino(&dest) == ino(&blob), !reflinked);
+        store.restore(&out, &dest, false).unwrap();
+        assert_ne!(ino(&dest), ino(&blob));
+        let exec_out = OutputRecord { exec: true, ..out };
+        store.restore(&exec_out, &dest, true).unwrap();
+        assert_ne!(ino(&dest), ino(&blob));
+        assert_eq!(std::fs::read(&dest).unwrap(), b"linked");
+    }
+}

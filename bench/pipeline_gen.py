@@ -2,13 +2,14 @@
 """Generate one synthetic pipeline in four equivalent forms: pipeline.toml (skyctl),
 Makefile (GNU make), build.ninja (ninja) and dvc.yaml (DVC).
 
-Usage: pipeline_gen.py DIR SHAPE    SHAPE: "model30" or "wide500"
+Usage: pipeline_gen.py DIR SHAPE    SHAPE: "model30", "wide500" or "layersN" (N nodes)
 
 Sources: in/s0..s9.txt (small), in/leaf.txt (read by exactly one node with no dependents,
 so changing it re-runs one node) and in/big.bin (50 MB). Every node is a small `cat ... | cksum`
 command writing one file under out/. "model30" is shaped like a model pipeline (5 models x
 convert.f32, convert.f16, calibrate, quantize, bench; then manifest, bench summary and three
-golden checks); "wide500" is 20 layers of 25 nodes, each reading two nodes of the layer before.
+golden checks); "wide500" is 20 layers of 25 nodes, each reading two nodes of the layer before;
+"layersN" (layers500, layers5000, layers20000) is N/50 layers of 50 nodes, likewise.
 """
 
 import os
@@ -46,9 +47,29 @@ def wide500():
     return nodes
 
 
+def layers(n, width=50):
+    """n // width layers of `width` nodes, each reading two nodes of the layer before; the
+    last layer's first node also reads in/leaf.txt."""
+    nodes = []
+    depth = n // width
+    for layer in range(depth):
+        for i in range(width):
+            if layer == 0:
+                ins = [f"in/s{i % 10}.txt"]
+            else:
+                ins = [f"out/l{layer - 1}-{i}", f"out/l{layer - 1}-{(i + 1) % width}"]
+                if layer == depth - 1 and i == 0:
+                    ins.append("in/leaf.txt")
+            nodes.append((f"l{layer}-{i}", ins))
+    return nodes
+
+
 def main():
     root, shape = sys.argv[1], sys.argv[2]
-    nodes = {"model30": model30, "wide500": wide500}[shape]()
+    if shape.startswith("layers"):
+        nodes = layers(int(shape[len("layers"):]))
+    else:
+        nodes = {"model30": model30, "wide500": wide500}[shape]()
     os.makedirs(os.path.join(root, "in"), exist_ok=True)
     for i in range(10):
         with open(os.path.join(root, "in", f"s{i}.txt"), "w") as f:

@@ -1,7 +1,7 @@
 //! `calibrate`: the f32 model over a prompt set -> the calibration JSON (max |x| per input
 //! channel of every matrix product).
 //!
-//! Params (from `graph.rs`): `prompts`: `"builtin"` or `{"file": <workspace path>}`.
+//! Params (from `pipeline::expand`): `prompts`: `"builtin"` or `{"file": <workspace path>}`.
 //! Inputs: the model's F32 GGUF, then the prompt file when one is named. Output: one JSON file.
 
 use anyhow::{bail, Context};

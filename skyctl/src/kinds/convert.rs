@@ -1,13 +1,13 @@
 //! `convert`: a Laya checkpoint directory to one GGUF file, through [`sky_laya::convert`].
 //!
 //! Input: the checkpoint directory (a source directory, or the single directory output of the
-//! model's `export` command). Params (built by `graph.rs` from the model and its policy):
+//! model's `export` command). Params (built by `pipeline::expand` from the model and its policy):
 //! `type` and `head_type` (`f32`, `f16`, `bf16`, `q8_0`), `rules` (ordered
 //! `{"match": glob, "type": t}`; the first rule whose glob matches a GGUF tensor name wins) and
 //! `name` (`general.name`; the checkpoint directory's name when absent). Output: the GGUF file,
 //! written atomically by the converter.
 //!
-//! Rules are matched with the engine's glob ([`crate::engine::glob::Glob`], the syntax
+//! Rules are matched with the engine's glob ([`sky_dag::glob::Glob`], the syntax
 //! pipeline.toml documents and validates) and handed to the converter as exact tensor names,
 //! so `[set]` classes work and both sides agree on what a pattern means.
 

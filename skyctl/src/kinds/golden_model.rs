@@ -1,7 +1,7 @@
 //! `golden_model`: run a model golden suite with sky-infer and judge it.
 //!
 //! Inputs, in order: the model (a GGUF file or a Laya checkpoint directory), the cases JSONL,
-//! the expected JSONL. Params (from `graph.rs`): `tolerance` (max |p - p_expected|), `suite`
+//! the expected JSONL. Params (from `pipeline::expand`): `tolerance` (max |p - p_expected|), `suite`
 //! (the suite name, so the report says what it is; the node id's `golden/` suffix when
 //! absent), `variant` (informative), `path` (the compute path: `f32`, the default, or the
 //! int8 paths `q8` / `q8-fast`).

@@ -262,11 +262,7 @@ impl BuildDriver<'_> {
         if let Some((material, key)) = &self.materials[n] {
             self.new_last.nodes.insert(
                 self.graph.nodes[n].id.clone(),
-                NodeState {
-                    key: *key,
-                    material: material.clone(),
-                    outputs: outputs.clone(),
-                },
+                NodeState::new(*key, material, outputs.clone()),
             );
         }
         self.outputs[n] = Some(outputs);

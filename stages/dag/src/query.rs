@@ -153,7 +153,7 @@ pub fn explain(
     let last = LastBuild::load(&ws.state.last_build());
     let last_state = last.nodes.get(node);
     let differences = match (&view.material, last_state) {
-        (Some(m), Some(st)) => diff_all(&st.material, m),
+        (Some(m), Some(st)) => st.material().map_or_else(Vec::new, |old| diff_all(&old, m)),
         _ => Vec::new(),
     };
     Ok(Explanation {

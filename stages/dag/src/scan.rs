@@ -393,7 +393,10 @@ impl<'a> Scanner<'a> {
         match self.last.nodes.get(&self.graph.nodes[n].id) {
             None => DirtyReason::NewNode,
             Some(st) if st.key == *key => DirtyReason::NoRecord,
-            Some(st) => diff(&st.material, material).unwrap_or(DirtyReason::NoRecord),
+            Some(st) => st
+                .material()
+                .and_then(|old| diff(&old, material))
+                .unwrap_or(DirtyReason::NoRecord),
         }
     }
 

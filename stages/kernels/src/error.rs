@@ -40,7 +40,7 @@ pub enum Error {
         /// The declared element count.
         count: u64,
         /// The declared element type.
-        dtype: crate::format::Dtype,
+        dtype: crate::dtype::Dtype,
         /// Expected payload bytes (`None` when `count × size` overflows).
         expected: String,
         /// Payload bytes present.

@@ -31,6 +31,7 @@
 
 pub mod check;
 pub mod detmath;
+pub mod dtype;
 pub mod error;
 pub mod format;
 pub mod moe;

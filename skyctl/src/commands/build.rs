@@ -51,12 +51,23 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         keep_going: args.keep_going,
     };
     let mut console = Console::new(Mode::pick(args.json), args.verbose);
-    let graph = ws.graph()?;
-    let summary = sky_dag::build(&ws.ws, &graph, &registry(), &opts, &mut console)?;
+    // The workspace state loads on the other core while the manifest expands.
+    let state = std::thread::scope(|scope| {
+        let state = scope.spawn(|| sky_dag::state::Preloaded::load(&ws.state));
+        let graph = ws.graph();
+        state.join().map(|s| (graph, s))
+    });
+    let (graph, state) = match state {
+        Ok((graph, state)) => (graph?, state),
+        Err(_) => anyhow::bail!("reading the workspace state panicked"),
+    };
+    let summary =
+        sky_dag::builder::build_preloaded(&ws.ws, &graph, &registry(), &opts, &mut console, state)?;
     console.summary(&summary);
-    // The process ends after this; freeing a graph of thousands of nodes node by node costs
-    // a few percent of a no-op build for nothing.
+    // The process ends after this; freeing a graph and a manifest of thousands of nodes
+    // piece by piece costs several percent of a no-op build for nothing.
     std::mem::forget(graph);
+    std::mem::forget(ws);
     Ok(if summary.failed > 0 || summary.skipped > 0 {
         Outcome::Failed
     } else {

@@ -19,8 +19,7 @@ use crate::release;
 use crate::report::{Event, NodeStatus, Reporter, Summary};
 use crate::scan::{DirtyReason, Freshness, Scanner};
 use crate::scheduler::{Driver, Scheduler, Start};
-use crate::statcache::StatCache;
-use crate::state::{LastBuild, NodeState, StoreStamp};
+use crate::state::{LastBuild, NodeState, Preloaded, StoreStamp};
 use crate::store::{ActionRecord, OutputRecord, Store};
 use crate::tree::{list_files, Tree, TreeEntry};
 use crate::workspace::Workspace;
@@ -63,6 +62,19 @@ pub fn build(
     opts: &BuildOptions,
     reporter: &mut dyn Reporter,
 ) -> Result<Summary> {
+    let state = Preloaded::load(&ws.state);
+    build_preloaded(ws, graph, registry, opts, reporter, state)
+}
+
+/// [`build`] from workspace state read ahead with [`Preloaded::load`].
+pub fn build_preloaded(
+    ws: &Workspace,
+    graph: &Graph,
+    registry: &Registry,
+    opts: &BuildOptions,
+    reporter: &mut dyn Reporter,
+    state: Preloaded,
+) -> Result<Summary> {
     let t0 = Instant::now();
     let targets = resolve(graph, &opts.targets)?;
     let rerun = resolve(graph, &opts.rerun)?;
@@ -74,14 +86,13 @@ pub fn build(
     })?;
     let store = ws.store()?;
     let store_lock = store.lock(false)?;
-    let last = LastBuild::load(&ws.state.last_build());
+    let (last, statcache) = state.current(&ws.state);
     let stamp = StoreStamp {
         dir: ws.store_dir.display().to_string(),
         id: store.id(),
     };
     // Another store than the one the last build filled: check each cached node's record.
     let verify_store = last.store.as_ref() != Some(&stamp);
-    let statcache = StatCache::load(&ws.state.statcache());
     let mut scanner = Scanner::new(&ws.root, graph, registry, &store, &last, statcache);
     scanner.check_kinds(&plan.selected)?;
     for &n in &graph.order {

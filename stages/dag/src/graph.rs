@@ -14,6 +14,7 @@
 use std::collections::BTreeMap;
 use std::ops::Range;
 use std::path::Path;
+use std::sync::Arc;
 
 use serde_json::Value;
 
@@ -57,8 +58,9 @@ pub struct Node {
     pub id: String,
     /// Stage kind name (`command`, `convert`, ...).
     pub kind: String,
-    /// Canonical parameters (hashed with sorted object keys).
-    pub params: Value,
+    /// Canonical parameters (hashed with sorted object keys); shared with every key material
+    /// computed from them.
+    pub params: Arc<Value>,
     /// Inputs in declared order.
     pub inputs: Vec<Input>,
     /// Declared outputs.
@@ -226,7 +228,7 @@ impl Graph {
             nodes.push(Node {
                 id: n.id,
                 kind: n.kind,
-                params: n.params,
+                params: Arc::new(n.params),
                 inputs: Vec::new(),
                 outputs,
                 exclusive: n.exclusive,

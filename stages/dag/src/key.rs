@@ -189,7 +189,7 @@ pub struct KeyMaterial {
     /// The kind's implementation version.
     pub version: u32,
     /// Canonical parameters.
-    pub params: serde_json::Value,
+    pub params: std::sync::Arc<serde_json::Value>,
     /// Inputs in the node's declared order (globs and directories expanded in sorted order).
     pub inputs: Vec<KeyInput>,
 }
@@ -218,7 +218,7 @@ mod tests {
         KeyMaterial {
             kind: "command".into(),
             version: 1,
-            params: serde_json::json!({"run": ["cp", "a", "b"], "cwd": "."}),
+            params: serde_json::json!({"run": ["cp", "a", "b"], "cwd": "."}).into(),
             inputs: vec![KeyInput {
                 path: "a".into(),
                 digest: Digest::of(b"hello\n"),
@@ -238,7 +238,7 @@ mod tests {
     #[test]
     fn object_key_order_does_not_matter() {
         let mut a = material();
-        a.params = serde_json::json!({"cwd": ".", "run": ["cp", "a", "b"]});
+        a.params = serde_json::json!({"cwd": ".", "run": ["cp", "a", "b"]}).into();
         assert_eq!(a.key(), material().key());
     }
 
@@ -252,7 +252,7 @@ mod tests {
         m.version = 2;
         assert_ne!(m.key(), base);
         let mut m = material();
-        m.params = serde_json::json!({"run": ["cp", "a", "c"], "cwd": "."});
+        m.params = serde_json::json!({"run": ["cp", "a", "c"], "cwd": "."}).into();
         assert_ne!(m.key(), base);
         let mut m = material();
         m.inputs[0].path = "b".into();

@@ -494,7 +494,7 @@ mod tests {
         KeyMaterial {
             kind: "command".into(),
             version: 1,
-            params: json!({"run": ["a"], "cwd": "."}),
+            params: json!({"run": ["a"], "cwd": "."}).into(),
             inputs: vec![KeyInput {
                 path: "in".into(),
                 digest: Digest::of(b"1"),
@@ -512,7 +512,7 @@ mod tests {
             Some(DirtyReason::StageVersionChanged { old: 1, new: 2 })
         );
         let mut m = mat();
-        m.params["cwd"] = json!("sub");
+        std::sync::Arc::make_mut(&mut m.params)["cwd"] = json!("sub");
         assert_eq!(
             diff(&mat(), &m),
             Some(DirtyReason::ParamsChanged {

@@ -64,6 +64,9 @@ pub struct StatCache {
     entries: HashMap<String, Entry>,
     changed: bool,
     hashed_bytes: u64,
+    /// The workspace root, opened once: `fstatat` of a relative path walks fewer components
+    /// than `stat` of an absolute one (a tenth of a no-op build at 5,000 nodes is stats).
+    root: Option<(std::path::PathBuf, std::os::fd::OwnedFd)>,
 }
 
 /// How long after its mtime a file counts as racy.
@@ -127,6 +130,7 @@ impl StatCache {
             );
         }
         Some(StatCache {
+            root: None,
             entries,
             changed: false,
             hashed_bytes: 0,
@@ -166,13 +170,7 @@ impl StatCache {
     /// The digest of `root/rel` (a regular file), from the cache when its stat still matches.
     pub fn digest(&mut self, root: &Path, rel: &str) -> std::io::Result<(Digest, FileStat)> {
         let abs = root.join(rel);
-        let md = std::fs::metadata(&abs)?;
-        if !md.is_file() {
-            return Err(std::io::Error::other(format!(
-                "`{rel}` is not a regular file"
-            )));
-        }
-        let st = FileStat::of(&md);
+        let st = self.stat(root, rel)?;
         if let Some(e) = self.entries.get(rel) {
             if e.size == st.size && e.mtime_ns == st.mtime_ns && e.ino == st.ino {
                 return Ok((e.digest, st));
@@ -183,6 +181,36 @@ impl StatCache {
         let after = FileStat::of(&std::fs::metadata(&abs)?);
         self.record(rel, after, digest, after == st);
         Ok((digest, st))
+    }
+
+    /// `stat` of `root/rel` (following symlinks), which must be a regular file.
+    fn stat(&mut self, root: &Path, rel: &str) -> std::io::Result<FileStat> {
+        use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+        if self.root.as_ref().map(|(p, _)| p.as_path()) != Some(root) {
+            let fd = rustix::fs::open(
+                root,
+                OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+                Mode::empty(),
+            )?;
+            self.root = Some((root.to_path_buf(), fd));
+        }
+        let Some((_, fd)) = &self.root else {
+            return Err(std::io::Error::other("workspace root not open"));
+        };
+        let st = rustix::fs::statat(fd, rel, AtFlags::empty())?;
+        if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
+            return Err(std::io::Error::other(format!(
+                "`{rel}` is not a regular file"
+            )));
+        }
+        Ok(FileStat {
+            size: st.st_size as u64,
+            mtime_ns: (st.st_mtime as i64)
+                .saturating_mul(1_000_000_000)
+                .saturating_add(st.st_mtime_nsec as i64),
+            ino: st.st_ino as u64,
+            exec: st.st_mode & 0o111 != 0,
+        })
     }
 
     /// Record that `rel`, with stat `st`, has `digest` (e.g. right after we wrote it).

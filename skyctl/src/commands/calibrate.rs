@@ -7,8 +7,6 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 
-use sky_dag::fsutil::write_atomic;
-
 /// Arguments of `skyctl calibrate`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -25,7 +23,7 @@ pub struct Args {
 /// Run `skyctl calibrate`.
 pub fn run(args: Args) -> anyhow::Result<Outcome> {
     let run = crate::ops::calibrate::calibrate_model(&args.model, args.prompts.as_deref())?;
-    write_atomic(&args.out, run.calibration.to_json().as_bytes(), false)
+    sky_fs::write(&args.out, run.calibration.to_json().as_bytes())
         .with_context(|| format!("writing {}", args.out.display()))?;
     let mut err = std::io::stderr().lock();
     for note in run.notes() {

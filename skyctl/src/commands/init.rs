@@ -26,7 +26,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
     if path.exists() {
         bail!("`{}` already exists; not overwriting it", path.display());
     }
-    sky_dag::fsutil::write_atomic(&path, EXAMPLE.as_bytes(), true)
+    sky_fs::write(&path, EXAMPLE.as_bytes())
         .with_context(|| format!("writing `{}`", path.display()))?;
     println!(
         "wrote {} (an example pipeline; edit it, then run `skyctl build`)",

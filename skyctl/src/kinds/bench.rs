@@ -15,7 +15,6 @@ use std::io::Write as _;
 
 use crate::ops::bench::{bench_engine, BenchConfig, BenchMode};
 use crate::ops::compute::ComputePath;
-use sky_dag::fsutil::write_atomic;
 use sky_dag::{Kind, StageCtx, StageInput};
 
 /// The `bench` kind.
@@ -100,10 +99,9 @@ impl Kind for Bench {
             results.insert(mode.into(), v);
         }
         let doc = json!({"model": model, "modes": results});
-        write_atomic(
+        sky_fs::write(
             out,
             format!("{}\n", serde_json::to_string_pretty(&doc)?).as_bytes(),
-            false,
         )
         .with_context(|| format!("writing {}", out.display()))?;
         Ok(())

@@ -8,7 +8,6 @@ use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
 use std::io::Write as _;
 
-use sky_dag::fsutil::write_atomic;
 use sky_dag::{Kind, StageCtx};
 
 /// The `calibrate` kind.
@@ -69,7 +68,7 @@ impl Kind for Calibrate {
         };
         let run = crate::ops::calibrate::calibrate_model(&model.path, prompts.as_deref())
             .with_context(|| format!("node `{node}`"))?;
-        write_atomic(out, run.calibration.to_json().as_bytes(), false)
+        sky_fs::write(out, run.calibration.to_json().as_bytes())
             .with_context(|| format!("writing {}", out.display()))?;
         for note in run.notes() {
             writeln!(ctx.log, "note: {note}")?;

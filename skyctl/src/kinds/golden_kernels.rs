@@ -17,7 +17,6 @@ use serde_json::json;
 use sky_kernels::{CheckReport, FileReport, Status};
 
 use crate::ops::golden_table;
-use sky_dag::fsutil::write_atomic;
 use sky_dag::{Kind, StageCtx};
 
 /// The `golden_kernels` kind.
@@ -95,7 +94,7 @@ impl Kind for GoldenKernels {
         });
         let mut bytes = serde_json::to_vec_pretty(&report)?;
         bytes.push(b'\n');
-        write_atomic(out, &bytes, false)
+        sky_fs::write(out, &bytes)
             .with_context(|| format!("node `{node}`: writing `{}`", out.display()))?;
         ctx.log
             .extend_from_slice(crate::ops::kernels::render_check(&check).as_bytes());

@@ -17,7 +17,6 @@ use serde_json::json;
 
 use crate::ops::compute::{Compute, ComputePath};
 use crate::ops::golden_table;
-use sky_dag::fsutil::write_atomic;
 use sky_dag::{Kind, StageCtx};
 
 /// The `golden_model` kind.
@@ -94,7 +93,7 @@ impl Kind for GoldenModel {
         });
         let mut bytes = serde_json::to_vec_pretty(&report)?;
         bytes.push(b'\n');
-        write_atomic(out, &bytes, false)
+        sky_fs::write(out, &bytes)
             .with_context(|| format!("node `{node}`: writing `{}`", out.display()))?;
         let row = golden_table::Row::from_report(&report);
         ctx.log

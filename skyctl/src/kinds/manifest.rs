@@ -14,7 +14,6 @@ use sky_gguf::{GgufFile, Value as GValue};
 use std::collections::BTreeMap;
 
 use crate::ops::bench::BenchMode;
-use sky_dag::fsutil::write_atomic;
 use sky_dag::{Kind, StageCtx};
 
 /// `format` of the manifest written by this version.
@@ -137,15 +136,13 @@ impl Kind for Manifest {
         let manifest = json!({"format": MANIFEST_FORMAT, "models": models});
         let bench =
             json!({"format": BENCH_FORMAT, "unit": "microseconds per question", "models": bench});
-        write_atomic(
+        sky_fs::write(
             manifest_out,
             format!("{}\n", serde_json::to_string_pretty(&manifest)?).as_bytes(),
-            false,
         )?;
-        write_atomic(
+        sky_fs::write(
             bench_out,
             format!("{}\n", serde_json::to_string_pretty(&bench)?).as_bytes(),
-            false,
         )?;
         Ok(())
     }

@@ -8,8 +8,6 @@ use sky_gguf::GgufFile;
 use sky_infer::int8::{f32_reference_from_dir, q8_policy, quantize_gguf, QuantizedFile};
 use sky_quant::Calibration;
 
-use sky_dag::fsutil::write_atomic;
-
 /// The float reference GGUF bytes of a model: the file itself, or a Laya directory converted
 /// to F32 in memory.
 pub fn reference_bytes(model: &Path) -> anyhow::Result<Vec<u8>> {
@@ -33,6 +31,6 @@ pub fn quantize_to(
     let f = GgufFile::parse(reference).with_context(|| format!("reading {}", what.display()))?;
     let q = quantize_gguf(&f, calib, ratio, &q8_policy(), exact_cols)
         .with_context(|| format!("quantizing {}", what.display()))?;
-    write_atomic(out, &q.bytes, false).with_context(|| format!("writing {}", out.display()))?;
+    sky_fs::write(out, &q.bytes).with_context(|| format!("writing {}", out.display()))?;
     Ok(q)
 }

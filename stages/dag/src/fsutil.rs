@@ -29,27 +29,6 @@ pub fn temp_in(dir: &Path, stem: &str) -> PathBuf {
     dir.join(format!("{stem}-{}-{n}-{t}.tmp", std::process::id()))
 }
 
-/// Write `bytes` to `path` through a temp file and a rename; `fsync` the file first when asked.
-pub fn write_atomic(path: &Path, bytes: &[u8], fsync: bool) -> std::io::Result<()> {
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent)?;
-    }
-    let tmp = temp_beside(path);
-    let res = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        if fsync {
-            f.sync_all()?;
-        }
-        drop(f);
-        std::fs::rename(&tmp, path)
-    })();
-    if res.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    res
-}
-
 /// Why a verified copy failed.
 #[derive(Debug)]
 pub enum CopyError {

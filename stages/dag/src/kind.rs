@@ -19,7 +19,7 @@
 //!   `--rerun <kind>`.
 //! - `run(params, ctx)` reads `ctx.inputs` (materialized files or directories, in the node's
 //!   declared order) and writes every path in `ctx.outputs` (parent directories exist; write
-//!   each file atomically, [`crate::fsutil::write_atomic`]). Text for the user goes to
+//!   each file atomically, with `sky_fs::write`). Text for the user goes to
 //!   `ctx.log`. Return an error to fail the node; do not print.
 //!
 //! A kind must be deterministic: same inputs and params, byte-identical outputs, in any folder.

@@ -42,7 +42,7 @@
 //!     type Params = ();
 //!     fn run(&self, _: (), ctx: &mut StageCtx<'_>) -> anyhow::Result<()> {
 //!         let text = std::fs::read_to_string(&ctx.inputs[0].path)?;
-//!         sky_dag::fsutil::write_atomic(&ctx.outputs[0], text.to_uppercase().as_bytes(), false)?;
+//!         sky_fs::write(&ctx.outputs[0], text.to_uppercase().as_bytes())?;
 //!         Ok(())
 //!     }
 //! }

@@ -157,7 +157,7 @@ impl StatCache {
             out.extend_from_slice(&e.ino.to_le_bytes());
             out.extend_from_slice(&e.digest.0);
         }
-        crate::fsutil::write_atomic(path, &out, false)?;
+        sky_fs::write_cache(path, &out)?;
         self.changed = false;
         Ok(())
     }

@@ -11,7 +11,6 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-use crate::fsutil;
 use crate::key::{Digest, KeyMaterial};
 use crate::store::OutputRecord;
 
@@ -120,7 +119,7 @@ impl LastBuild {
     /// Save atomically.
     pub fn save(&self, path: &Path) -> std::io::Result<()> {
         let bytes = serde_json::to_vec(self).map_err(std::io::Error::other)?;
-        fsutil::write_atomic(path, &bytes, false)
+        sky_fs::write_cache(path, &bytes)
     }
 }
 

@@ -254,15 +254,7 @@ impl GgufWriter {
             path: path.to_path_buf(),
             err,
         };
-        let dir = match path.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p,
-            _ => Path::new("."),
-        };
-        let tmp = tempfile::Builder::new()
-            .prefix(".skyctl-tmp-")
-            .suffix(".gguf")
-            .tempfile_in(dir)
-            .map_err(io)?;
+        let tmp = sky_fs::AtomicFile::create(path).map_err(io)?;
         {
             let mut bw = std::io::BufWriter::with_capacity(1 << 20, tmp.as_file());
             self.write_to(&mut bw).map_err(|e| match e {
@@ -271,16 +263,7 @@ impl GgufWriter {
             })?;
             bw.flush().map_err(io)?;
         }
-        // Temp files are created 0600; a model file is meant to be read by others.
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            tmp.as_file()
-                .set_permissions(std::fs::Permissions::from_mode(0o644))
-                .map_err(io)?;
-        }
-        tmp.as_file().sync_all().map_err(io)?;
-        tmp.persist(path).map_err(|e| io(e.error))?;
+        tmp.commit().map_err(io)?;
         Ok(())
     }
 }

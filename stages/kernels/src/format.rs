@@ -14,7 +14,6 @@
 //! names the file and the byte offset of the offending field. The writer is deterministic and
 //! writes atomically (temp file in the target directory, then rename).
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 pub use crate::dtype::Dtype;
@@ -292,26 +291,10 @@ pub fn file_path(dir: &Path, name: &str) -> PathBuf {
     dir.join(format!("{name}.{EXTENSION}"))
 }
 
-/// Write `bytes` to `path` through a temp file in the same directory and a rename, so a
-/// reader never sees a half-written file.
+/// Write `bytes` to `path` atomically ([`sky_fs::write`]), so a reader never sees a
+/// half-written file.
 pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| Error::io(dir, e))?;
-    tmp.write_all(bytes).map_err(|e| Error::io(tmp.path(), e))?;
-    // Temp files are created 0600; golden files are shared data (copied to kernel hosts).
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        let mode = std::fs::Permissions::from_mode(0o644);
-        tmp.as_file()
-            .set_permissions(mode)
-            .map_err(|e| Error::io(tmp.path(), e))?;
-    }
-    tmp.persist(path).map_err(|e| Error::io(path, e.error))?;
-    Ok(())
+    sky_fs::write(path, bytes).map_err(|e| Error::io(path, e))
 }
 
 #[cfg(test)]

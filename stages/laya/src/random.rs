@@ -18,7 +18,6 @@
 //! with the factor.
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::Path;
 
 use serde_json::json;
@@ -342,24 +341,9 @@ pub fn safetensors_bytes(tensors: &TensorMap, dtype: WeightDtype) -> Result<Vec<
         .map_err(|e| LayaError::Invalid(format!("serializing safetensors: {e:?}")))
 }
 
-/// Write `bytes` to `path` atomically (temp file in the same folder, then rename).
+/// Write `bytes` to `path` atomically ([`sky_fs::write`]).
 pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let dir = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".skyctl-tmp-")
-        .tempfile_in(dir)
-        .map_err(|e| LayaError::io(path, e))?;
-    tmp.write_all(bytes).map_err(|e| LayaError::io(path, e))?;
-    tmp.as_file()
-        .sync_all()
-        .map_err(|e| LayaError::io(path, e))?;
-    crate::stream::readable_mode(tmp.as_file()).map_err(|e| LayaError::io(path, e))?;
-    tmp.persist(path)
-        .map_err(|e| LayaError::io(path, e.error))?;
-    Ok(())
+    sky_fs::write(path, bytes).map_err(|e| LayaError::io(path, e))
 }
 
 /// Write a complete Laya directory for a preset: `model.safetensors`, `encoder/config.json`,

@@ -53,15 +53,7 @@ pub(crate) fn write_file(
 ) -> Result<u64> {
     use rayon::prelude::*;
     let io = |e: std::io::Error| LayaError::io(out, e);
-    let dir = match out.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    let tmp = tempfile::Builder::new()
-        .prefix(".skyctl-tmp-")
-        .suffix(".gguf")
-        .tempfile_in(dir)
-        .map_err(io)?;
+    let tmp = sky_fs::AtomicFile::create(out).map_err(io)?;
     let head = header(meta, tensors, alignment)?;
     let mut size = head.len() as u64;
     {
@@ -92,21 +84,6 @@ pub(crate) fn write_file(
         }
         w.flush().map_err(io)?;
     }
-    tmp.as_file().sync_all().map_err(io)?;
-    readable_mode(tmp.as_file()).map_err(io)?;
-    tmp.persist(out).map_err(|e| io(e.error))?;
+    tmp.commit().map_err(io)?;
     Ok(size)
-}
-
-/// Temporary files are created 0600; a published model or checkpoint file should be readable
-/// like any other output (0644).
-pub(crate) fn readable_mode(file: &std::fs::File) -> std::io::Result<()> {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        file.set_permissions(std::fs::Permissions::from_mode(0o644))?;
-    }
-    #[cfg(not(unix))]
-    let _ = file;
-    Ok(())
 }

@@ -168,12 +168,9 @@ impl Store {
         }
         let tag = dir.join("CACHEDIR.TAG");
         if !tag.exists() {
-            let _ = fsutil::write_atomic(
-                &tag,
-                b"Signature: 8a477f597d28d172789f06886806bc55\n# This is the skyctl content store.\n",
-                false,
-            );
-            let _ = fsutil::write_atomic(&dir.join(".gitignore"), b"*\n", false);
+            let _ = sky_fs::write(&tag,
+                b"Signature: 8a477f597d28d172789f06886806bc55\n# This is the skyctl content store.\n");
+            let _ = sky_fs::write(&dir.join(".gitignore"), b"*\n");
         }
         let store = Store {
             root,

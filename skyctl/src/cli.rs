@@ -67,6 +67,7 @@ pub enum Command {
 
 /// Parse the command line, run it, and turn the result into an exit code.
 pub fn main() -> ExitCode {
+    quiet_on_broken_pipe();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
@@ -82,7 +83,7 @@ pub fn main() -> ExitCode {
         Err(e) => {
             #[allow(clippy::print_stderr)]
             {
-                eprintln!("skyctl: {e:#}");
+                eprintln!("skyctl: {}", sky_dag::report::error_chain(&e));
             }
             ExitCode::from(EXIT_USAGE)
         }
@@ -110,4 +111,23 @@ fn run(command: Command) -> anyhow::Result<Outcome> {
         Command::Clean(a) => commands::clean::run(a),
         Command::Store(a) => commands::store::run(a),
     }
+}
+
+/// Output to a closed pipe (`skyctl graph --format json | head -1`) ends the process quietly
+/// with status 0, as ripgrep does: `println!` panics on EPIPE, so the panic hook recognises
+/// that one panic and exits instead of printing it. Every other panic is reported as usual.
+fn quiet_on_broken_pipe() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let payload = info.payload();
+        let msg = payload
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| payload.downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if msg.contains("failed printing to std") && msg.contains("Broken pipe") {
+            std::process::exit(0);
+        }
+        default(info);
+    }));
 }

@@ -9,10 +9,10 @@ use crate::pipeline::Pipeline;
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct WorkspaceArgs {
     /// The pipeline file (default: pipeline.toml in this folder or the nearest parent).
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", global = true)]
     pub manifest: Option<PathBuf>,
     /// The content store directory (default: SKYCTL_STORE, else [project] store_dir).
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", global = true)]
     pub store: Option<PathBuf>,
 }
 

@@ -56,7 +56,7 @@ impl Console {
     fn line(&self, s: &str) {
         match &self.bar {
             Some(b) => b.println(s),
-            None => eprintln!("{s}"),
+            None => out(&mut std::io::stderr(), s),
         }
     }
 
@@ -79,10 +79,16 @@ impl Console {
             b.finish_and_clear();
         }
         match self.mode {
-            Mode::Json => println!("{}", serde_json::json!({ "summary": s })),
-            _ => eprintln!(
-                "skyctl: {} executed, {} cached, {} failed, {} skipped in {:.2}s",
-                s.executed, s.cached, s.failed, s.skipped, s.seconds
+            Mode::Json => out(
+                &mut std::io::stdout(),
+                &serde_json::json!({ "summary": s }).to_string(),
+            ),
+            _ => out(
+                &mut std::io::stderr(),
+                &format!(
+                    "skyctl: {} executed, {} cached, {} failed, {} skipped in {:.2}s",
+                    s.executed, s.cached, s.failed, s.skipped, s.seconds
+                ),
             ),
         }
     }
@@ -92,7 +98,7 @@ impl Reporter for Console {
     fn event(&mut self, e: &Event) {
         if let Mode::Json = self.mode {
             if let Ok(s) = serde_json::to_string(e) {
-                println!("{s}");
+                out(&mut std::io::stdout(), &s);
             }
             return;
         }
@@ -157,4 +163,11 @@ impl Reporter for Console {
             b.tick();
         }
     }
+}
+
+/// One line of build output. A closed pipe (`skyctl build --json | head -1`) or a full disk
+/// loses the line, never the build: the nodes still run and are cached, and the exit code
+/// still says how the build went.
+fn out(w: &mut dyn std::io::Write, line: &str) {
+    let _ = writeln!(w, "{line}");
 }

@@ -54,7 +54,7 @@ fn pico_f16_gguf_suite_through_the_cli() {
     let mut worst = 0f64;
     for (g, w) in got.iter().zip(&want) {
         assert_eq!(g["id"], w["id"]);
-        assert_eq!(g["ids"], w["input_ids"], "{}: ids", g["id"]);
+        assert_eq!(g["input_ids"], w["input_ids"], "{}: ids", g["id"]);
         assert_eq!(g["markers"], w["markers"], "{}: markers", g["id"]);
         for (p, q) in g["probabilities"]
             .as_array()

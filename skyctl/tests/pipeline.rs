@@ -47,7 +47,7 @@ fn changing_one_model_source_reruns_only_its_chain_and_the_manifest() {
     );
     assert_eq!(
         run.why("pico/convert.f32"),
-        serde_json::json!({"reason": "input_changed", "path": "models/pico"})
+        serde_json::json!({"reason": "input_changed", "path": "models/pico/model.safetensors"})
     );
 }
 
@@ -258,13 +258,14 @@ fn status_and_explain_give_reasons() {
     let out = ws.run(&["status"]);
     let s = String::from_utf8_lossy(&out.stdout);
     assert!(
-        s.contains("pico/convert.f32") && s.contains("input `models/pico` changed"),
+        s.contains("pico/convert.f32") && s.contains("input `models/pico/config.json` changed"),
         "{s}"
     );
     std::fs::remove_file(ws.p("build/pico/calibration.json")).unwrap();
     let out = ws.run(&["explain", "pico/convert.f16"]);
     let s = String::from_utf8_lossy(&out.stdout);
-    assert!(s.contains("differs: input `models/pico` changed"), "{s}");
+    // The file inside the changed directory is named.
+    assert!(s.contains("differs: input `models/pico/config.json` changed"), "{s}");
     assert!(s.contains("models/pico"), "{s}");
     // A changed command is a parameter change.
     let p = ws.read("pipeline.toml").replace("tr a-z A-Z", "tr a-y A-Y");
@@ -449,7 +450,7 @@ fn init_writes_an_example_that_parses() {
         "s1-pico/quantize.q8_0",
         "s1-pico/bench",
         "manifest",
-        "notes",
+        "checksums",
     ] {
         assert!(s.contains(node), "{node} missing from {s}");
     }

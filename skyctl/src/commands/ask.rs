@@ -6,7 +6,7 @@ use crate::outcome::Outcome;
 use std::io::Write as _;
 use std::path::PathBuf;
 
-use sky_infer::engine::{error_response, parse_json_bytes};
+use sky_infer::engine::{error_response, parse_json_bytes, parse_json_line};
 use sky_infer::forward::Workspace;
 
 /// Arguments of `skyctl ask`.
@@ -15,14 +15,18 @@ use sky_infer::forward::Workspace;
 pub struct Args {
     /// The model: a .gguf file or a Laya checkpoint directory.
     pub model: PathBuf,
-    /// A `/v1/systemone` request (`{"state": ..., "questions": {...}}`); prints the response.
+    /// A `/v1/systemone` request (`{"state": ..., "questions": {...}}`, README "Requests"),
+    /// or `-` for standard input. Prints the response, pretty-printed (one line with --json).
     #[arg(long, value_name = "FILE.json")]
     pub request: Option<PathBuf>,
-    /// One case per line (`{"id", "type", "instructions", "criteria", "state"}`); prints one
-    /// JSON object per line (id, ids, markers, scores, temperature, probabilities, answer).
+    /// One case per line (`{"id", "type", "instructions", "criteria", "state"}`). Prints one
+    /// line per case: `ID<TAB>ANSWER<TAB>[probabilities]`, or with --json one JSON object
+    /// (id, input_ids, markers, scores, temperature, probabilities, answer). `-` reads
+    /// standard input.
     #[arg(long, value_name = "FILE.jsonl")]
     pub requests: Option<PathBuf>,
-    /// Machine-readable output (the response JSON; errors as the spec's error object).
+    /// Machine-readable output: the response JSON on one line, one JSON object per case, and
+    /// errors as the spec's error object on stdout.
     #[arg(long)]
     pub json: bool,
     /// Compute path: --q8, --q8-fast, --no-calib.
@@ -30,7 +34,14 @@ pub struct Args {
     pub path: super::ComputeFlags,
 }
 
+/// The bytes of `path`, or of standard input for `-`.
 fn read(path: &PathBuf) -> anyhow::Result<Vec<u8>> {
+    if path.as_os_str() == "-" {
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut std::io::stdin().lock(), &mut bytes)
+            .map_err(|e| anyhow::anyhow!("standard input: {e}"))?;
+        return Ok(bytes);
+    }
     std::fs::read(path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
 }
 
@@ -53,7 +64,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
                 writeln!(out, "{}", error_response(&e))?;
                 return Ok(Outcome::BadInput);
             }
-            Err(e) => anyhow::bail!("{what}: {e}"),
+            Err(e) => anyhow::bail!("{e}"),
         }
         return Ok(Outcome::Success);
     }
@@ -67,7 +78,8 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
             continue;
         }
         let what = format!("{}:{}", path.display(), i + 1);
-        match parse_json_bytes(line, &what).and_then(|case| engine.run_case(&mut ws, &case)) {
+        let file = path.display().to_string();
+        match parse_json_line(line, &file, i + 1).and_then(|case| engine.run_case(&mut ws, &case)) {
             Ok((id, r)) if args.json => writeln!(out, "{}", r.line(&id))?,
             Ok((id, r)) => writeln!(
                 out,
@@ -88,7 +100,13 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
                 } else if let Some(id) = case_id {
                     eprintln_err(&format!("{what} (case {id:?}): {e}"));
                 } else {
-                    eprintln_err(&format!("{what}: {e}"));
+                    // A JSON syntax error already says FILE:LINE:COL.
+                    let msg = e.to_string();
+                    if msg.starts_with(&what) {
+                        eprintln_err(&msg);
+                    } else {
+                        eprintln_err(&format!("{what}: {msg}"));
+                    }
                 }
             }
         }

@@ -12,9 +12,9 @@ use sky_dag::BuildOptions;
 pub struct Args {
     /// Nodes, models or kinds to build (with their dependencies); default: everything.
     pub targets: Vec<String>,
-    /// Parallel jobs (default: number of cores).
-    #[arg(short, long)]
-    pub jobs: Option<usize>,
+    /// Parallel jobs, at least 1 (default: number of cores).
+    #[arg(short, long, value_parser = clap::value_parser!(u32).range(1..))]
+    pub jobs: Option<u32>,
     /// Keep building independent nodes after a failure.
     #[arg(short = 'k', long)]
     pub keep_going: bool,
@@ -43,7 +43,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
     let opts = BuildOptions {
         targets: args.targets,
         rerun: args.rerun,
-        jobs: args.jobs.unwrap_or_else(|| {
+        jobs: args.jobs.map(|j| j as usize).unwrap_or_else(|| {
             std::thread::available_parallelism()
                 .map(|n| n.get())
                 .unwrap_or(1)

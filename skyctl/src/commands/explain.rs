@@ -11,7 +11,7 @@ use sky_dag::query;
 /// Arguments of `skyctl explain`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// The node id.
+    /// A node id, or a model name (lists the model's nodes and their status).
     pub node: String,
     /// Print JSON.
     #[arg(long)]
@@ -24,6 +24,13 @@ pub struct Args {
 pub fn run(args: Args) -> anyhow::Result<Outcome> {
     let ws = args.workspace.open()?;
     let graph = ws.graph()?;
+    if !graph.by_id.contains_key(&args.node) {
+        if let Some(out) = group(&ws, &graph, &args.node, args.json)? {
+            return Ok(out);
+        }
+        // Neither a node nor a model: the error suggests either.
+        graph.resolve_target(&args.node)?;
+    }
     let e = query::explain(&ws, &graph, &registry(), &args.node)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&e)?);
@@ -57,4 +64,47 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         println!("  differs: {d}");
     }
     Ok(Outcome::Success)
+}
+
+/// `skyctl explain MODEL`: every node of the model with its status; None when `name` is no
+/// model (the caller then reports an unknown node).
+fn group(
+    ws: &crate::pipeline::Pipeline,
+    graph: &sky_dag::Graph,
+    name: &str,
+    json: bool,
+) -> anyhow::Result<Option<Outcome>> {
+    let members: Vec<usize> = (0..graph.nodes.len())
+        .filter(|&n| graph.nodes[n].group.as_deref() == Some(name))
+        .collect();
+    if members.is_empty() {
+        return Ok(None);
+    }
+    let views = query::scan(ws, graph, &registry(), &[])?;
+    let rows: Vec<_> = members
+        .iter()
+        .filter_map(|&n| views.iter().find(|v| v.id == graph.nodes[n].id))
+        .collect();
+    if json {
+        let list: Vec<_> = rows
+            .iter()
+            .map(|v| serde_json::json!({"node": v.id, "kind": v.kind, "key": v.key, "stale": v.stale}))
+            .collect();
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({"model": name, "nodes": list}))?
+        );
+        return Ok(Some(Outcome::Success));
+    }
+    println!(
+        "model `{name}`: {} nodes (skyctl explain NODE for one)",
+        rows.len()
+    );
+    for v in rows {
+        match &v.stale {
+            None => println!("  {:<32} {:<14} up to date", v.id, v.kind),
+            Some(why) => println!("  {:<32} {:<14} stale: {why}", v.id, v.kind),
+        }
+    }
+    Ok(Some(Outcome::Success))
 }

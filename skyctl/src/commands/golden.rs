@@ -5,7 +5,10 @@ use crate::outcome::Outcome;
 use std::io::Write as _;
 use std::path::PathBuf;
 
+use anyhow::Context;
 use serde_json::json;
+
+use crate::ops::compute::{Compute, ComputePath};
 
 /// Arguments of `skyctl golden`.
 #[derive(clap::Args, Debug)]
@@ -25,6 +28,24 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Record the expected-outputs file of a model golden suite from this engine: run every
+    /// case of CASES on MODEL and write one expected record per line (id, input_ids,
+    /// markers, scores, temperature, probabilities), the file a `[[golden]] kind = "model"`
+    /// suite's `expected` names. A later model or engine whose answers move beyond the
+    /// suite's tolerance then fails `skyctl verify`.
+    Record {
+        /// The model: a .gguf file or a Laya checkpoint directory.
+        model: PathBuf,
+        /// The cases (JSONL: id, type, instructions, criteria, state).
+        #[arg(long, value_name = "CASES.jsonl")]
+        cases: PathBuf,
+        /// The expected file to write (atomically).
+        #[arg(long, value_name = "EXPECTED.jsonl")]
+        out: PathBuf,
+        /// The compute path to record with.
+        #[arg(long, default_value = "f32", value_parser = COMPUTE_NAMES)]
+        compute: String,
+    },
     /// Compare a kernel implementation's output files with the goldens; exit 1 on any failure.
     ///
     /// f32 files pass when every element has |c − g| / max(|g|, floor) ≤ rtol, with
@@ -41,6 +62,9 @@ pub enum Command {
         json: bool,
     },
 }
+
+/// Compute paths `golden record` accepts (the names of [`Compute`]).
+const COMPUTE_NAMES: [&str; 3] = ["f32", "q8", "q8-fast"];
 
 /// Run `skyctl golden`.
 pub fn run(args: Args) -> anyhow::Result<Outcome> {
@@ -60,6 +84,35 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
                 )
             };
             emit(&out)?;
+            Ok(Outcome::Success)
+        }
+        Command::Record {
+            model,
+            cases,
+            out,
+            compute,
+        } => {
+            let compute = Compute::parse(&compute).unwrap_or_default();
+            let (engine, report) = ComputePath::new(compute).open(&model)?;
+            let text = std::fs::read_to_string(&cases)
+                .with_context(|| format!("reading `{}`", cases.display()))?;
+            let case_list = sky_infer::golden::parse_cases(&text)
+                .with_context(|| format!("`{}`", cases.display()))?;
+            let lines = sky_infer::golden::record(&engine, &case_list)
+                .with_context(|| format!("`{}`", cases.display()))?;
+            let mut bytes = Vec::new();
+            for l in &lines {
+                serde_json::to_writer(&mut bytes, l)?;
+                bytes.push(b'\n');
+            }
+            sky_fs::write(&out, &bytes).with_context(|| format!("writing `{}`", out.display()))?;
+            emit(&format!(
+                "wrote {}: {} cases recorded from {} ({} compute)\n",
+                out.display(),
+                lines.len(),
+                model.display(),
+                report.mode
+            ))?;
             Ok(Outcome::Success)
         }
         Command::Check {

@@ -1,36 +1,164 @@
-//! `skyctl init`.
+//! `skyctl init [DIR] [--model CHECKPOINT] [--force]`: a project that builds and verifies as
+//! it is: a small checkpoint (the s1-pico preset with random weights, as `skyctl random`
+//! writes it, or a copy of an existing Laya checkpoint), a cases file, the expected outputs
+//! recorded from the checkpoint, and a commented `pipeline.toml` that uses them.
 
 #![allow(clippy::print_stdout)]
 
-use crate::outcome::Outcome;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
+use sky_laya::random::{preset, write_random, WeightDtype};
 
-use crate::pipeline::EXAMPLE;
-use crate::pipeline::MANIFEST;
+use crate::outcome::Outcome;
+use crate::pipeline::{EXAMPLE, MANIFEST};
+
+/// The cases `init` writes: choice (a list and described options), score and noul questions.
+const CASES: &str = include_str!("../pipeline/init.cases.jsonl");
+
+/// The model name of the template (replaced by the checkpoint's folder name with --model).
+const TEMPLATE_MODEL: &str = "s1-pico";
 
 /// Arguments of `skyctl init`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// The folder (default: the current one).
+    /// The folder (created if missing; default: the current one).
     #[arg(default_value = ".")]
     pub dir: PathBuf,
+    /// Start from this Laya checkpoint directory (copied into models/<its name>/) instead of
+    /// a random s1-pico.
+    #[arg(long, value_name = "CHECKPOINT")]
+    pub model: Option<PathBuf>,
+    /// Replace an existing pipeline.toml (and the files init writes).
+    #[arg(long)]
+    pub force: bool,
 }
 
-/// Run `skyctl init`: write the commented example pipeline.toml; never overwrite one.
+/// Run `skyctl init`.
 pub fn run(args: Args) -> anyhow::Result<Outcome> {
-    std::fs::create_dir_all(&args.dir)
-        .with_context(|| format!("creating `{}`", args.dir.display()))?;
-    let path = args.dir.join(MANIFEST);
-    if path.exists() {
-        bail!("`{}` already exists; not overwriting it", path.display());
+    let dir = &args.dir;
+    let manifest = dir.join(MANIFEST);
+    if manifest.exists() && !args.force {
+        bail!(
+            "`{}` already exists; not overwriting it (use --force to replace it)",
+            manifest.display()
+        );
     }
-    sky_fs::write(&path, EXAMPLE.as_bytes())
-        .with_context(|| format!("writing `{}`", path.display()))?;
-    println!(
-        "wrote {} (an example pipeline; edit it, then run `skyctl build`)",
-        path.display()
-    );
+    let name = match &args.model {
+        Some(src) => model_name(src)?,
+        None => TEMPLATE_MODEL.to_string(),
+    };
+    std::fs::create_dir_all(dir).with_context(|| format!("creating `{}`", dir.display()))?;
+    let model_dir = dir.join("models").join(&name);
+    let mut wrote = Vec::new();
+    match &args.model {
+        Some(src) => {
+            // Load before copying: a directory that is not a Laya checkpoint stops here.
+            sky_infer::load::open(src)
+                .with_context(|| format!("`{}` is not a usable Laya checkpoint", src.display()))?;
+            copy_dir(src, &model_dir)?;
+            wrote.push(format!(
+                "{}/ (a copy of {})",
+                model_dir.display(),
+                src.display()
+            ));
+        }
+        None => {
+            let p = preset(TEMPLATE_MODEL)?;
+            let params = write_random(&p, &model_dir, p.seed, WeightDtype::F32)?;
+            wrote.push(format!(
+                "{}/ (the s1-pico preset with random weights, {params} parameters)",
+                model_dir.display()
+            ));
+        }
+    }
+    let golden = dir.join("golden").join(&name);
+    std::fs::create_dir_all(&golden).with_context(|| format!("creating `{}`", golden.display()))?;
+    let cases_path = golden.join("cases.jsonl");
+    sky_fs::write(&cases_path, CASES.as_bytes())
+        .with_context(|| format!("writing `{}`", cases_path.display()))?;
+    let cases = sky_infer::golden::parse_cases(CASES)?;
+    let engine = sky_infer::load::open(&model_dir)
+        .with_context(|| format!("loading `{}`", model_dir.display()))?;
+    let expected = sky_infer::golden::record(&engine, &cases)?;
+    let mut bytes = Vec::new();
+    for line in &expected {
+        serde_json::to_writer(&mut bytes, line)?;
+        bytes.push(b'\n');
+    }
+    let expected_path = golden.join("expected.jsonl");
+    sky_fs::write(&expected_path, &bytes)
+        .with_context(|| format!("writing `{}`", expected_path.display()))?;
+    wrote.push(format!(
+        "{} ({} cases) and {} (recorded from the checkpoint)",
+        cases_path.display(),
+        cases.len(),
+        expected_path.display()
+    ));
+    let text = EXAMPLE.replace(TEMPLATE_MODEL, &name);
+    // The template must stay a valid manifest for any name init accepts.
+    crate::pipeline::Manifest::parse(&text, Path::new(MANIFEST))?;
+    sky_fs::write(&manifest, text.as_bytes())
+        .with_context(|| format!("writing `{}`", manifest.display()))?;
+    wrote.push(format!(
+        "{} (commented; edit it to add models)",
+        manifest.display()
+    ));
+    println!("wrote:");
+    for w in &wrote {
+        println!("  {w}");
+    }
+    let cd = if dir == Path::new(".") {
+        String::new()
+    } else {
+        format!("cd {} && ", dir.display())
+    };
+    println!("next: {cd}skyctl build && skyctl verify");
     Ok(Outcome::Success)
+}
+
+/// The model name for a checkpoint directory: its folder name, when it is a valid name.
+fn model_name(src: &Path) -> anyhow::Result<String> {
+    let abs = std::path::absolute(src).with_context(|| format!("resolving `{}`", src.display()))?;
+    let name = abs
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or_default()
+        .to_string();
+    let ok = !name.is_empty()
+        && !name.starts_with('.')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+    if !ok {
+        bail!(
+            "`{}`: the folder name becomes the model name and may only hold letters, digits, `-`, `_` and `.`; rename the folder",
+            src.display()
+        );
+    }
+    Ok(name)
+}
+
+/// Copy a checkpoint directory (regular files and subdirectories; symlinks are refused).
+fn copy_dir(src: &Path, dst: &Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dst).with_context(|| format!("creating `{}`", dst.display()))?;
+    for entry in std::fs::read_dir(src).with_context(|| format!("reading `{}`", src.display()))? {
+        let entry = entry.with_context(|| format!("reading `{}`", src.display()))?;
+        let (from, to) = (entry.path(), dst.join(entry.file_name()));
+        let ty = entry
+            .file_type()
+            .with_context(|| format!("reading `{}`", from.display()))?;
+        if ty.is_dir() {
+            copy_dir(&from, &to)?;
+        } else if ty.is_file() {
+            std::fs::copy(&from, &to)
+                .with_context(|| format!("copying `{}` to `{}`", from.display(), to.display()))?;
+        } else {
+            bail!(
+                "`{}` is not a regular file or directory; a checkpoint holds only those",
+                from.display()
+            );
+        }
+    }
+    Ok(())
 }

@@ -42,7 +42,8 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
                 println!("store ok: {}", store.root().display());
                 Ok(Outcome::Success)
             } else {
-                println!("{} problems", problems.len());
+                let n = problems.len();
+                println!("{n} problem{}", if n == 1 { "" } else { "s" });
                 Ok(Outcome::Failed)
             }
         }

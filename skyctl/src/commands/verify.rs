@@ -14,9 +14,9 @@ use sky_dag::BuildOptions;
 pub struct Args {
     /// Suites to run (names from [[golden]]); default: all.
     pub suites: Vec<String>,
-    /// Parallel jobs (default: number of cores).
-    #[arg(short, long)]
-    pub jobs: Option<usize>,
+    /// Parallel jobs, at least 1 (default: number of cores).
+    #[arg(short, long, value_parser = clap::value_parser!(u32).range(1..))]
+    pub jobs: Option<u32>,
     /// JSON lines, as `skyctl build --json`.
     #[arg(long)]
     pub json: bool,
@@ -49,7 +49,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
     let opts = BuildOptions {
         targets: targets.clone(),
         rerun: Vec::new(),
-        jobs: args.jobs.unwrap_or_else(|| {
+        jobs: args.jobs.map(|j| j as usize).unwrap_or_else(|| {
             std::thread::available_parallelism()
                 .map(|n| n.get())
                 .unwrap_or(1)

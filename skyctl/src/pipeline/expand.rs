@@ -218,9 +218,9 @@ impl Expander<'_> {
             }
             let params = bench::Params {
                 modes,
-                questions: b.questions,
-                iters: b.iters,
-                rounds: b.rounds,
+                questions: *b.questions.get_ref(),
+                iters: *b.iters.get_ref(),
+                rounds: *b.rounds.get_ref(),
             };
             let mut n = NodeSpec::new::<bench::Bench>(node("bench"), &params, span.clone())?
                 .group(&name)

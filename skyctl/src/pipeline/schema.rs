@@ -272,23 +272,23 @@ pub struct BenchSettings {
     pub modes: Vec<Spanned<String>>,
     /// Number of decision questions.
     #[serde(default = "default_questions")]
-    pub questions: u32,
+    pub questions: Spanned<u32>,
     /// Iterations per question per round.
     #[serde(default = "default_iters")]
-    pub iters: u32,
+    pub iters: Spanned<u32>,
     /// Rounds (the median round is reported).
     #[serde(default = "default_rounds")]
-    pub rounds: u32,
+    pub rounds: Spanned<u32>,
 }
 
-fn default_questions() -> u32 {
-    32
+fn default_questions() -> Spanned<u32> {
+    Spanned::new(0..0, 32)
 }
-fn default_iters() -> u32 {
-    10
+fn default_iters() -> Spanned<u32> {
+    Spanned::new(0..0, 10)
 }
-fn default_rounds() -> u32 {
-    3
+fn default_rounds() -> Spanned<u32> {
+    Spanned::new(0..0, 3)
 }
 
 /// What a `[[golden]]` suite checks.
@@ -552,6 +552,20 @@ impl Manifest {
                     m.name.span(),
                     format!("model `{name}`: quantize.outlier_ratio must be a number > 1"),
                 ));
+            }
+        }
+        if let Some(b) = &m.bench {
+            for (key, v) in [
+                ("questions", &b.questions),
+                ("iters", &b.iters),
+                ("rounds", &b.rounds),
+            ] {
+                if *v.get_ref() == 0 {
+                    return Err(self.error_at(
+                        v.span(),
+                        format!("model `{name}`: bench.{key} must be at least 1"),
+                    ));
+                }
             }
         }
         for p in &m.publish {

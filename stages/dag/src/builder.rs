@@ -144,9 +144,10 @@ pub fn build_preloaded(
         stored,
         ..
     } = driver;
-    // The release tree: only from a full, successful build.
+    // The release tree: only from a full, successful build of a graph that declares one (a
+    // pipeline that publishes nothing, such as an empty manifest, leaves it alone).
     let mut release_files = None;
-    if plan.full && summary.failed == 0 && summary.skipped == 0 {
+    if plan.full && summary.failed == 0 && summary.skipped == 0 && !graph.release.is_empty() {
         if let Some(files) = release::expected(graph, &outputs) {
             let last_release = last.release.as_deref();
             if !release::up_to_date(&mut scanner, graph, &ws.root, &files, last_release) {
@@ -557,7 +558,7 @@ impl Job<'_> {
         } else {
             self.store.put_bytes(ctx.log).ok()
         };
-        run.map_err(|e| format!("{e:#}"))?;
+        run.map_err(|e| crate::report::error_chain(&e))?;
         if let Some((rel, _)) = upstream
             .iter()
             .find(|(rel, fp)| fingerprint(&self.root.join(rel)) != *fp)

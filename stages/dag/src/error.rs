@@ -72,9 +72,23 @@ pub enum DagError {
         /// What is wrong.
         message: String,
     },
+    /// A declared input leads out of the workspace through a symlink.
+    #[error("{location}node `{node}`: input `{path}` leads out of the workspace through a symlink (to `{target}`); inputs must stay inside it")]
+    InputOutside {
+        /// `FILE:LINE:COL: ` of the declaration, or empty.
+        location: String,
+        /// The node id.
+        node: String,
+        /// The workspace-relative input path.
+        path: String,
+        /// Where it leads.
+        target: PathBuf,
+    },
     /// An input file or directory that a node declares does not exist.
-    #[error("node `{node}`: input `{path}` does not exist")]
+    #[error("{location}node `{node}`: input `{path}` does not exist")]
     MissingInput {
+        /// `FILE:LINE:COL: ` of the declaration, or empty.
+        location: String,
         /// The node id.
         node: String,
         /// The workspace-relative input path.

@@ -63,6 +63,8 @@ pub struct Node {
     pub params: Arc<Value>,
     /// Inputs in declared order.
     pub inputs: Vec<Input>,
+    /// Where each of `inputs` is declared (same order).
+    pub input_spans: Vec<Range<usize>>,
     /// Declared outputs.
     pub outputs: Vec<Output>,
     /// Runs alone.
@@ -103,6 +105,8 @@ pub struct Graph {
     pub release_dir: String,
     /// What the front end calls a group, for messages ("model").
     pub group_noun: String,
+    /// The declaration the spans point into.
+    pub source: Source,
 }
 
 /// A node as the front end declares it: inputs and outputs as written, resolved by
@@ -215,6 +219,15 @@ impl Default for GraphSpec {
 }
 
 impl Graph {
+    /// `FILE:LINE:COL: ` of a span of the declaration (empty when there is no file).
+    pub fn location(&self, span: &Range<usize>) -> String {
+        if self.source.file.as_os_str().is_empty() {
+            return String::new();
+        }
+        let (line, col) = crate::source::line_col(&self.source.text, span.start);
+        format!("{}:{line}:{col}: ", self.source.file.display())
+    }
+
     /// Resolve `spec` into a graph and check it. `root` is the workspace root, used only to
     /// detect output paths that lead out of it through a symlink; errors are located in `src`.
     pub fn build(spec: GraphSpec, src: &Source, root: &Path) -> Result<Graph> {
@@ -230,6 +243,7 @@ impl Graph {
                 kind: n.kind,
                 params: Arc::new(n.params),
                 inputs: Vec::new(),
+                input_spans: Vec::new(),
                 outputs,
                 exclusive: n.exclusive,
                 volatile: n.volatile,
@@ -350,6 +364,7 @@ fn finish(
     // Resolve inputs.
     for (ni, raw_inputs) in pending.into_iter().enumerate() {
         let mut inputs = Vec::new();
+        let mut input_spans = Vec::new();
         for Located { value: raw, span } in raw_inputs {
             let id = nodes[ni].id.clone();
             if let Some(target) = raw.strip_prefix("node:") {
@@ -373,6 +388,7 @@ fn finish(
                         node: t,
                         output: oi,
                     });
+                    input_spans.push(span.clone());
                 }
                 continue;
             }
@@ -394,15 +410,19 @@ fn finish(
                         "node `{id}`: input glob `{raw}` matches output `{o}`; name built outputs explicitly or with `node:<name>`")));
                 }
                 inputs.push(Input::Glob(g));
+                input_spans.push(span.clone());
                 continue;
             }
             // A path that is (or lies inside) a declared output is a dependency on its node.
             let owner = owner_of(&owners, &path);
             match owner {
-                Some((on, oi)) => inputs.push(Input::Output {
-                    node: on,
-                    output: oi,
-                }),
+                Some((on, oi)) => {
+                    inputs.push(Input::Output {
+                        node: on,
+                        output: oi,
+                    });
+                    input_spans.push(span.clone());
+                }
                 None => {
                     if path.is_empty() {
                         return Err(m.error_at(
@@ -410,11 +430,13 @@ fn finish(
                             format!("node `{id}`: the whole workspace cannot be an input"),
                         ));
                     }
-                    inputs.push(Input::Source(path))
+                    inputs.push(Input::Source(path));
+                    input_spans.push(span.clone());
                 }
             }
         }
         nodes[ni].inputs = inputs;
+        nodes[ni].input_spans = input_spans;
     }
     let deps: Vec<Vec<NodeIdx>> = nodes
         .iter()
@@ -479,6 +501,7 @@ fn finish(
         release,
         release_dir,
         group_noun,
+        source: m.clone(),
     })
 }
 

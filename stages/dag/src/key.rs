@@ -179,6 +179,10 @@ pub struct KeyInput {
     pub path: String,
     /// Content digest.
     pub digest: Digest,
+    /// For a source directory: its files (path inside it, digest), so a change can be named
+    /// by file. Not part of the key: the directory's digest already covers them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<(String, Digest)>,
 }
 
 /// Everything a node key is computed from, kept so `skyctl explain` can show it and diff it.
@@ -222,6 +226,7 @@ mod tests {
             inputs: vec![KeyInput {
                 path: "a".into(),
                 digest: Digest::of(b"hello\n"),
+                files: Vec::new(),
             }],
         }
     }

@@ -101,3 +101,57 @@ pub struct Summary {
     /// Wall time of the whole build.
     pub seconds: f64,
 }
+
+/// An error and its causes as one line, each thing said once: a cause whose text is already
+/// part of the line is skipped, and one that repeats the whole line so far replaces it (an
+/// error that prints its source, wrapped in a context that names the same file, would
+/// otherwise read `a.json: a.json: ...: No such file (os error 2): No such file (os error 2)`).
+pub fn error_chain(e: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if text.is_empty() || line.contains(&text) {
+            continue;
+        }
+        if !line.is_empty() && text.contains(&line) {
+            line = text;
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    line
+}
+
+#[cfg(test)]
+mod chain_tests {
+    use super::error_chain;
+
+    #[derive(Debug)]
+    struct WithSource(&'static str, std::io::Error);
+    impl std::fmt::Display for WithSource {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "{}: {}", self.0, self.1)
+        }
+    }
+    impl std::error::Error for WithSource {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.1)
+        }
+    }
+
+    #[test]
+    fn each_thing_is_said_once() {
+        let io = || std::io::Error::new(std::io::ErrorKind::NotFound, "No such file");
+        let e = anyhow::Error::new(WithSource("a.bin", io()));
+        assert_eq!(error_chain(&e), "a.bin: No such file");
+        let e = anyhow::Error::new(WithSource("dir/a.bin", io())).context("dir");
+        assert_eq!(error_chain(&e), "dir/a.bin: No such file");
+        let e = anyhow::Error::new(io())
+            .context("loading m")
+            .context("node `m/convert`");
+        assert_eq!(error_chain(&e), "node `m/convert`: loading m: No such file");
+    }
+}

@@ -124,7 +124,11 @@ pub struct Scanner<'a> {
     /// The stat cache (saved by the caller).
     pub statcache: StatCache,
     sources: HashMap<String, Option<Digest>>,
+    /// The files of each source directory hashed so far (for naming what changed).
+    source_files: HashMap<String, Vec<(String, Digest)>>,
     globs: HashMap<String, Vec<KeyInput>>,
+    /// The workspace root with symlinks resolved (None when it cannot be resolved).
+    root_real: Option<std::path::PathBuf>,
 }
 
 impl<'a> Scanner<'a> {
@@ -145,7 +149,9 @@ impl<'a> Scanner<'a> {
             last,
             statcache,
             sources: HashMap::new(),
+            source_files: HashMap::new(),
             globs: HashMap::new(),
+            root_real: root.canonicalize().ok(),
         }
     }
 
@@ -180,16 +186,43 @@ impl<'a> Scanner<'a> {
     }
 
     /// Digest of a source file or directory (memoised).
-    fn source(&mut self, node: &str, rel: &str) -> Result<Digest> {
+    fn source(&mut self, n: NodeIdx, input: usize, rel: &str) -> Result<Digest> {
+        let graph = self.graph;
+        let missing = || DagError::MissingInput {
+            location: graph.nodes[n]
+                .input_spans
+                .get(input)
+                .map(|s| graph.location(s))
+                .unwrap_or_default(),
+            node: graph.nodes[n].id.clone(),
+            path: rel.into(),
+        };
         if let Some(d) = self.sources.get(rel) {
-            return d.ok_or_else(|| DagError::MissingInput {
-                node: node.into(),
-                path: rel.into(),
-            });
+            return d.ok_or_else(missing);
         }
         let abs = self.root.join(rel);
+        // Resolved once per path: a source reached through a symlink must stay inside the
+        // workspace, or a manifest could hash and publish any file on the machine.
+        if let (Some(real_root), Ok(real)) = (&self.root_real, abs.canonicalize()) {
+            if !real.starts_with(real_root) {
+                return Err(DagError::InputOutside {
+                    location: graph.nodes[n]
+                        .input_spans
+                        .get(input)
+                        .map(|s| graph.location(s))
+                        .unwrap_or_default(),
+                    node: graph.nodes[n].id.clone(),
+                    path: rel.into(),
+                    target: real,
+                });
+            }
+        }
         let d = match std::fs::metadata(&abs) {
-            Ok(md) if md.is_dir() => Some(self.tree_digest(rel)?),
+            Ok(md) if md.is_dir() => {
+                let (digest, files) = self.tree_digest_files(rel)?;
+                self.source_files.insert(rel.to_string(), files);
+                Some(digest)
+            }
             Ok(_) => Some(
                 self.statcache
                     .digest(self.root, rel)
@@ -199,14 +232,16 @@ impl<'a> Scanner<'a> {
             Err(_) => None,
         };
         self.sources.insert(rel.to_string(), d);
-        d.ok_or_else(|| DagError::MissingInput {
-            node: node.into(),
-            path: rel.into(),
-        })
+        d.ok_or_else(missing)
     }
 
     /// Tree digest of a workspace directory, files hashed through the stat cache.
     pub fn tree_digest(&mut self, rel: &str) -> Result<Digest> {
+        Ok(self.tree_digest_files(rel)?.0)
+    }
+
+    /// [`Scanner::tree_digest`] and the (path inside `rel`, digest) of each file.
+    fn tree_digest_files(&mut self, rel: &str) -> Result<(Digest, Vec<(String, Digest)>)> {
         let abs = self.root.join(rel);
         let files = list_files(&abs).map_err(|e| DagError::io("list", &abs, e))?;
         let mut tree = Tree::default();
@@ -223,19 +258,29 @@ impl<'a> Scanner<'a> {
                 exec: st.exec,
             });
         }
-        Ok(Digest::of(&tree.encode()))
+        let files = tree
+            .entries
+            .iter()
+            .map(|e| (e.path.clone(), e.digest))
+            .collect();
+        Ok((Digest::of(&tree.encode()), files))
     }
 
-    fn glob(&mut self, node: &str, g: &crate::glob::Glob) -> Result<Vec<KeyInput>> {
+    fn glob(&mut self, n: NodeIdx, input: usize, g: &crate::glob::Glob) -> Result<Vec<KeyInput>> {
         if let Some(hit) = self.globs.get(g.as_str()) {
             return Ok(hit.clone());
         }
-        let found = self.walk_glob(node, g)?;
+        let found = self.walk_glob(n, input, g)?;
         self.globs.insert(g.as_str().to_string(), found.clone());
         Ok(found)
     }
 
-    fn walk_glob(&mut self, node: &str, g: &crate::glob::Glob) -> Result<Vec<KeyInput>> {
+    fn walk_glob(
+        &mut self,
+        n: NodeIdx,
+        input: usize,
+        g: &crate::glob::Glob,
+    ) -> Result<Vec<KeyInput>> {
         let base = g.literal_dir().to_string();
         let abs = if base.is_empty() {
             self.root.to_path_buf()
@@ -256,7 +301,10 @@ impl<'a> Scanner<'a> {
                     && matches!(e.file_name().to_str(), Some(".skyctl" | ".git")))
             });
         for e in walker.filter_map(|e| e.ok()) {
-            if !e.file_type().is_file() {
+            // A symlink the glob matches is resolved like a named source (and refused when it
+            // leads out); directories and special files are not inputs.
+            let ft = e.file_type();
+            if !(ft.is_file() || ft.is_symlink()) {
                 continue;
             }
             let Ok(rel) = e.path().strip_prefix(self.root) else {
@@ -264,10 +312,11 @@ impl<'a> Scanner<'a> {
             };
             let Some(rel) = rel.to_str() else { continue };
             if g.matches(rel) {
-                let d = self.source(node, rel)?;
+                let d = self.source(n, input, rel)?;
                 out.push(KeyInput {
                     path: rel.to_string(),
                     digest: d,
+                    files: Vec::new(),
                 });
             }
         }
@@ -280,13 +329,13 @@ impl<'a> Scanner<'a> {
     pub fn prefetch(&mut self, n: NodeIdx) -> Result<()> {
         let graph = self.graph;
         let node = &graph.nodes[n];
-        for input in &node.inputs {
+        for (i, input) in node.inputs.iter().enumerate() {
             match input {
                 Input::Source(rel) => {
-                    self.source(&node.id, rel)?;
+                    self.source(n, i, rel)?;
                 }
                 Input::Glob(g) => {
-                    self.glob(&node.id, g)?;
+                    self.glob(n, i, g)?;
                 }
                 Input::Output { .. } => {}
             }
@@ -304,16 +353,17 @@ impl<'a> Scanner<'a> {
         let graph = self.graph;
         let node = &graph.nodes[n];
         let mut inputs = Vec::with_capacity(node.inputs.len());
-        for input in &node.inputs {
+        for (i, input) in node.inputs.iter().enumerate() {
             match input {
                 Input::Source(rel) => {
-                    let digest = self.source(&node.id, rel)?;
+                    let digest = self.source(n, i, rel)?;
                     inputs.push(KeyInput {
                         path: rel.clone(),
                         digest,
+                        files: self.source_files.get(rel).cloned().unwrap_or_default(),
                     });
                 }
-                Input::Glob(g) => inputs.extend(self.glob(&node.id, g)?),
+                Input::Glob(g) => inputs.extend(self.glob(n, i, g)?),
                 Input::Output { node: up, output } => {
                     let Some(outs) = known.get(*up).and_then(|o| o.as_ref()) else {
                         return Ok(Err(*up));
@@ -324,6 +374,7 @@ impl<'a> Scanner<'a> {
                     inputs.push(KeyInput {
                         path: o.path.clone(),
                         digest: o.digest,
+                        files: Vec::new(),
                     });
                 }
             }
@@ -406,6 +457,30 @@ impl<'a> Scanner<'a> {
     }
 }
 
+/// What changed between two listings of directory `dir`, file by file.
+fn diff_files(dir: &str, old: &[(String, Digest)], new: &[(String, Digest)]) -> Vec<DirtyReason> {
+    let before: HashMap<&str, &Digest> = old.iter().map(|(p, d)| (p.as_str(), d)).collect();
+    let now: HashMap<&str, &Digest> = new.iter().map(|(p, d)| (p.as_str(), d)).collect();
+    let mut out = Vec::new();
+    for (p, d) in new {
+        let path = format!("{dir}/{p}");
+        match before.get(p.as_str()) {
+            None => out.push(DirtyReason::InputAdded { path }),
+            Some(b) if *b != d => out.push(DirtyReason::InputChanged { path }),
+            _ => {}
+        }
+    }
+    for (p, _) in old.iter().filter(|(p, _)| !now.contains_key(p.as_str())) {
+        out.push(DirtyReason::InputRemoved {
+            path: format!("{dir}/{p}"),
+        });
+    }
+    if out.is_empty() {
+        out.push(DirtyReason::InputChanged { path: dir.into() });
+    }
+    out
+}
+
 /// The first difference between two key materials, as a reason.
 pub fn diff(old: &KeyMaterial, new: &KeyMaterial) -> Option<DirtyReason> {
     diff_all(old, new).into_iter().next()
@@ -462,9 +537,16 @@ pub fn diff_all(old: &KeyMaterial, new: &KeyMaterial) -> Vec<DirtyReason> {
             None => out.push(DirtyReason::InputAdded {
                 path: i.path.clone(),
             }),
-            Some(d) if **d != i.digest => out.push(DirtyReason::InputChanged {
-                path: i.path.clone(),
-            }),
+            Some(d) if **d != i.digest => {
+                let before = old.inputs.iter().find(|o| o.path == i.path);
+                match before.filter(|o| !o.files.is_empty() && !i.files.is_empty()) {
+                    // A directory: name the files inside it that changed.
+                    Some(o) => out.extend(diff_files(&i.path, &o.files, &i.files)),
+                    None => out.push(DirtyReason::InputChanged {
+                        path: i.path.clone(),
+                    }),
+                }
+            }
             _ => {}
         }
     }
@@ -477,7 +559,13 @@ pub fn diff_all(old: &KeyMaterial, new: &KeyMaterial) -> Vec<DirtyReason> {
             path: i.path.clone(),
         });
     }
-    if out.is_empty() && old.inputs != new.inputs {
+    let listed = |m: &KeyMaterial| -> Vec<(String, Digest)> {
+        m.inputs
+            .iter()
+            .map(|i| (i.path.clone(), i.digest))
+            .collect()
+    };
+    if out.is_empty() && listed(old) != listed(new) {
         out.push(DirtyReason::ParamsChanged {
             field: "input order".into(),
         });
@@ -498,6 +586,7 @@ mod tests {
             inputs: vec![KeyInput {
                 path: "in".into(),
                 digest: Digest::of(b"1"),
+                files: Vec::new(),
             }],
         }
     }
@@ -529,6 +618,7 @@ mod tests {
         m.inputs.push(KeyInput {
             path: "new".into(),
             digest: Digest::of(b"3"),
+            files: Vec::new(),
         });
         assert_eq!(
             diff(&mat(), &m),

@@ -33,7 +33,11 @@ pub enum Error {
         available: u64,
     },
     /// The first four bytes are not `GGUF`.
-    #[error("not a GGUF file: magic at byte 0 is {found:02x?}, expected \"GGUF\"")]
+    #[error(
+        "not a GGUF file: magic at byte 0 is {} ({:?}), expected 47 47 55 46 (\"GGUF\")",
+        hex_bytes(found),
+        String::from_utf8_lossy(found)
+    )]
     BadMagic {
         /// The four bytes found.
         found: [u8; 4],
@@ -197,3 +201,11 @@ pub enum Error {
 
 /// Shorthand for results of this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// `47 47 55 46`.
+fn hex_bytes(b: &[u8]) -> String {
+    b.iter()
+        .map(|x| format!("{x:02x}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}

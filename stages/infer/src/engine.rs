@@ -66,7 +66,7 @@ impl CaseResult {
     pub fn line(&self, id: &str) -> Value {
         json!({
             "id": id,
-            "ids": self.ids,
+            "input_ids": self.ids,
             "markers": self.markers,
             "scores": self.scores,
             "temperature": self.temperature,
@@ -76,24 +76,36 @@ impl CaseResult {
     }
 }
 
-/// Parse request bytes as JSON, with errors that name the file and the position (invalid
-/// UTF-8 by byte offset, JSON syntax by line and column).
+/// Parse request bytes as JSON, with errors that name the file and the position: invalid
+/// UTF-8 by byte offset, JSON syntax as `FILE:LINE:COL`.
 pub fn parse_json_bytes(bytes: &[u8], what: &str) -> Result<Value> {
+    parse_json_at(bytes, what, None)
+}
+
+/// [`parse_json_bytes`] of line `line` (1-based) of `file`: positions read `FILE:LINE:COL`.
+pub fn parse_json_line(bytes: &[u8], file: &str, line: usize) -> Result<Value> {
+    parse_json_at(bytes, file, Some(line))
+}
+
+fn parse_json_at(bytes: &[u8], file: &str, line: Option<usize>) -> Result<Value> {
     let text = std::str::from_utf8(bytes).map_err(|e| {
+        let at = line.map_or_else(|| file.to_string(), |l| format!("{file}:{l}"));
         bad_request(
-            what,
+            at,
             format!("invalid UTF-8 at byte offset {}", e.valid_up_to()),
         )
     })?;
     serde_json::from_str(text).map_err(|e| {
-        bad_request(
-            what,
-            format!(
-                "invalid JSON at line {} column {}: {e}",
-                e.line(),
-                e.column()
-            ),
-        )
+        // serde_json's text ends in " at line L column C"; the position goes in front instead.
+        let full = e.to_string();
+        let message = full
+            .rsplit_once(" at line ")
+            .map_or(full.as_str(), |(m, _)| m);
+        let at = match line {
+            Some(l) => format!("{file}:{l}:{}", e.column()),
+            None => format!("{file}:{}:{}", e.line(), e.column()),
+        };
+        bad_request(at, format!("invalid JSON: {message}"))
     })
 }
 

@@ -88,6 +88,25 @@ pub fn run_cases(engine: &Engine, cases: &[Value]) -> CaseOutputs {
         .collect()
 }
 
+/// The expected-outputs lines of `cases` as this engine answers them (a blessed snapshot that
+/// a later suite run compares against): one [`Expected`] record per case, plus its
+/// `temperature`, in case order. Fails on the first case that does not run, naming it.
+pub fn record(engine: &Engine, cases: &[Value]) -> Result<Vec<Value>> {
+    let mut lines = Vec::with_capacity(cases.len());
+    for (id, r) in run_cases(engine, cases) {
+        let r = r.map_err(|e| bad_request(format!("case {id:?}"), e.to_string()))?;
+        lines.push(serde_json::json!({
+            "id": id,
+            "input_ids": r.ids,
+            "markers": r.markers,
+            "scores": r.scores,
+            "temperature": r.temperature,
+            "probabilities": r.probabilities,
+        }));
+    }
+    Ok(lines)
+}
+
 /// Compare engine outputs with `expected` (matched by id).
 pub fn compare(outputs: &CaseOutputs, expected: &[Expected], tolerance: f64) -> GoldenReport {
     let mut report = GoldenReport {

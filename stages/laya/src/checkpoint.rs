@@ -283,7 +283,7 @@ impl LayaCheckpoint {
             let (header_len, meta) =
                 SafeTensors::read_metadata(&map).map_err(|e| LayaError::Safetensors {
                     path: path.clone(),
-                    reason: format!("{e:?}"),
+                    reason: safetensors_reason(&e, map.len()),
                 })?;
             let data_start = 8 + header_len;
             let shard = shards.len();
@@ -470,4 +470,33 @@ pub fn first_nonfinite(values: &[f32]) -> Option<(usize, f32)> {
         .iter()
         .position(|v| !v.is_finite())
         .map(|i| (i, values[i]))
+}
+
+/// What the safetensors crate found wrong, in words (its `Display` prints variant names).
+fn safetensors_reason(e: &safetensors::SafeTensorError, file_len: usize) -> String {
+    use safetensors::SafeTensorError as E;
+    match e {
+        E::InvalidHeader => "the header is not valid UTF-8".into(),
+        E::InvalidHeaderStart => "the header does not start with `{`".into(),
+        E::InvalidHeaderDeserialization => "the header is not valid JSON".into(),
+        E::JsonError(j) => format!("the header is not valid JSON: {j}"),
+        E::HeaderTooLarge => "the header length is over the 100 MB the format allows".into(),
+        E::HeaderTooSmall => "the file is shorter than the 8-byte header length".into(),
+        E::InvalidHeaderLength => {
+            format!("the header length in the first 8 bytes runs past the end of the file ({file_len} bytes)")
+        }
+        E::TensorNotFound(name) => format!("tensor `{name}` not found"),
+        E::TensorInvalidInfo => {
+            "a tensor's shape, dtype and data offsets do not agree".into()
+        }
+        E::InvalidOffset(name) => format!("tensor `{name}`: its data offsets are invalid"),
+        E::IoError(io) => format!("read error: {io}"),
+        E::InvalidTensorView(dtype, shape, len) => {
+            format!("a {dtype:?} tensor of shape {shape:?} cannot hold {len} bytes")
+        }
+        E::MetadataIncompleteBuffer => {
+            "the tensors' data does not cover the data section exactly (the last offset must be the end of the file)".into()
+        }
+        E::ValidationOverflow => "a tensor's shape or byte size overflows".into(),
+    }
 }

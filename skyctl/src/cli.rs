@@ -80,6 +80,7 @@ pub fn main() -> ExitCode {
         Ok(Outcome::Success) => ExitCode::SUCCESS,
         Ok(Outcome::Failed) => ExitCode::from(EXIT_FAILED),
         Ok(Outcome::BadInput) => ExitCode::from(EXIT_USAGE),
+        Ok(Outcome::Interrupted(sig)) => ExitCode::from(128u8.saturating_add(sig as u8)),
         Err(e) => {
             #[allow(clippy::print_stderr)]
             {

@@ -9,4 +9,6 @@ pub enum Outcome {
     Failed,
     /// Some of the input was bad (reported as it was met); the rest was done.
     BadInput,
+    /// A signal (SIGINT, SIGTERM) stopped it; exits with 128 + the signal number.
+    Interrupted(i32),
 }

@@ -162,7 +162,10 @@ fn bad_requests_get_the_error_shape() {
     let m = msg(error_of(b"{\"state\": \"caf\xe9\", \"questions\": {}}"));
     assert!(m.contains("invalid UTF-8 at byte offset 14"), "{m}");
     let m = msg(error_of(b"{\"state\": "));
-    assert!(m.ends_with("req.json:1:10: invalid JSON: EOF while parsing a value"), "{m}");
+    assert!(
+        m.ends_with("req.json:1:10: invalid JSON: EOF while parsing a value"),
+        "{m}"
+    );
 }
 
 /// A 1 MB state is tokenized and cut to max_len like any other.

@@ -265,7 +265,10 @@ fn status_and_explain_give_reasons() {
     let out = ws.run(&["explain", "pico/convert.f16"]);
     let s = String::from_utf8_lossy(&out.stdout);
     // The file inside the changed directory is named.
-    assert!(s.contains("differs: input `models/pico/config.json` changed"), "{s}");
+    assert!(
+        s.contains("differs: input `models/pico/config.json` changed"),
+        "{s}"
+    );
     assert!(s.contains("models/pico"), "{s}");
     // A changed command is a parameter change.
     let p = ws.read("pipeline.toml").replace("tr a-z A-Z", "tr a-y A-Y");

@@ -50,6 +50,8 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         }),
         keep_going: args.keep_going,
     };
+    // Ctrl-C or a SIGTERM stops the build cleanly (sky_dag::interrupt).
+    sky_dag::interrupt::install()?;
     let mut console = Console::new(Mode::pick(args.json), args.verbose);
     // The workspace state loads on the other core while the manifest expands.
     let state = std::thread::scope(|scope| {
@@ -68,7 +70,9 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
     // piece by piece costs several percent of a no-op build for nothing.
     std::mem::forget(graph);
     std::mem::forget(ws);
-    Ok(if summary.failed > 0 || summary.skipped > 0 {
+    Ok(if let Some(sig) = sky_dag::interrupt::requested() {
+        Outcome::Interrupted(sig)
+    } else if summary.failed > 0 || summary.skipped > 0 {
         Outcome::Failed
     } else {
         Outcome::Success

@@ -24,5 +24,11 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         "removed {} action records, {} blobs ({} bytes), {} build records",
         s.actions, s.blobs, s.bytes, s.builds
     );
+    if s.corrupt_blobs + s.broken_actions > 0 {
+        println!(
+            "repaired: {} damaged blobs removed, {} action records that needed them dropped (their nodes re-run)",
+            s.corrupt_blobs, s.broken_actions
+        );
+    }
     Ok(Outcome::Success)
 }

@@ -34,9 +34,17 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
             Ok(Outcome::Success)
         }
         Action::Check => {
-            let problems = store.check();
-            for p in &problems {
-                println!("{}: {}", p.path.display(), p.message);
+            let mut problems: Vec<(String, String)> = store
+                .check()
+                .into_iter()
+                .map(|p| (p.path.display().to_string(), p.message))
+                .collect();
+            // The workspace too: the materialized outputs and the release tree.
+            let release_dir = sky_dag::graph::clean_rel(ws.manifest.project.release_dir.get_ref())
+                .unwrap_or_default();
+            problems.extend(sky_dag::query::check_materialized(&ws, &release_dir));
+            for (path, message) in &problems {
+                println!("{path}: {message}");
             }
             if problems.is_empty() {
                 println!("store ok: {}", store.root().display());

@@ -56,6 +56,8 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         }),
         keep_going: true,
     };
+    // Ctrl-C or a SIGTERM stops the build cleanly (sky_dag::interrupt).
+    sky_dag::interrupt::install()?;
     let mut console = Console::new(Mode::pick(args.json), false);
     let mut rec = crate::ops::golden_table::Recorder::new(&mut console);
     let summary = sky_dag::build(&ws.ws, &ws.graph()?, &registry(), &opts, &mut rec)?;
@@ -64,7 +66,9 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         crate::ops::golden_table::verify_output(&ws, &targets, &rec, args.json)
     );
     console.summary(&summary);
-    Ok(if summary.failed > 0 || summary.skipped > 0 {
+    Ok(if let Some(sig) = sky_dag::interrupt::requested() {
+        Outcome::Interrupted(sig)
+    } else if summary.failed > 0 || summary.skipped > 0 {
         Outcome::Failed
     } else {
         Outcome::Success

@@ -37,7 +37,7 @@ impl Kind for GoldenGen {
                 ctx.outputs.len()
             );
         };
-        let tmp = temp_dir_beside(out, ".gen-")?;
+        let tmp = temp_dir_beside(out, "gen-")?;
         let files = sky_kernels::generate(tmp.path())
             .with_context(|| format!("node `{node}`: generating goldens"))?;
         std::fs::rename(tmp.keep(), out)
@@ -60,7 +60,7 @@ pub(crate) fn temp_dir_beside(
 ) -> anyhow::Result<tempfile::TempDir> {
     let parent = target.parent().unwrap_or(std::path::Path::new("."));
     tempfile::Builder::new()
-        .prefix(prefix)
+        .prefix(&format!("{}{prefix}", sky_fs::TEMP_PREFIX))
         .tempdir_in(parent)
         .with_context(|| format!("creating a temp directory in `{}`", parent.display()))
 }

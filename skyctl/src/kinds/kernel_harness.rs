@@ -62,7 +62,7 @@ impl Kind for KernelHarness {
                 ctx.outputs.len()
             );
         };
-        let tmp_out = temp_dir_beside(out, ".out-")?;
+        let tmp_out = temp_dir_beside(out, "out-")?;
         match p.harness.as_deref() {
             None => {
                 let files = sky_kernels::run_cpu(&gold.path, tmp_out.path())
@@ -72,7 +72,7 @@ impl Kind for KernelHarness {
                 );
             }
             Some(harness) => {
-                let tmp_in = temp_dir_beside(out, ".in-")?;
+                let tmp_in = temp_dir_beside(out, "in-")?;
                 let inputs = stage_inputs(&gold.path, &gold.rel, tmp_in.path())?;
                 let script = substitute(harness, tmp_in.path(), tmp_out.path(), &inputs)?;
                 run_shell(node, &script, ctx.workspace, ctx.log)?;

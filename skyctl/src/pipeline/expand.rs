@@ -47,6 +47,7 @@ pub fn expand(m: &Manifest, env: &dyn Fn(&str) -> Option<String>) -> Result<Grap
         ),
         store_dir: m.project.store_dir.clone(),
         group_noun: "model".into(),
+        protected: Vec::new(),
     })
 }
 

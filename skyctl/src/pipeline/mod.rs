@@ -20,6 +20,8 @@ pub struct Pipeline {
     pub ws: Workspace,
     /// The parsed manifest.
     pub manifest: Manifest,
+    /// The manifest's path relative to the workspace root (`pipeline.toml`).
+    pub manifest_rel: String,
 }
 
 impl Pipeline {
@@ -51,13 +53,62 @@ impl Pipeline {
             None => root.join(&manifest.project.store_dir),
         };
         let ws = Workspace::new(&root, &store_dir)?;
-        Ok(Pipeline { ws, manifest })
+        let manifest_rel = file
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or(MANIFEST)
+            .to_string();
+        Ok(Pipeline {
+            ws,
+            manifest,
+            manifest_rel,
+        })
     }
 
     /// Expand the manifest into the checked graph (reading declared environment variables).
     pub fn graph(&self) -> Result<Graph> {
-        let spec = expand::expand(&self.manifest, &|v| std::env::var(v).ok())?;
+        self.check_confined()?;
+        let mut spec = expand::expand(&self.manifest, &|v| std::env::var(v).ok())?;
+        // The manifest is never an output (nor a folder holding it).
+        spec.protected.push(self.manifest_rel.clone());
         Graph::build(spec, &self.manifest.source, &self.ws.root)
+    }
+}
+
+impl Pipeline {
+    /// The folders `pipeline.toml` names (store, build, command working directories) must not
+    /// lead out of the workspace through a symlink (`--store` / `SKYCTL_STORE` are the user's
+    /// explicit choice and may be anywhere). Outputs and the release tree are checked with the
+    /// graph.
+    fn check_confined(&self) -> Result<()> {
+        let m = &self.manifest;
+        let root = &self.ws.root;
+        let store_from_manifest = self.ws.store_dir == root.join(&m.project.store_dir);
+        let mut dirs: Vec<(&str, String, std::ops::Range<usize>)> = vec![(
+            "build_dir",
+            m.project.build_dir.get_ref().clone(),
+            m.project.build_dir.span(),
+        )];
+        if store_from_manifest {
+            dirs.push(("store_dir", m.project.store_dir.clone(), 0..0));
+        }
+        for c in &m.command {
+            if let Some(cwd) = &c.cwd {
+                dirs.push(("cwd", cwd.get_ref().clone(), cwd.span()));
+            }
+        }
+        for (what, rel, span) in dirs {
+            if let Some(target) = sky_dag::graph::symlink_escape(root, &rel) {
+                return Err(m.error_at(
+                    span,
+                    format!(
+                        "{what} `{rel}` leads out of the workspace through a symlink (to `{}`)",
+                        target.display()
+                    ),
+                ));
+            }
+        }
+        Ok(())
     }
 }
 

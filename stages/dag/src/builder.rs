@@ -86,6 +86,22 @@ pub fn build_preloaded(
     })?;
     let store = ws.store()?;
     let store_lock = store.lock(false)?;
+    // What a killed build left: temp files beside the outputs and the release tree (this
+    // workspace's lock is held, so none is being written), and the store's temp files of
+    // processes that no longer run.
+    let mut temp_dirs: std::collections::BTreeSet<PathBuf> = graph
+        .nodes
+        .iter()
+        .flat_map(|n| &n.outputs)
+        .filter_map(|o| ws.root.join(&o.path).parent().map(Path::to_path_buf))
+        .collect();
+    if let Some(p) = ws.root.join(&graph.release_dir).parent() {
+        temp_dirs.insert(p.to_path_buf());
+    }
+    for d in &temp_dirs {
+        crate::fsutil::sweep_temps(d);
+    }
+    store.sweep_dead_temps();
     let (last, statcache) = state.current(&ws.state);
     let stamp = StoreStamp {
         dir: ws.store_dir.display().to_string(),
@@ -102,6 +118,12 @@ pub fn build_preloaded(
     }
     reporter.event(&Event::Plan { total: plan.len() });
 
+    let made: std::collections::HashSet<String> = last
+        .nodes
+        .values()
+        .flat_map(|st| st.outputs.iter().map(|o| o.path.clone()))
+        .chain(last.made.iter().cloned())
+        .collect();
     let release_abs = ws.root.join(&graph.release_dir);
     let mut driver = BuildDriver {
         graph,
@@ -117,6 +139,7 @@ pub fn build_preloaded(
         reasons: vec![None; graph.nodes.len()],
         last: &last,
         new_last: LastBuild::default(),
+        made: &made,
         summary: Summary::default(),
         verify_store,
         stored: 0,
@@ -175,6 +198,24 @@ pub fn build_preloaded(
     let changed = !delta.nodes.is_empty() || release_changed;
     new_last.nodes.extend(delta.nodes);
     new_last.nodes.retain(|id, _| graph.by_id.contains_key(id));
+    // Failed runs' outputs stay ours until a successful run records them or they are no
+    // longer declared.
+    let made_before = new_last.made.clone();
+    new_last.made.extend(delta.made);
+    let recorded: std::collections::HashSet<&str> = new_last
+        .nodes
+        .values()
+        .flat_map(|st| st.outputs.iter().map(|o| o.path.as_str()))
+        .collect();
+    let declared: std::collections::HashSet<&str> = graph
+        .nodes
+        .iter()
+        .flat_map(|n| n.outputs.iter().map(|o| o.path.as_str()))
+        .collect();
+    new_last
+        .made
+        .retain(|p| declared.contains(p.as_str()) && !recorded.contains(p.as_str()));
+    let made_changed = new_last.made != made_before;
     if release_files.is_some() {
         new_last.release = release_files;
     }
@@ -185,6 +226,7 @@ pub fn build_preloaded(
         new_last.store = None;
     }
     let changed = changed
+        || made_changed
         || new_last.nodes.len() != nodes_before
         || summary.executed > 0
         || stored > 0
@@ -220,6 +262,8 @@ struct BuildDriver<'a> {
     reasons: Vec<Option<DirtyReason>>,
     last: &'a LastBuild,
     new_last: LastBuild,
+    /// Paths the engine made (recorded outputs of the last build, outputs of failed runs).
+    made: &'a std::collections::HashSet<String>,
     summary: Summary,
     /// Whether cached nodes must be checked for an action record in this store.
     verify_store: bool,
@@ -424,6 +468,7 @@ impl<'a> Driver<'a, JobOutput> for BuildDriver<'a> {
             graph: self.graph,
             n,
             kind,
+            made: self.made,
             store: self.store,
             root: self.root,
             release_abs: self.release_abs,
@@ -453,6 +498,10 @@ impl<'a> Driver<'a, JobOutput> for BuildDriver<'a> {
                 log,
                 seconds,
             }) => {
+                // What it wrote is ours to replace next time.
+                for o in &self.graph.nodes[n].outputs {
+                    self.new_last.made.insert(o.path.clone());
+                }
                 self.finished(n, NodeStatus::Failed, seconds, Some(e), Some(&log));
                 false
             }
@@ -476,6 +525,10 @@ impl<'a> Driver<'a, JobOutput> for BuildDriver<'a> {
     fn tick(&mut self) {
         self.reporter.tick();
     }
+
+    fn stop(&mut self) -> bool {
+        crate::interrupt::requested().is_some()
+    }
 }
 
 /// One node run, owned by a worker.
@@ -483,6 +536,7 @@ struct Job<'a> {
     graph: &'a Graph,
     n: NodeIdx,
     kind: &'a dyn DynKind,
+    made: &'a std::collections::HashSet<String>,
     store: &'a Store,
     root: &'a Path,
     release_abs: &'a Path,
@@ -492,6 +546,22 @@ struct Job<'a> {
 }
 
 impl Job<'_> {
+    /// Whether the engine may replace what is at an output path: nothing is there, or it made
+    /// it (recorded, written by a failed run, or content the store holds); an empty directory
+    /// too (made by `mkdir -p` for it).
+    fn ours(&self, rel: &str, abs: &Path) -> bool {
+        let Ok(md) = std::fs::symlink_metadata(abs) else {
+            return true;
+        };
+        if self.made.contains(rel) {
+            return true;
+        }
+        if md.is_file() {
+            return crate::statcache::hash_file(abs).is_ok_and(|d| self.store.has_blob(&d));
+        }
+        md.is_dir() && std::fs::read_dir(abs).is_ok_and(|mut d| d.next().is_none())
+    }
+
     fn run(self) -> JobOutput {
         let t0 = Instant::now();
         let mut log = Vec::new();
@@ -511,6 +581,12 @@ impl Job<'_> {
         let mut out_paths = Vec::with_capacity(node.outputs.len());
         for o in &node.outputs {
             let abs = self.root.join(&o.path);
+            if !self.ours(&o.path, &abs) {
+                return Err(format!(
+                    "output `{}` already exists and was not made by skyctl; it is left as it is (move it away, or declare another output path)",
+                    o.path
+                ));
+            }
             crate::fsutil::remove_path(&abs)
                 .map_err(|e| format!("cannot remove old output `{}`: {e}", o.path))?;
             if let Some(parent) = abs.parent() {
@@ -532,7 +608,8 @@ impl Job<'_> {
                 }
             })
             .collect();
-        // Upstream outputs may be hard links to store blobs: a stage must not change them.
+        // Inputs are read-only: upstream outputs may be hard links to store blobs, and a source
+        // changed by the node that reads it would give it a new key every build.
         let upstream: Vec<(&str, Vec<_>)> = node
             .inputs
             .iter()
@@ -541,7 +618,10 @@ impl Job<'_> {
                     let rel = self.graph.nodes[*up].outputs.get(*output)?.path.as_str();
                     Some((rel, fingerprint(&self.root.join(rel))))
                 }
-                _ => None,
+                crate::graph::Input::Source(rel) => {
+                    Some((rel.as_str(), fingerprint(&self.root.join(rel))))
+                }
+                crate::graph::Input::Glob(_) => None,
             })
             .collect();
         let before = fingerprint(self.release_abs);
@@ -572,7 +652,14 @@ impl Job<'_> {
                 "modified its input `{rel}` in place (inputs are read-only: write a declared output instead)"
             ));
         }
-        if fingerprint(self.release_abs) != before {
+        let after = fingerprint(self.release_abs);
+        if after != before {
+            // Whatever it added goes at once; what it changed is rewritten by the next
+            // successful build (the release check compares every file).
+            let had: std::collections::HashSet<&PathBuf> = before.iter().map(|f| &f.0).collect();
+            for (path, ..) in after.iter().rev().filter(|f| !had.contains(&f.0)) {
+                let _ = crate::fsutil::remove_path(path);
+            }
             return Err(format!(
                 "wrote into the release directory `{}` without declaring it (publish outputs with [[release.publish]])",
                 self.release_rel

@@ -9,14 +9,39 @@ use crate::key::Digest;
 static COUNTER: AtomicU64 = AtomicU64::new(0);
 
 /// A temp path beside `target` (same directory, so a rename is atomic), unique per process and
-/// call, ending in `.tmp` (ignored by git).
+/// call: `.skyctl-tmp-<name>.<pid>-<n>` ([`sky_fs::TEMP_PREFIX`], so a build that follows a
+/// killed one can find and remove it, [`sweep_temps`]).
 pub fn temp_beside(target: &Path) -> PathBuf {
     let name = target
         .file_name()
         .and_then(|n| n.to_str())
         .unwrap_or("file");
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    target.with_file_name(format!(".{name}.{}-{n}.tmp", std::process::id()))
+    target.with_file_name(format!(
+        "{}{name}.{}-{n}",
+        sky_fs::TEMP_PREFIX,
+        std::process::id()
+    ))
+}
+
+/// Remove the temp files and directories ([`sky_fs::TEMP_PREFIX`]) in `dir` (not below it),
+/// left there by a build or a node that was killed. Call with the workspace lock held: no
+/// other build of this workspace is writing then. Returns how many were removed.
+pub fn sweep_temps(dir: &Path) -> usize {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    let mut removed = 0;
+    for e in rd.flatten() {
+        if e.file_name()
+            .to_str()
+            .is_some_and(|n| n.starts_with(sky_fs::TEMP_PREFIX))
+            && remove_path(&e.path()).is_ok()
+        {
+            removed += 1;
+        }
+    }
+    removed
 }
 
 /// A unique name for a temp file inside `dir`.

@@ -204,6 +204,9 @@ pub struct GraphSpec {
     pub store_dir: String,
     /// What a group is called in messages ("model").
     pub group_noun: String,
+    /// Workspace paths no output may be, contain or lie inside (the declaration file itself,
+    /// version control metadata). `.git` is always protected.
+    pub protected: Vec<String>,
 }
 
 impl Default for GraphSpec {
@@ -214,6 +217,7 @@ impl Default for GraphSpec {
             release_dir: Located::new("release".into(), 0..0),
             store_dir: ".store".into(),
             group_noun: "group".into(),
+            protected: Vec::new(),
         }
     }
 }
@@ -258,6 +262,7 @@ impl Graph {
             spec.release,
             &spec.release_dir,
             &spec.store_dir,
+            &spec.protected,
             spec.group_noun,
             src,
             root,
@@ -303,12 +308,24 @@ fn finish(
     release_specs: Vec<ReleaseSpec>,
     release_dir: &Located<String>,
     store_dir: &str,
+    protected: &[String],
     group_noun: String,
     m: &Source,
     root: &Path,
 ) -> Result<Graph> {
+    let release_span = release_dir.span.clone();
     let release_dir = clean_rel(&release_dir.value)
-        .map_err(|e| m.error_at(release_dir.span.clone(), format!("release_dir: {e}")))?;
+        .map_err(|e| m.error_at(release_span.clone(), format!("release_dir: {e}")))?;
+    // The release tree is replaced whole: it must not lead anywhere else.
+    if let Some(target) = symlink_escape(root, &release_dir) {
+        return Err(m.error_at(
+            release_span,
+            format!(
+                "release_dir `{release_dir}` leads out of the workspace through a symlink (to `{}`)",
+                target.display()
+            ),
+        ));
+    }
     let mut by_id = BTreeMap::new();
     for (i, n) in nodes.iter().enumerate() {
         if by_id.insert(n.id.clone(), i).is_some() {
@@ -328,6 +345,20 @@ fn finish(
                 return Err(m.error_at(at, format!(
                     "node `{}`: output `{}` is inside the release directory `{release_dir}`; write it elsewhere and publish it with [[release.publish]]",
                     n.id, o.path)));
+            }
+            let guarded = protected
+                .iter()
+                .map(String::as_str)
+                .chain([".git"])
+                .find(|p| o.path == *p || under(&o.path, p) || under(p, &o.path));
+            if let Some(p) = guarded {
+                return Err(m.error_at(
+                    at,
+                    format!(
+                        "node `{}`: output `{}` would replace `{p}`, which is not the build's to write",
+                        n.id, o.path
+                    ),
+                ));
             }
             if under(&o.path, ".skyctl") || (!store.is_empty() && under(&o.path, &store)) {
                 return Err(m.error_at(
@@ -612,6 +643,26 @@ pub fn clean_rel(raw: &str) -> std::result::Result<String, String> {
         }
     }
     Ok(parts.join("/"))
+}
+
+/// Where `root/rel` leads when one of its existing components (the last one too) is a
+/// symlink resolving outside `root`; None when it stays inside (or does not exist yet).
+pub fn symlink_escape(root: &Path, rel: &str) -> Option<std::path::PathBuf> {
+    let root_real = root.canonicalize().ok()?;
+    let mut p = root.to_path_buf();
+    for c in rel.split('/').filter(|c| !c.is_empty() && *c != ".") {
+        p.push(c);
+        match std::fs::symlink_metadata(&p) {
+            Ok(md) if md.file_type().is_symlink() => match p.canonicalize() {
+                Ok(target) if !target.starts_with(&root_real) => return Some(target),
+                Ok(_) => {}
+                Err(_) => return None,
+            },
+            Ok(_) => {}
+            Err(_) => return None,
+        }
+    }
+    None
 }
 
 /// Fails when an existing prefix of `rel` under `root` is a symlink resolving outside `root`.

@@ -79,6 +79,7 @@ pub mod error;
 pub mod fsutil;
 pub mod glob;
 pub mod graph;
+pub mod interrupt;
 pub mod key;
 pub mod kind;
 pub mod plan;

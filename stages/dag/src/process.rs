@@ -27,6 +27,9 @@ impl Child<'_> {
     pub fn run(&self, log: &mut Vec<u8>) -> anyhow::Result<ExitStatus> {
         let mut cmd = std::process::Command::new(self.program);
         std::os::unix::process::CommandExt::arg0(&mut cmd, self.arg0);
+        // A group of its own: a stopped build ends the child and everything it started
+        // ([`crate::interrupt`]).
+        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
         cmd.args(self.args)
             .current_dir(self.cwd)
             .env_clear()
@@ -50,9 +53,15 @@ impl Child<'_> {
             .with_context(|| format!("cannot run `{}` in `{}`", self.arg0, self.cwd.display()))?;
         // Our copies of the write end live in `cmd`; drop it so reading ends when the child does.
         drop(cmd);
+        let pid = child.id() as i32;
+        if !crate::interrupt::register(pid) {
+            crate::interrupt::kill_children(rustix::process::Signal::TERM);
+        }
         use std::io::Read;
         let read_result = std::fs::File::from(read).read_to_end(log);
-        let status = child.wait().context("waiting for the command")?;
+        let status = child.wait();
+        crate::interrupt::unregister(pid);
+        let status = status.context("waiting for the command")?;
         read_result.context("reading the command output")?;
         Ok(status)
     }

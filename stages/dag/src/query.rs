@@ -168,3 +168,47 @@ pub fn explain(
 pub fn order(graph: &Graph) -> &[NodeIdx] {
     &graph.order
 }
+
+/// Check the workspace against what the last build recorded: every materialized output file
+/// and every file of the release tree must still hash to its recorded digest (bit rot, an
+/// edit through a hard link, a file replaced by hand). A damaged file is also dropped from
+/// the stat cache, so the next build re-hashes it and restores it from the store. Returns
+/// (workspace path, what is wrong). `release_dir` is the release tree's workspace path.
+pub fn check_materialized(ws: &Workspace, release_dir: &str) -> Vec<(String, String)> {
+    let last = LastBuild::load(&ws.state.last_build());
+    let mut files: Vec<(String, Digest)> = last
+        .nodes
+        .values()
+        .flat_map(|st| st.outputs.iter())
+        .filter(|o| !o.dir)
+        .map(|o| (o.path.clone(), o.digest))
+        .collect();
+    if let Some(release) = &last.release {
+        files.extend(
+            release
+                .iter()
+                .filter(|f| !f.dir)
+                .map(|f| (format!("{release_dir}/{}", f.to), f.digest)),
+        );
+    }
+    files.sort();
+    files.dedup();
+    let mut problems = Vec::new();
+    let mut statcache = StatCache::load(&ws.state.statcache());
+    for (rel, digest) in files {
+        let abs = ws.root.join(&rel);
+        let what = match crate::statcache::hash_file(&abs) {
+            Ok(d) if d == digest => continue,
+            Ok(d) => format!(
+                "content hashes to {}, the build recorded {} (the next build restores it)",
+                d.short(),
+                digest.short()
+            ),
+            Err(e) => format!("{e} (the next build restores it)"),
+        };
+        statcache.forget(&rel);
+        problems.push((rel, what));
+    }
+    let _ = statcache.save(&ws.state.statcache());
+    problems
+}

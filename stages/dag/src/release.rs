@@ -55,7 +55,35 @@ pub fn up_to_date(
             exec: f.exec,
         })
         .collect();
-    root.join(&graph.release_dir).is_dir() && scanner.check_outputs(&recs).is_none()
+    let dir = root.join(&graph.release_dir);
+    dir.is_dir() && scanner.check_outputs(&recs).is_none() && only_declared(&dir, files)
+}
+
+/// Whether every file in the release tree is a declared one (or inside a declared directory):
+/// a file someone or something added makes the tree stale, so the next build removes it.
+fn only_declared(dir: &Path, files: &[ReleaseFile]) -> bool {
+    let declared = |rel: &str| {
+        files.iter().any(|f| {
+            rel == f.to
+                || (f.dir
+                    && rel.len() > f.to.len()
+                    && rel.starts_with(&f.to)
+                    && rel.as_bytes()[f.to.len()] == b'/')
+        })
+    };
+    walkdir::WalkDir::new(dir)
+        .min_depth(1)
+        .into_iter()
+        .all(|e| match e {
+            Ok(e) if e.file_type().is_dir() => true,
+            Ok(e) => e
+                .path()
+                .strip_prefix(dir)
+                .ok()
+                .and_then(|p| p.to_str())
+                .is_some_and(declared),
+            Err(_) => false,
+        })
 }
 
 /// Build the new tree beside the old one and swap it in.
@@ -87,30 +115,23 @@ pub fn write(store: &Store, root: &Path, release_dir: &str, files: &[ReleaseFile
     res
 }
 
-/// `<parent>/.<name>.<what>-<pid>.tmp`
+/// `<parent>/.skyctl-tmp-<name>.<what>-<pid>`
 fn sibling(target: &Path, what: &str) -> PathBuf {
     let name = target
         .file_name()
         .and_then(|n| n.to_str())
         .unwrap_or("release");
-    target.with_file_name(format!(".{name}.{what}-{}.tmp", std::process::id()))
+    target.with_file_name(format!(
+        "{}{name}.{what}-{}",
+        sky_fs::TEMP_PREFIX,
+        std::process::id()
+    ))
 }
 
 /// Remove staging trees left by a killed build.
 fn remove_leftovers(target: &Path) {
-    let (Some(parent), Some(name)) = (target.parent(), target.file_name().and_then(|n| n.to_str()))
-    else {
-        return;
-    };
-    let prefix = format!(".{name}.");
-    if let Ok(rd) = std::fs::read_dir(parent) {
-        for e in rd.flatten() {
-            let n = e.file_name();
-            let n = n.to_string_lossy();
-            if n.starts_with(&prefix) && n.ends_with(".tmp") {
-                let _ = fsutil::remove_path(&e.path());
-            }
-        }
+    if let Some(parent) = target.parent() {
+        fsutil::sweep_temps(parent);
     }
 }
 

@@ -47,6 +47,10 @@ pub trait Driver<'a, R> {
     fn skip(&mut self, node: NodeIdx);
     /// Called about twice a second while jobs run, for progress displays.
     fn tick(&mut self) {}
+    /// Whether to stop starting nodes (a signal asked the build to stop).
+    fn stop(&mut self) -> bool {
+        false
+    }
 }
 
 /// Counts of how the nodes ended.
@@ -112,6 +116,7 @@ impl Scheduler<'_> {
             let mut running = 0usize;
             let mut exclusive_running = false;
             loop {
+                stopped |= driver.stop();
                 // Start what can start.
                 while !stopped && !exclusive_running {
                     let pick = ready

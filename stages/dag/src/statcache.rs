@@ -1,5 +1,7 @@
-//! The stat cache: (path, size, mtime_ns, inode) -> digest, so that a no-op build hashes
-//! nothing.
+//! The stat cache: (path, size, mtime_ns, ctime_ns, inode) -> digest, so that a no-op build
+//! hashes nothing. The ctime is what git and Bazel add to the mtime: `touch -d` can put an
+//! mtime back after an edit (through a hard link between a workspace output and its blob, say),
+//! but no one can set a ctime, so such an edit is still seen and re-hashed.
 //!
 //! Racy files: a file's mtime only has the granularity of the clock that stamps it (a kernel
 //! tick on Linux file systems with nanosecond fields, one or two seconds elsewhere). A file
@@ -9,8 +11,9 @@
 //! before and after hashing and record nothing when the two differ.
 //!
 //! Format (`.skyctl/state-v1/statcache`, one read, written atomically when changed):
-//! `SKYSTAT1`, u64 count, then per entry: u64 path length, path bytes (workspace-relative),
-//! u64 size, i64 mtime_ns, u64 inode, 32-byte digest. All little-endian.
+//! `SKYSTAT2`, u64 count, then per entry: u64 path length, path bytes (workspace-relative),
+//! u64 size, i64 mtime_ns, i64 ctime_ns, u64 inode, 32-byte digest. All little-endian. A cache
+//! of another format is ignored (everything is hashed once more).
 
 use std::collections::HashMap;
 use std::io::Read;
@@ -20,12 +23,13 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::key::Digest;
 
-const MAGIC: &[u8; 8] = b"SKYSTAT1";
+const MAGIC: &[u8; 8] = b"SKYSTAT2";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Entry {
     size: u64,
     mtime_ns: i64,
+    ctime_ns: i64,
     ino: u64,
     digest: Digest,
 }
@@ -37,6 +41,8 @@ pub struct FileStat {
     pub size: u64,
     /// Modification time, nanoseconds since the epoch.
     pub mtime_ns: i64,
+    /// Status-change time, nanoseconds since the epoch.
+    pub ctime_ns: i64,
     /// Inode number.
     pub ino: u64,
     /// Executable bit (any of the three x bits).
@@ -52,6 +58,10 @@ impl FileStat {
                 .mtime()
                 .saturating_mul(1_000_000_000)
                 .saturating_add(md.mtime_nsec()),
+            ctime_ns: md
+                .ctime()
+                .saturating_mul(1_000_000_000)
+                .saturating_add(md.ctime_nsec()),
             ino: md.ino(),
             exec: md.mode() & 0o111 != 0,
         }
@@ -102,7 +112,7 @@ impl StatCache {
             Some(u64::from_le_bytes(*h))
         };
         let n = u64_(&mut r)?;
-        if n > (r.len() / 64) as u64 {
+        if n > (r.len() / 72) as u64 {
             return None;
         }
         let mut entries = HashMap::with_capacity(n as usize);
@@ -116,6 +126,7 @@ impl StatCache {
             let path = std::str::from_utf8(p).ok()?.to_string();
             let size = u64_(&mut r)?;
             let mtime_ns = u64_(&mut r)? as i64;
+            let ctime_ns = u64_(&mut r)? as i64;
             let ino = u64_(&mut r)?;
             let (d, t) = r.split_first_chunk::<32>()?;
             r = t;
@@ -124,6 +135,7 @@ impl StatCache {
                 Entry {
                     size,
                     mtime_ns,
+                    ctime_ns,
                     ino,
                     digest: Digest(*d),
                 },
@@ -154,6 +166,7 @@ impl StatCache {
             out.extend_from_slice(p.as_bytes());
             out.extend_from_slice(&e.size.to_le_bytes());
             out.extend_from_slice(&(e.mtime_ns as u64).to_le_bytes());
+            out.extend_from_slice(&(e.ctime_ns as u64).to_le_bytes());
             out.extend_from_slice(&e.ino.to_le_bytes());
             out.extend_from_slice(&e.digest.0);
         }
@@ -172,7 +185,11 @@ impl StatCache {
         let abs = root.join(rel);
         let st = self.stat(root, rel)?;
         if let Some(e) = self.entries.get(rel) {
-            if e.size == st.size && e.mtime_ns == st.mtime_ns && e.ino == st.ino {
+            if e.size == st.size
+                && e.mtime_ns == st.mtime_ns
+                && e.ctime_ns == st.ctime_ns
+                && e.ino == st.ino
+            {
                 return Ok((e.digest, st));
             }
         }
@@ -208,6 +225,9 @@ impl StatCache {
             mtime_ns: (st.st_mtime as i64)
                 .saturating_mul(1_000_000_000)
                 .saturating_add(st.st_mtime_nsec as i64),
+            ctime_ns: (st.st_ctime as i64)
+                .saturating_mul(1_000_000_000)
+                .saturating_add(st.st_ctime_nsec as i64),
             ino: st.st_ino as u64,
             exec: st.st_mode & 0o111 != 0,
         })
@@ -224,6 +244,7 @@ impl StatCache {
             let e = Entry {
                 size: st.size,
                 mtime_ns: st.mtime_ns,
+                ctime_ns: st.ctime_ns,
                 ino: st.ino,
                 digest,
             };

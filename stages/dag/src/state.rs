@@ -77,6 +77,11 @@ pub struct LastBuild {
     /// (`--store`, or one emptied or collected since) stores what that one lacks.
     #[serde(default)]
     pub store: Option<StoreStamp>,
+    /// Output paths of nodes that ran here and failed: files the engine made without
+    /// recording them (a declared output found on disk that is neither recorded nor listed
+    /// here was not made by the engine, and is never deleted).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeSet::is_empty")]
+    pub made: std::collections::BTreeSet<String>,
 }
 
 /// Paths of the workspace's own state.

@@ -69,6 +69,7 @@ impl Store {
 
     /// Append (or supersede) the action record of `key` to this process's log.
     pub fn put_action(&self, key: &Digest, rec: &ActionRecord) -> Result<()> {
+        self.refuse_write(&format!("the result of node `{}`", rec.node))?;
         let line = format_line(key, rec).map_err(|e| DagError::Store {
             path: self.root.join("actions"),
             message: e.to_string(),

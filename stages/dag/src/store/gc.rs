@@ -4,6 +4,32 @@ use super::actions::format_line;
 use super::*;
 
 impl Store {
+    /// Remove the temp files (`tmp/<stem>-<pid>-<n>-<t>.tmp`) of processes that no longer run:
+    /// what a build killed mid-write left. Other processes' live temp files stay (builds of
+    /// other workspaces may share the store). Returns how many were removed.
+    pub fn sweep_dead_temps(&self) -> usize {
+        let mut removed = 0;
+        for p in self.walk("tmp") {
+            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+            let pid = name
+                .rsplitn(4, '-')
+                .nth(2)
+                .and_then(|s| s.parse::<i32>().ok())
+                .and_then(rustix::process::Pid::from_raw);
+            let alive = match pid {
+                Some(pid) => !matches!(
+                    rustix::process::test_kill_process(pid),
+                    Err(rustix::io::Errno::SRCH)
+                ),
+                None => true,
+            };
+            if !alive && std::fs::remove_file(&p).is_ok() {
+                removed += 1;
+            }
+        }
+        removed
+    }
+
     pub(super) fn walk(&self, sub: &str) -> Vec<PathBuf> {
         let mut out: Vec<PathBuf> = walkdir::WalkDir::new(self.root.join(sub))
             .min_depth(1)
@@ -211,6 +237,32 @@ impl Store {
         for b in &builds[..split] {
             if std::fs::remove_file(b).is_ok() {
                 stats.builds += 1;
+            }
+        }
+        // Repair first: a blob whose content does not match its name goes, and so does every
+        // record that needs a blob that is not (or no longer) here; their nodes re-run. Damaged
+        // log lines go with the compaction below. The store then passes `check`.
+        for p in self.walk("blobs") {
+            let Some(d) = Self::digest_from_path(&p) else {
+                continue;
+            };
+            if statcache_hash(&p).ok() != Some(d) && std::fs::remove_file(&p).is_ok() {
+                stats.corrupt_blobs += 1;
+            }
+        }
+        let mut all = HashMap::new();
+        for p in &self.logs() {
+            if let Ok(content) = Self::read_log(p) {
+                all.extend(content.records);
+            }
+        }
+        for (k, rec) in &all {
+            let healthy = self
+                .referenced_blobs(rec)
+                .iter()
+                .all(|d| d.as_ref().is_ok_and(|d| self.has_blob(d)));
+            if !healthy && keys.remove(k) {
+                stats.broken_actions += 1;
             }
         }
         let (dropped, kept) = self.compact(Some(&keys))?;

@@ -128,6 +128,10 @@ pub struct GcStats {
     pub bytes: u64,
     /// Build records removed.
     pub builds: usize,
+    /// Blobs removed because their content did not match their name.
+    pub corrupt_blobs: usize,
+    /// Action records dropped because a blob they need is missing or damaged.
+    pub broken_actions: usize,
 }
 
 /// A handle on a store directory. Clones share the action index and this process's log.
@@ -135,6 +139,9 @@ pub struct GcStats {
 pub struct Store {
     root: PathBuf,
     shared: Arc<Shared>,
+    /// The store cannot be written (a cache restored read-only, a read-only mount): it still
+    /// serves lookups and restores; storing a result is an error that says so.
+    read_only: bool,
 }
 
 #[derive(Debug, Default)]
@@ -172,9 +179,11 @@ impl Store {
                 b"Signature: 8a477f597d28d172789f06886806bc55\n# This is the skyctl content store.\n");
             let _ = sky_fs::write(&dir.join(".gitignore"), b"*\n");
         }
+        let read_only = rustix::fs::access(&root, rustix::fs::Access::WRITE_OK).is_err();
         let store = Store {
             root,
             shared: Arc::default(),
+            read_only,
         };
         if !store.id_path().is_file() {
             store.new_id(false)?;
@@ -227,13 +236,42 @@ impl Store {
 
     fn lock_file(&self) -> Result<(std::fs::File, PathBuf)> {
         let p = self.root.join("lock");
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&p)
-            .map_err(|e| DagError::io("open", &p, e))?;
+        let file = if self.read_only {
+            // flock needs no write access; a read-only store without a lock file cannot be
+            // in use by a writer either, so there is nothing to wait for.
+            match std::fs::File::open(&p) {
+                Ok(f) => f,
+                Err(_) => {
+                    std::fs::File::open(&self.root).map_err(|e| DagError::io("open", &p, e))?
+                }
+            }
+        } else {
+            std::fs::OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(&p)
+                .map_err(|e| DagError::io("open", &p, e))?
+        };
         Ok((file, p))
+    }
+
+    /// Whether the store is read-only (see [`Store`]).
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+
+    /// The error for a write to a read-only store.
+    pub(super) fn refuse_write(&self, what: &str) -> Result<()> {
+        if self.read_only {
+            return Err(DagError::Store {
+                path: self.root.clone(),
+                message: format!(
+                    "the store is read-only, so {what} cannot be stored; a build that runs nodes needs a writable store (--store DIR)"
+                ),
+            });
+        }
+        Ok(())
     }
 
     /// Take the store lock: shared (builds) or exclusive (gc).

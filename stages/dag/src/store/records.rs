@@ -5,6 +5,10 @@ use super::*;
 impl Store {
     /// Record the keys of a finished build.
     pub fn put_build(&self, keys: Vec<Digest>) -> Result<()> {
+        // Build records are gc roots only; a read-only store is not collected by this build.
+        if self.read_only {
+            return Ok(());
+        }
         let time_ms = now_ms();
         let rec = BuildRecord { time_ms, keys };
         let bytes = serde_json::to_vec(&rec).unwrap_or_default();

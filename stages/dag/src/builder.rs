@@ -86,6 +86,8 @@ pub fn build_preloaded(
     })?;
     let store = ws.store()?;
     let store_lock = store.lock(false)?;
+    // A build killed with SIGKILL may have left command nodes running; end them first.
+    crate::interrupt::track_children(&ws.state.children());
     // What a killed build left: temp files beside the outputs and the release tree (this
     // workspace's lock is held, so none is being written), and the store's temp files of
     // processes that no longer run.
@@ -118,11 +120,14 @@ pub fn build_preloaded(
     }
     reporter.event(&Event::Plan { total: plan.len() });
 
+    let journal = crate::state::Journal::new(ws.state.journal());
+    let journaled = journal.read();
     let made: std::collections::HashSet<String> = last
         .nodes
         .values()
         .flat_map(|st| st.outputs.iter().map(|o| o.path.clone()))
         .chain(last.made.iter().cloned())
+        .chain(journaled.iter().cloned())
         .collect();
     let release_abs = ws.root.join(&graph.release_dir);
     let mut driver = BuildDriver {
@@ -140,6 +145,7 @@ pub fn build_preloaded(
         last: &last,
         new_last: LastBuild::default(),
         made: &made,
+        journal: &journal,
         summary: Summary::default(),
         verify_store,
         stored: 0,
@@ -202,6 +208,7 @@ pub fn build_preloaded(
     // longer declared.
     let made_before = new_last.made.clone();
     new_last.made.extend(delta.made);
+    new_last.made.extend(journaled);
     let recorded: std::collections::HashSet<&str> = new_last
         .nodes
         .values()
@@ -237,6 +244,9 @@ pub fn build_preloaded(
             .map_err(|e| DagError::io("write", ws.state.last_build(), e))?;
         store.put_build(keys)?;
     }
+    // Everything the journal noted is now recorded or in `made`; no child runs.
+    journal.clear();
+    crate::interrupt::untrack_children();
     let _ = statcache.save(&ws.state.statcache());
     drop(store_lock);
     if summary.executed > 0 {
@@ -264,6 +274,8 @@ struct BuildDriver<'a> {
     new_last: LastBuild,
     /// Paths the engine made (recorded outputs of the last build, outputs of failed runs).
     made: &'a std::collections::HashSet<String>,
+    /// Where a node's outputs are noted before it runs.
+    journal: &'a crate::state::Journal,
     summary: Summary,
     /// Whether cached nodes must be checked for an action record in this store.
     verify_store: bool,
@@ -469,6 +481,7 @@ impl<'a> Driver<'a, JobOutput> for BuildDriver<'a> {
             n,
             kind,
             made: self.made,
+            journal: self.journal,
             store: self.store,
             root: self.root,
             release_abs: self.release_abs,
@@ -537,6 +550,7 @@ struct Job<'a> {
     n: NodeIdx,
     kind: &'a dyn DynKind,
     made: &'a std::collections::HashSet<String>,
+    journal: &'a crate::state::Journal,
     store: &'a Store,
     root: &'a Path,
     release_abs: &'a Path,
@@ -580,13 +594,20 @@ impl Job<'_> {
         // nothing the stage writes can land in a file shared with the store.
         let mut out_paths = Vec::with_capacity(node.outputs.len());
         for o in &node.outputs {
-            let abs = self.root.join(&o.path);
-            if !self.ours(&o.path, &abs) {
+            if !self.ours(&o.path, &self.root.join(&o.path)) {
                 return Err(format!(
                     "output `{}` already exists and was not made by skyctl; it is left as it is (move it away, or declare another output path)",
                     o.path
                 ));
             }
+        }
+        // Noted before anything is written, so a build killed mid-node knows its own.
+        let paths: Vec<&str> = node.outputs.iter().map(|o| o.path.as_str()).collect();
+        self.journal
+            .note(&paths)
+            .map_err(|e| format!("cannot note the outputs it will write: {e}"))?;
+        for o in &node.outputs {
+            let abs = self.root.join(&o.path);
             crate::fsutil::remove_path(&abs)
                 .map_err(|e| format!("cannot remove old output `{}`: {e}", o.path))?;
             if let Some(parent) = abs.parent() {

@@ -16,6 +16,64 @@ static REQUESTED: AtomicI32 = AtomicI32::new(0);
 /// Process groups of running children (their leaders' pids).
 static RUNNING: Mutex<Vec<i32>> = Mutex::new(Vec::new());
 
+/// Where the running children are noted (`pid starttime` lines), so that the next build ends
+/// the process groups a build killed with SIGKILL left behind (they would otherwise go on
+/// writing into outputs that the next build is making anew).
+static JOURNAL: Mutex<Option<std::path::PathBuf>> = Mutex::new(None);
+
+/// Note children in `path` from now on, after ending the groups a previous process noted there
+/// and left running.
+pub fn track_children(path: &std::path::Path) {
+    if let Ok(text) = std::fs::read_to_string(path) {
+        for line in text.lines() {
+            let mut parts = line.split(' ');
+            let (Some(pid), Some(start)) = (parts.next(), parts.next()) else {
+                continue;
+            };
+            let Ok(pid) = pid.parse::<i32>() else {
+                continue;
+            };
+            // Only the very process we noted: a pid can be reused, its start time cannot.
+            if start_time(pid).as_deref() == Some(start) {
+                if let Some(p) = rustix::process::Pid::from_raw(pid) {
+                    let _ = rustix::process::kill_process_group(p, rustix::process::Signal::KILL);
+                }
+            }
+        }
+    }
+    let _ = std::fs::remove_file(path);
+    *JOURNAL.lock().unwrap_or_else(|p| p.into_inner()) = Some(path.to_path_buf());
+}
+
+/// The build ended normally: no child of it runs, nothing to note.
+pub fn untrack_children() {
+    if let Some(p) = JOURNAL.lock().unwrap_or_else(|p| p.into_inner()).take() {
+        let _ = std::fs::remove_file(p);
+    }
+}
+
+/// Field 22 of `/proc/<pid>/stat`: the start time, in clock ticks since boot.
+fn start_time(pid: i32) -> Option<String> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces and parentheses; fields follow the last ')'.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    rest.split(' ').nth(19).map(str::to_string)
+}
+
+fn note_child(pid: i32) {
+    let journal = JOURNAL.lock().unwrap_or_else(|p| p.into_inner());
+    if let (Some(path), Some(start)) = (journal.as_ref(), start_time(pid)) {
+        use std::io::Write;
+        if let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+        {
+            let _ = f.write_all(format!("{pid} {start}\n").as_bytes());
+        }
+    }
+}
+
 /// Handle SIGINT and SIGTERM from now on (once per process; later calls do nothing).
 pub fn install() -> std::io::Result<()> {
     static INSTALLED: std::sync::Once = std::sync::Once::new();
@@ -58,6 +116,7 @@ fn running() -> std::sync::MutexGuard<'static, Vec<i32>> {
 /// Note a child process group (its leader's pid); `false` when a stop was already requested
 /// (the caller then ends it at once).
 pub(crate) fn register(pid: i32) -> bool {
+    note_child(pid);
     running().push(pid);
     requested().is_none()
 }

@@ -12,7 +12,7 @@ impl Store {
         for p in self.walk("tmp") {
             let name = p.file_name().and_then(|n| n.to_str()).unwrap_or_default();
             let pid = name
-                .rsplitn(4, '-')
+                .rsplit('-')
                 .nth(2)
                 .and_then(|s| s.parse::<i32>().ok())
                 .and_then(rustix::process::Pid::from_raw);
@@ -146,13 +146,17 @@ impl Store {
     ) -> Result<(usize, Vec<ActionRecord>)> {
         let logs = self.logs();
         let mut index: HashMap<Digest, ActionRecord> = HashMap::new();
+        // Damaged lines are dropped by the rewrite; each may have been a record, so they count
+        // as dropped (the store's generation then changes).
+        let mut bad = 0;
         for p in &logs {
             if let Ok(content) = Self::read_log(p) {
+                bad += content.bad.len();
                 index.extend(content.records);
             }
         }
         let mut kept: Vec<(Digest, ActionRecord)> = Vec::new();
-        let mut dropped = 0;
+        let mut dropped = bad;
         for (k, rec) in index {
             if keep.is_none_or(|keys| keys.contains(&k)) {
                 kept.push((k, rec));

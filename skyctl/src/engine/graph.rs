@@ -144,6 +144,15 @@ impl Graph {
     }
 }
 
+/// Where a published variant goes in the release tree: the F16 file, the one the site ships,
+/// as `models/<name>.gguf`; any other variant as `models/<name>.<variant>.gguf`.
+fn release_model_path(model: &str, variant: Variant) -> String {
+    match variant {
+        Variant::F16 => format!("models/{model}.gguf"),
+        v => format!("models/{model}.{}.gguf", v.name()),
+    }
+}
+
 fn model_file(m: &Manifest, model: &str, variant: Variant) -> String {
     format!(
         "{}/{model}/{model}.{}.gguf",
@@ -338,7 +347,7 @@ impl Builder<'_> {
         for p in &model.publish {
             let v = *p.get_ref();
             self.release.push((
-                format!("models/{name}.{}.gguf", v.name()),
+                release_model_path(&name, v),
                 model_file(m, &name, v),
                 p.span(),
             ));
@@ -357,15 +366,20 @@ impl Builder<'_> {
         let mut models = Vec::new();
         for model in &m.model {
             let name = model.name.get_ref();
-            for p in &model.publish {
-                inputs.push((model_file(m, name, *p.get_ref()), model.name.span()));
+            // Every variant the pipeline builds (sizes and digests), published or not.
+            for &v in &model.variants {
+                inputs.push((model_file(m, name, v), model.name.span()));
             }
             if model.bench.is_some() {
                 inputs.push((format!("{build}/{name}/bench.json"), model.name.span()));
             }
             models.push(json!({
                 "name": name,
-                "publish": model.publish.iter().map(|p| p.get_ref().name()).collect::<Vec<_>>(),
+                "variants": model.variants.iter().map(|v| v.name()).collect::<Vec<_>>(),
+                "publish": model.publish.iter().map(|p| {
+                    let v = *p.get_ref();
+                    json!({"variant": v.name(), "path": release_model_path(name, v)})
+                }).collect::<Vec<_>>(),
                 "bench": model.bench.is_some(),
             }));
         }

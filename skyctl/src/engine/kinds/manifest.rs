@@ -1,11 +1,12 @@
-//! `manifest`: the release's `manifest.json` (every published model file with its size,
-//! tensor types, blake3 digest and type policy) and `bench.json` (microseconds per question
-//! per model and mode, `null` where not measured).
+//! `manifest`: the release's `manifest.json` (every model the pipeline builds with its parameter
+//! count and every variant's size and blake3 digest; `files`: the published files with their
+//! release path, size, tensor types, digest and type policy) and `bench.json` (microseconds per
+//! question per model and mode, `null` where not measured).
 //!
-//! Params: `models`: `[{name, publish: [variant...], bench: bool}]`. Inputs, model by model:
-//! the published files (in `publish` order), then the model's `bench.json` when `bench`.
-//! Outputs: `manifest.json`, `bench.json`. Both are deterministic (no dates, no paths outside
-//! the release tree).
+//! Params: `models`: `[{name, variants: [variant...], publish: [{variant, path}], bench: bool}]`.
+//! Inputs, model by model: every variant's file (in `variants` order), then the model's
+//! `bench.json` when `bench`. Outputs: `manifest.json`, `bench.json`. Both are deterministic (no
+//! dates, no paths outside the release tree).
 
 use anyhow::{bail, Context};
 use serde::Deserialize;
@@ -26,9 +27,16 @@ pub const BENCH_FORMAT: &str = "skycmd.bench/1";
 pub struct Manifest;
 
 #[derive(Deserialize)]
+struct PublishParams {
+    variant: String,
+    path: String,
+}
+
+#[derive(Deserialize)]
 struct ModelParams {
     name: String,
-    publish: Vec<String>,
+    variants: Vec<String>,
+    publish: Vec<PublishParams>,
     bench: bool,
 }
 
@@ -80,7 +88,7 @@ impl StageKind for Manifest {
     }
 
     fn version(&self) -> u32 {
-        1
+        2
     }
 
     fn run(&self, ctx: &mut StageCtx<'_>) -> anyhow::Result<()> {
@@ -96,19 +104,32 @@ impl StageKind for Manifest {
         let mut bench = Map::new();
         for m in &p.models {
             let mut files = Vec::new();
+            let mut variants = Vec::new();
             let (mut params, mut tensors) = (Value::Null, Value::Null);
-            for v in &m.publish {
+            for v in &m.variants {
                 let input = inputs
                     .next()
                     .with_context(|| format!("node `{node}`: missing input for {}.{v}", m.name))?;
                 let bytes =
                     std::fs::read(&input.path).with_context(|| format!("reading {}", input.rel))?;
-                let rel = format!("models/{}.{v}.gguf", m.name);
+                let published = m.publish.iter().find(|p| p.variant == *v);
+                let rel = match published {
+                    Some(p) => p.path.clone(),
+                    None => format!("models/{}.{v}.gguf", m.name),
+                };
                 let (n_params, n_tensors, file) = describe_file(&bytes, &rel, v)
                     .with_context(|| format!("node `{node}`: {}", input.rel))?;
                 params = json!(n_params);
                 tensors = json!(n_tensors);
-                files.push(file);
+                variants.push(json!({
+                    "variant": v,
+                    "bytes": file["bytes"],
+                    "blake3": file["blake3"],
+                    "types": file["types"],
+                }));
+                if published.is_some() {
+                    files.push(file);
+                }
             }
             let mut per_mode = Map::new();
             for mode in MODES {
@@ -130,7 +151,7 @@ impl StageKind for Manifest {
             }
             bench.insert(m.name.clone(), Value::Object(per_mode));
             models.push(
-                json!({"name": m.name, "parameters": params, "tensors": tensors, "files": files}),
+                json!({"name": m.name, "parameters": params, "tensors": tensors, "variants": variants, "files": files}),
             );
         }
         let manifest = json!({"format": MANIFEST_FORMAT, "models": models});

@@ -12,6 +12,7 @@
 //! | `sky_info() -> status` | describe the loaded model (JSON) |
 //! | `sky_out_ptr()`, `sky_out_len()` | the result of the last call: JSON, UTF-8 |
 //! | `sky_simd() -> 0/1` | whether this build's kernels are SIMD128 |
+//! | `sky_questions() -> status` | the built-in benchmark questions (the twelve prompts `skyctl bench` times), as `/v1/systemone` requests (JSON array) |
 //!
 //! A status is 0 when the result is the answer, 1 when it is the spec's error object
 //! (`{"error": {"code", "message", "type"}}`, exactly what `skyctl ask --json` prints).
@@ -121,6 +122,30 @@ impl Session {
         self.finish(result)
     }
 
+    /// The built-in questions: `sky_quant::CALIBRATION_PROMPTS` (what `skyctl bench` times), each
+    /// as a one-question `/v1/systemone` request `{"id", "request"}`.
+    pub fn questions(&mut self) -> i32 {
+        let list: Vec<Value> = sky_quant::calibration_prompts()
+            .into_iter()
+            .map(|p| {
+                json!({
+                    "id": p.id,
+                    "request": {
+                        "state": p.state,
+                        "questions": {
+                            p.id.clone(): {
+                                "type": p.kind,
+                                "instructions": p.instructions,
+                                "criteria": p.criteria,
+                            }
+                        }
+                    }
+                })
+            })
+            .collect();
+        self.finish(Ok(Value::Array(list)))
+    }
+
     fn info_value(&self) -> Value {
         let Some(e) = &self.engine else {
             return Value::Null;
@@ -188,6 +213,12 @@ pub extern "C" fn sky_ask() -> i32 {
 #[no_mangle]
 pub extern "C" fn sky_info() -> i32 {
     with(Session::info)
+}
+
+/// The built-in benchmark questions (JSON array of `{"id", "request"}`). Always 0.
+#[no_mangle]
+pub extern "C" fn sky_questions() -> i32 {
+    with(Session::questions)
 }
 
 /// Address of the last result.

@@ -10,7 +10,8 @@ const MODES = [
   ['q8_0', 'native Q8_0 file'],
 ];
 const VARIANTS = ['f32', 'f16', 'q8_0'];
-const ITERS = 5;
+// Passes after the warm-up; ?iters=N changes it (the tests use 1).
+const ITERS = Math.max(1, Number(new URLSearchParams(location.search).get('iters')) || 5);
 
 // A number for people, or an em dash when there is none (null, absent, not finite).
 export function fmt(v, digits = 1) {

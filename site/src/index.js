@@ -27,8 +27,9 @@ window.sky = sky;
 
 sky.ready.then(
   (info) => {
-    progress.max = 1;
-    progress.value = 1;
+    // The bar ends at the model's size in bytes (1 of 1 when the server sent no length).
+    if (progress.max <= 1) progress.max = 1;
+    progress.value = progress.max;
     $('status').textContent = `Ready in ${info.load_ms.toFixed(0)} ms.`;
     $('ask').disabled = false;
     $('engine-line').textContent =

@@ -142,13 +142,11 @@ function median(xs) {
 export async function measure(modelPath, iters = ITERS) {
   const sky = startSky({ modelUrl: new URL(modelPath, location.href).href });
   await sky.ready;
-  const questions = await sky.questions();
+  const requests = (await sky.questions()).map((q) => q.request);
+  await sky.bench(requests, 1);
   const times = [];
-  for (let pass = 0; pass <= iters; pass++) {
-    for (const q of questions) {
-      const { ms } = await sky.timed(q.request);
-      if (pass > 0) times.push(ms * 1000);
-    }
+  for (let pass = 0; pass < iters; pass++) {
+    for (const ms of await sky.bench(requests, 4)) times.push(ms * 1000);
   }
   return { us: Math.round(median(times) * 10) / 10, simd: sky.info.simd };
 }

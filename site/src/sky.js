@@ -52,6 +52,10 @@ export function startSky({ modelUrl, prefer = 'auto', onProgress = () => {} }) {
           }),
       );
     },
+    // ms per answer of each request, each answered `reps` times in a row in the worker.
+    bench(requests, reps = 10) {
+      return sky.timed({ requests, reps }, 'bench').then((r) => r.value);
+    },
     // The built-in benchmark questions, [{id, request}].
     questions() {
       return sky.timed(null, 'questions').then((r) => r.value);

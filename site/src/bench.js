@@ -151,7 +151,7 @@ export async function measure(modelPath, iters = ITERS) {
   return { us: Math.round(median(times) * 10) / 10, simd: sky.info.simd };
 }
 
-$('iters').textContent = String(ITERS);
+$('iters').textContent = ITERS === 1 ? '1 pass' : `${ITERS} passes`;
 $('measure').addEventListener('click', async () => {
   const btn = $('measure');
   btn.disabled = true;

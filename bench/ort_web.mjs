@@ -79,7 +79,9 @@ const ctx = await launch();
 const results = { passes: PASSES, reps: REPS, models: {} };
 try {
   const page = await openPage(ctx, `${site.url}ort.html`);
-  await page.waitForFunction(() => window.ready === true);
+  await page.waitForFunction(() => window.ready === true).catch((e) => {
+    throw new Error(`${e.message}; page errors: ${page.errors.join('; ')}; console: ${page.consoleErrors.join('; ')}`);
+  });
   for (const m of MODELS) {
     const r = await page.evaluate(([model, p, reps]) => window.run(model, p, reps), [m, PASSES, REPS]);
     results.models[m] = r;

@@ -40,6 +40,7 @@ build() { # variant, extra rustflags
     cargo build --quiet --locked --release --manifest-path "$root/Cargo.toml" \
       -p sky-web --target wasm32-unknown-unknown
   cp "$target/$variant/wasm32-unknown-unknown/release/sky_web.wasm" "$out/sky-web.$variant.wasm.tmp"
+  chmod 644 "$out/sky-web.$variant.wasm.tmp" # a module, not a program
   mv "$out/sky-web.$variant.wasm.tmp" "$out/sky-web.$variant.wasm"
 }
 build simd "-C target-feature=+simd128"

@@ -4,7 +4,8 @@
 // A benchmark, not a test (BENCH.md has the numbers; never run by .ci/run).
 //
 //   cargo run --release -p skyctl -- build && (cd site && npm ci)
-//   node bench/web.mjs [--passes 5] [--reps 10] [--json OUT.json]
+//   node bench/web.mjs [--passes 5] [--reps 10] [--models s1-pico,...] [--variants simd,scalar]
+//                      [--json OUT.json]
 //
 // Each pass answers every case `reps` times in a row inside the worker (no message round trip
 // per answer; the page is cross-origin isolated, so the timer resolves 5 µs); per case the
@@ -22,7 +23,8 @@ const arg = (name, dflt) => {
 const PASSES = Number(arg('passes', 5));
 const REPS = Number(arg('reps', 10));
 const JSON_OUT = arg('json', null);
-const MODELS = ['s1-pico', 's1-nano', 's1-micro'];
+const MODELS = arg('models', 's1-pico,s1-nano,s1-micro').split(',');
+const VARIANTS = arg('variants', 'simd,scalar').split(',');
 
 const median = (xs) => {
   const s = [...xs].sort((a, b) => a - b);
@@ -56,7 +58,7 @@ try {
   results.ready_ms = median(ready);
   for (const m of MODELS) {
     results.models[m] = {};
-    for (const v of ['simd', 'scalar']) {
+    for (const v of VARIANTS) {
       const page = await openPage(ctx, `${site.url}index.html?model=models/${m}.bench.gguf&simd=${v === 'simd' ? 1 : 0}`);
       const isolated = await page.evaluate(() => self.crossOriginIsolated);
       await page.evaluate(() => window.sky.ready);

@@ -24,7 +24,9 @@ if ! rustup target list --installed 2>/dev/null | grep -qx wasm32-unknown-unknow
   rustup target add wasm32-unknown-unknown
 fi
 
-remap="--remap-path-prefix=$root=/sky --remap-path-prefix=$cargo_home=/cargo --remap-path-prefix=$rustup_home=/rustup"
+# Flags in CARGO_ENCODED_RUSTFLAGS (separated by 0x1f), so that folders with spaces work.
+sep=$'\x1f'
+remap="--remap-path-prefix=$root=/sky$sep--remap-path-prefix=$cargo_home=/cargo$sep--remap-path-prefix=$rustup_home=/rustup"
 export CARGO_PROFILE_RELEASE_DEBUG=0
 export CARGO_PROFILE_RELEASE_STRIP=symbols
 export CARGO_PROFILE_RELEASE_LTO=fat
@@ -36,13 +38,13 @@ unset RUSTFLAGS CARGO_BUILD_RUSTFLAGS CARGO_ENCODED_RUSTFLAGS
 build() { # variant, extra rustflags
   local variant=$1 flags=$2
   CARGO_TARGET_DIR="$target/$variant" \
-    RUSTFLAGS="$remap $flags" \
+    CARGO_ENCODED_RUSTFLAGS="$remap$sep$flags" \
     cargo build --quiet --locked --release --manifest-path "$root/Cargo.toml" \
       -p sky-web --target wasm32-unknown-unknown
   cp "$target/$variant/wasm32-unknown-unknown/release/sky_web.wasm" "$out/sky-web.$variant.wasm.tmp"
   chmod 644 "$out/sky-web.$variant.wasm.tmp" # a module, not a program
   mv "$out/sky-web.$variant.wasm.tmp" "$out/sky-web.$variant.wasm"
 }
-build simd "-C target-feature=+simd128"
+build simd "-Ctarget-feature=+simd128"
 # The scalar module must not use SIMD128 even where rustc's wasm32 defaults would allow it.
-build scalar "-C target-feature=-simd128"
+build scalar "-Ctarget-feature=-simd128"

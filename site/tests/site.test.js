@@ -8,7 +8,10 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
+import { execFileSync } from 'node:child_process';
 import {
+  ROOT,
+  skyctlBin,
   RELEASE,
   SHOTS,
   serve,
@@ -47,6 +50,11 @@ before(async () => {
   fs.mkdirSync(SHOTS, { recursive: true });
   cases = goldenCases();
   native = nativeAnswers(path.join(RELEASE, 'models/s1-pico.gguf'), cases);
+  // Another model for ?model=: s1-nano, converted by the native tool.
+  fs.mkdirSync(path.join(dir, 'other'));
+  execFileSync(skyctlBin(), ['convert', path.join(ROOT, 'models/s1-nano'), path.join(dir, 'other/s1-nano.gguf')], {
+    stdio: 'ignore',
+  });
   site = await serve(dir);
   ctx = await launch();
 });
@@ -159,6 +167,26 @@ test('the page shows the model name and size before fetching, and refuses a bad 
     await page.waitForSelector('#error:not([hidden])');
     assert.match(await page.textContent('#error'), /criteria/);
     await page.screenshot({ path: path.join(SHOTS, 'demo-bad-request.png'), fullPage: true });
+    assert.deepEqual(page.errors, []);
+  } finally {
+    await page.close();
+  }
+});
+
+test('?model=URL loads another GGUF, and answers as skyctl ask does on it', async () => {
+  const file = path.join(dir, 'other/s1-nano.gguf');
+  const page = await openPage(ctx, `${site.url}index.html?model=${encodeURIComponent(`${site.url}other/s1-nano.gguf`)}`);
+  try {
+    const info = await page.evaluate(() => window.sky.ready);
+    assert.equal(info.model, 's1-nano.gguf');
+    assert.equal(info.model_bytes, fs.statSync(file).size);
+    assert.match(await page.textContent('#model-name'), /s1-nano\.gguf/);
+    assert.match(await page.textContent('#model-size'), new RegExp(`${info.model_bytes.toLocaleString('en-US')} bytes`));
+    const some = cases.slice(0, 5);
+    const want = nativeAnswers(file, some);
+    const got = await page.evaluate(async (reqs) => Promise.all(reqs.map((r) => window.sky.ask(r))), some.map((c) => c.request));
+    assert.equal(got.length, want.length);
+    for (let i = 0; i < some.length; i++) assert.deepEqual(diff(want[i], got[i], TOL), [], some[i].id);
     assert.deepEqual(page.errors, []);
   } finally {
     await page.close();

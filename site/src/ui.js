@@ -41,7 +41,8 @@ export async function describeModel(modelUrl) {
       const m = await res.json();
       for (const model of m.models || []) {
         for (const f of model.files || []) {
-          if (new URL(f.path, manifestUrl).href === modelUrl) {
+          // Paths in the manifest are relative to the release root (this page's folder).
+          if (new URL(f.path, location.href).href === modelUrl) {
             return { name: `${model.name} (${f.variant.toUpperCase()}, ${f.path.split('/').pop()})`, bytes: f.bytes };
           }
         }

@@ -125,6 +125,20 @@ async function checkAgainstNative(t, query, wantSimd, shot) {
     assert.match(await page.textContent('#answer-line'), /Choice: (billing|shipping|technical)/);
     assert.match(await page.textContent('#latency'), /\d+\.\d\d ms in the browser · \d+ input tokens/);
     await page.screenshot({ path: path.join(SHOTS, shot), fullPage: true });
+    // A score and a yes/no question through the form.
+    await page.selectOption('#qtype', 'score');
+    await page.fill('#instructions', 'How angry is the customer?');
+    await page.fill('#options', 'calm\nannoyed\nangry\nfurious');
+    await page.click('#ask');
+    await page.waitForFunction(() => /^Score: /.test(document.getElementById('answer-line').textContent));
+    assert.equal(await page.locator('#bars .bar-row').count(), 4);
+    await page.selectOption('#qtype', 'noul');
+    await page.fill('#instructions', 'Is the customer angry?');
+    await page.fill('#options', '');
+    await page.click('#ask');
+    await page.waitForFunction(() => /^(Yes|No): P\(yes\) = /.test(document.getElementById('answer-line').textContent));
+    assert.equal(await page.locator('#bars .bar-row').count(), 2);
+    await page.screenshot({ path: path.join(SHOTS, shot.replace('.png', '-noul.png')), fullPage: true });
     assert.deepEqual(page.errors, [], 'page errors');
     assert.deepEqual(page.consoleErrors, [], 'console errors');
   } finally {
@@ -148,7 +162,8 @@ test('the page shows the model name and size before fetching, and refuses a bad 
   const page = await openPage(ctx, `${site.url}index.html`);
   try {
     await page.evaluate(() => window.sky.ready);
-    assert.match(await page.textContent('#model-name'), /s1-pico/);
+    // From models/manifest.json: the model, its variant and its file.
+    assert.equal(await page.textContent('#model-name'), 's1-pico (F16, s1-pico.gguf)');
     const size = fs_size('models/s1-pico.gguf').toLocaleString('en-US');
     assert.match(await page.textContent('#model-size'), new RegExp(`${size} bytes`));
     // sky.ask rejects with the spec's error object, as skyctl ask --json prints it.

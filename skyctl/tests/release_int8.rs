@@ -64,7 +64,7 @@ fn build_produces_the_release_like_the_direct_commands() {
     std::fs::write(d.join("pipeline.toml"), PIPELINE).unwrap();
     ok(d, &["build"]);
     let rel = d.join("site/public");
-    let f16 = std::fs::read(rel.join("models/s1-pico.f16.gguf")).unwrap();
+    let f16 = std::fs::read(rel.join("models/s1-pico.gguf")).unwrap();
     let q8 = std::fs::read(rel.join("models/s1-pico.q8_0.gguf")).unwrap();
 
     // the same bytes as the direct commands
@@ -103,6 +103,22 @@ fn build_produces_the_release_like_the_direct_commands() {
     assert_eq!(files[1]["policy"]["token_embd"], "F16");
     assert_eq!(files[1]["types"]["Q8_0"], 8);
     assert_eq!(files[1]["policy"]["outlier_ratio"], 3.0);
+    assert_eq!(files[0]["path"], "models/s1-pico.gguf");
+    assert_eq!(files[1]["path"], "models/s1-pico.q8_0.gguf");
+    // every declared variant, published or not, with its size and digest
+    let variants = model["variants"].as_array().unwrap();
+    let names: Vec<&str> = variants
+        .iter()
+        .filter_map(|v| v["variant"].as_str())
+        .collect();
+    assert_eq!(names, ["f16", "q8_0"]);
+    for (v, bytes) in variants.iter().zip([&f16, &q8]) {
+        assert_eq!(v["bytes"].as_u64(), Some(bytes.len() as u64));
+        assert_eq!(
+            v["blake3"].as_str(),
+            Some(blake3::hash(bytes).to_hex().as_str())
+        );
+    }
 
     // bench.json: measured modes are numbers, the others null
     let b: serde_json::Value =

@@ -1,11 +1,12 @@
-//! `manifest`: the release's `manifest.json` (every published model file with its size,
-//! tensor types, blake3 digest and type policy) and `bench.json` (microseconds per question
-//! per model and mode, `null` where not measured).
+//! `manifest`: the release's `manifest.json` (every model the pipeline builds with its parameter
+//! count and every variant's size and blake3 digest; `files`: the published files with their
+//! release path, size, tensor types, digest and type policy) and `bench.json` (microseconds per
+//! question per model and mode, `null` where not measured).
 //!
-//! Params: `models`: `[{name, publish: [variant...], bench: bool}]`. Inputs, model by model:
-//! the published files (in `publish` order), then the model's `bench.json` when `bench`.
-//! Outputs: `manifest.json`, `bench.json`. Both are deterministic (no dates, no paths outside
-//! the release tree).
+//! Params: `models`: `[{name, variants: [variant...], publish: [{variant, path}], bench: bool}]`.
+//! Inputs, model by model: every variant's file (in `variants` order), then the model's
+//! `bench.json` when `bench`. Outputs: `manifest.json`, `bench.json`. Both are deterministic (no
+//! dates, no paths outside the release tree).
 
 use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
@@ -24,14 +25,26 @@ pub const BENCH_FORMAT: &str = "skycmd.bench/1";
 /// The `manifest` kind.
 pub struct Manifest;
 
+/// A published variant and its path in the release tree.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PublishParams {
+    /// The variant.
+    pub variant: String,
+    /// Its path inside the release tree.
+    pub path: String,
+}
+
 /// One model in the release.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ModelParams {
     /// The model name.
     pub name: String,
-    /// Published variants; their files are inputs, in this order.
-    pub publish: Vec<String>,
+    /// Every variant it builds; their files are inputs, in this order.
+    pub variants: Vec<String>,
+    /// The published variants.
+    pub publish: Vec<PublishParams>,
     /// Whether its `bench.json` is an input (after the files).
     pub bench: bool,
 }
@@ -82,7 +95,7 @@ pub fn describe_file(
 
 impl Kind for Manifest {
     const NAME: &'static str = "manifest";
-    const VERSION: u32 = 1;
+    const VERSION: u32 = 2;
     type Params = Params;
 
     fn run(&self, p: Params, ctx: &mut StageCtx<'_>) -> anyhow::Result<()> {
@@ -96,19 +109,32 @@ impl Kind for Manifest {
         let mut bench = Map::new();
         for m in &p.models {
             let mut files = Vec::new();
+            let mut variants = Vec::new();
             let (mut params, mut tensors) = (Value::Null, Value::Null);
-            for v in &m.publish {
+            for v in &m.variants {
                 let input = inputs
                     .next()
                     .with_context(|| format!("node `{node}`: missing input for {}.{v}", m.name))?;
                 let bytes =
                     std::fs::read(&input.path).with_context(|| format!("reading {}", input.rel))?;
-                let rel = format!("models/{}.{v}.gguf", m.name);
+                let published = m.publish.iter().find(|p| p.variant == *v);
+                let rel = match published {
+                    Some(p) => p.path.clone(),
+                    None => format!("models/{}.{v}.gguf", m.name),
+                };
                 let (n_params, n_tensors, file) = describe_file(&bytes, &rel, v)
                     .with_context(|| format!("node `{node}`: {}", input.rel))?;
                 params = json!(n_params);
                 tensors = json!(n_tensors);
-                files.push(file);
+                variants.push(json!({
+                    "variant": v,
+                    "bytes": file["bytes"],
+                    "blake3": file["blake3"],
+                    "types": file["types"],
+                }));
+                if published.is_some() {
+                    files.push(file);
+                }
             }
             let mut per_mode = Map::new();
             for mode in BenchMode::ALL {
@@ -130,7 +156,7 @@ impl Kind for Manifest {
             }
             bench.insert(m.name.clone(), Value::Object(per_mode));
             models.push(
-                json!({"name": m.name, "parameters": params, "tensors": tensors, "files": files}),
+                json!({"name": m.name, "parameters": params, "tensors": tensors, "variants": variants, "files": files}),
             );
         }
         let manifest = json!({"format": MANIFEST_FORMAT, "models": models});

@@ -57,6 +57,15 @@ struct Expander<'m> {
     release: Vec<ReleaseSpec>,
 }
 
+/// Where a published variant goes in the release tree: the F16 file, the one the site ships,
+/// as `models/<name>.gguf`; any other variant as `models/<name>.<variant>.gguf`.
+fn release_model_path(model: &str, variant: Variant) -> String {
+    match variant {
+        Variant::F16 => format!("models/{model}.gguf"),
+        v => format!("models/{model}.{}.gguf", v.name()),
+    }
+}
+
 fn model_file(m: &Manifest, model: &str, variant: Variant) -> String {
     format!(
         "{}/{model}/{model}.{}.gguf",
@@ -236,7 +245,7 @@ impl Expander<'_> {
         for p in &model.publish {
             let v = *p.get_ref();
             self.release.push(ReleaseSpec {
-                to: format!("models/{name}.{}.gguf", v.name()),
+                to: release_model_path(&name, v),
                 from: model_file(m, &name, v),
                 span: p.span(),
             });
@@ -255,18 +264,23 @@ impl Expander<'_> {
         let mut inputs = Vec::new();
         for model in &m.model {
             let name = model.name.get_ref();
-            for p in &model.publish {
-                inputs.push((model_file(m, name, *p.get_ref()), model.name.span()));
+            // Every variant the pipeline builds (sizes and digests), published or not.
+            for &v in &model.variants {
+                inputs.push((model_file(m, name, v), model.name.span()));
             }
             if model.bench.is_some() {
                 inputs.push((format!("{build}/{name}/bench.json"), model.name.span()));
             }
             models.push(manifest::ModelParams {
                 name: name.clone(),
+                variants: model.variants.iter().map(|v| v.name().to_string()).collect(),
                 publish: model
                     .publish
                     .iter()
-                    .map(|p| p.get_ref().name().to_string())
+                    .map(|p| manifest::PublishParams {
+                        variant: p.get_ref().name().to_string(),
+                        path: release_model_path(name, *p.get_ref()),
+                    })
                     .collect(),
                 bench: model.bench.is_some(),
             });

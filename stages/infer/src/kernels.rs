@@ -18,6 +18,8 @@ pub enum Isa {
     Avx2,
     /// x86-64 AVX-512F, 16 lanes.
     Avx512,
+    /// WebAssembly SIMD128, 4 lanes (a module built with `-C target-feature=+simd128`).
+    Simd128,
 }
 
 impl Isa {
@@ -34,6 +36,9 @@ impl Isa {
                 return Isa::Avx2;
             }
         }
+        if Isa::Simd128.available() {
+            return Isa::Simd128;
+        }
         Isa::Scalar
     }
 
@@ -48,6 +53,9 @@ impl Isa {
             }
             #[cfg(target_arch = "x86_64")]
             Isa::Avx512 => std::arch::is_x86_feature_detected!("avx512f"),
+            // WebAssembly has no run-time feature detection: a module either was compiled with
+            // SIMD128 (and only validates where the engine has it) or was not.
+            Isa::Simd128 => cfg!(all(target_arch = "wasm32", target_feature = "simd128")),
             #[cfg(not(target_arch = "x86_64"))]
             _ => false,
         }
@@ -112,6 +120,11 @@ pub fn gemm(isa: Isa, g: Gemm, a: &[f32], b: &[f32], c: &mut [f32]) {
         Isa::Avx2 if Isa::Avx2.available() => {
             // SAFETY: avx2+fma were detected on this CPU; bounds were checked by `g.check`.
             unsafe { x86::gemm_avx2(g, a, b, c) }
+        }
+        #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+        Isa::Simd128 => {
+            // SAFETY: bounds were checked by `g.check` (SIMD128 is a compile-time feature here).
+            unsafe { wasm::gemm_simd128(g, a, b, c) }
         }
         _ => gemm_scalar(g, a, b, c),
     }
@@ -339,6 +352,8 @@ pub fn layer_norm(
         Isa::Avx2 if isa.available() => unsafe {
             x86_elementwise::layer_norm_avx2(x, out, d, w, b, eps)
         },
+        #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+        Isa::Simd128 => wasm::layer_norm_simd128(x, out, d, w, b, eps),
         _ => layer_norm_scalar(x, out, d, w, b, eps),
     }
 }
@@ -1002,6 +1017,287 @@ mod x86_elementwise {
     }
 }
 
+/// WebAssembly SIMD128 kernels (4 f32 lanes). WebAssembly has no fused multiply-add, so every
+/// lane does the scalar body's multiplications and additions in the scalar body's order: the
+/// matrix product, the exponentials, GELU and the LayerNorm normalisation equal the portable
+/// kernels bit for bit; only the horizontal sums (softmax denominator, LayerNorm mean and
+/// variance) add in a different order.
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+mod wasm {
+    use super::Gemm;
+    use core::arch::wasm32::*;
+    use std::ops::Range;
+
+    /// Rows and 4-lane column vectors per tile. 4 x 8 keeps 8 accumulators, two B vectors and
+    /// a broadcast in registers: V8's x86-64 code generator has 16 xmm registers and keeps
+    /// some as scratch, and a 6 x 8 tile (12 accumulators) spilled and ran 1.6x slower.
+    const ROWS: usize = 4;
+    const VECS: usize = 2;
+    const COLS: usize = 4 * VECS;
+
+    /// `C (+)= A · B` in tiles of up to [`ROWS`] rows x [`COLS`] columns; a column tail
+    /// narrower than [`COLS`] goes through the portable kernel.
+    ///
+    /// # Safety
+    /// `g.check(a, b, c)` must have passed.
+    pub(super) unsafe fn gemm_simd128(g: Gemm, a: &[f32], b: &[f32], c: &mut [f32]) {
+        let full = g.n / COLS * COLS;
+        let mut j0 = 0;
+        while j0 < full {
+            let mut i0 = 0;
+            while i0 < g.m {
+                let rows = ROWS.min(g.m - i0);
+                // SAFETY (all arms): tile indices stay inside the bounds `Gemm::check` verified.
+                match rows {
+                    4 => tile::<4>(g, a, b, c, i0, j0),
+                    3 => tile::<3>(g, a, b, c, i0, j0),
+                    2 => tile::<2>(g, a, b, c, i0, j0),
+                    _ => tile::<1>(g, a, b, c, i0, j0),
+                }
+                i0 += rows;
+            }
+            j0 += COLS;
+        }
+        if full < g.n {
+            let rest = Gemm { n: g.n - full, ..g };
+            super::gemm_scalar(rest, a, &b[full..], &mut c[full..]);
+        }
+    }
+
+    /// # Safety
+    /// Rows `i0..i0 + R` and columns `j0..j0 + COLS` are inside the checked bounds.
+    #[inline(always)]
+    unsafe fn tile<const R: usize>(
+        g: Gemm,
+        a: &[f32],
+        b: &[f32],
+        c: &mut [f32],
+        i0: usize,
+        j0: usize,
+    ) {
+        let cp = c.as_mut_ptr();
+        let ap = a.as_ptr();
+        let bp = b.as_ptr();
+        let mut acc = [[f32x4_splat(0.0); VECS]; R];
+        if g.accumulate {
+            for (r, acc_r) in acc.iter_mut().enumerate() {
+                let base = cp.add((i0 + r) * g.ldc + j0);
+                for (v, acc_v) in acc_r.iter_mut().enumerate() {
+                    *acc_v = v128_load(base.add(4 * v) as *const v128);
+                }
+            }
+        }
+        for p in 0..g.k {
+            let brow = bp.add(p * g.ldb + j0);
+            let mut bv = [f32x4_splat(0.0); VECS];
+            for (v, b_v) in bv.iter_mut().enumerate() {
+                *b_v = v128_load(brow.add(4 * v) as *const v128);
+            }
+            for (r, acc_r) in acc.iter_mut().enumerate() {
+                // load32_splat: one broadcast-from-memory instruction (vbroadcastss).
+                let av = v128_load32_splat(ap.add((i0 + r) * g.lda + p) as *const u32);
+                for (acc_v, &b_v) in acc_r.iter_mut().zip(&bv) {
+                    *acc_v = f32x4_add(*acc_v, f32x4_mul(av, b_v));
+                }
+            }
+        }
+        for (r, acc_r) in acc.iter().enumerate() {
+            let base = cp.add((i0 + r) * g.ldc + j0);
+            for (v, &acc_v) in acc_r.iter().enumerate() {
+                v128_store(base.add(4 * v) as *mut v128, acc_v);
+            }
+        }
+    }
+
+    /// `exp_fast` on 4 lanes: the same clamp, reduction, polynomial and exponent bits.
+    #[inline(always)]
+    fn exp4(x: v128) -> v128 {
+        let x = f32x4_min(f32x4_max(x, f32x4_splat(-87.3)), f32x4_splat(88.3));
+        let magic = f32x4_splat(12_582_912.0);
+        let n = f32x4_sub(
+            f32x4_add(f32x4_mul(x, f32x4_splat(std::f32::consts::LOG2_E)), magic),
+            magic,
+        );
+        let r = f32x4_sub(
+            f32x4_sub(x, f32x4_mul(n, f32x4_splat(0.693_145_75))),
+            f32x4_mul(n, f32x4_splat(1.428_606_8e-6)),
+        );
+        let mut p = f32x4_splat(1.987_569_1e-4);
+        for c in [
+            1.398_199_9e-3,
+            8.333_452e-3,
+            4.166_579_6e-2,
+            1.666_666_5e-1,
+            0.5,
+        ] {
+            p = f32x4_add(f32x4_mul(p, r), f32x4_splat(c));
+        }
+        let one = f32x4_splat(1.0);
+        let y = f32x4_add(f32x4_add(f32x4_mul(f32x4_mul(p, r), r), r), one);
+        let bits = i32x4_shl(i32x4_add(i32x4_trunc_sat_f32x4(n), i32x4_splat(127)), 23);
+        f32x4_mul(y, bits)
+    }
+
+    #[inline(always)]
+    fn lanes(v: v128) -> [f32; 4] {
+        [
+            f32x4_extract_lane::<0>(v),
+            f32x4_extract_lane::<1>(v),
+            f32x4_extract_lane::<2>(v),
+            f32x4_extract_lane::<3>(v),
+        ]
+    }
+
+    /// The first 4 elements of `s` (panics if there are fewer: callers pass 4-element chunks).
+    #[inline(always)]
+    fn load4(s: &[f32]) -> v128 {
+        let s = &s[..4];
+        // SAFETY: `s` holds 4 f32 = 16 readable bytes; v128_load has no alignment requirement.
+        unsafe { v128_load(s.as_ptr() as *const v128) }
+    }
+
+    /// Store `v` into the first 4 elements of `s`.
+    #[inline(always)]
+    fn store4(s: &mut [f32], v: v128) {
+        let s = &mut s[..4];
+        // SAFETY: `s` holds 4 f32 = 16 writable bytes, borrowed mutably here.
+        unsafe { v128_store(s.as_mut_ptr() as *mut v128, v) }
+    }
+
+    /// Attention softmax of one row over `valid` (0 elsewhere), 4 lanes.
+    pub(super) fn softmax_scaled_simd128(row: &mut [f32], scale: f32, valid: Range<usize>) {
+        row[..valid.start].fill(0.0);
+        row[valid.end..].fill(0.0);
+        let seg = &mut row[valid];
+        if seg.is_empty() {
+            return;
+        }
+        let sv = f32x4_splat(scale);
+        let mut maxv = f32x4_splat(f32::NEG_INFINITY);
+        let mut max_tail = f32::NEG_INFINITY;
+        let (body, tail) = seg.split_at_mut(seg.len() / 4 * 4);
+        for ch in body.chunks_exact_mut(4) {
+            let v = f32x4_mul(load4(ch), sv);
+            store4(ch, v);
+            maxv = f32x4_max(maxv, v);
+        }
+        for v in tail.iter_mut() {
+            *v *= scale;
+            max_tail = max_tail.max(*v);
+        }
+        let max = lanes(maxv).into_iter().fold(max_tail, f32::max);
+        let ms = f32x4_splat(max);
+        let mut sumv = f32x4_splat(0.0);
+        for ch in body.chunks_exact_mut(4) {
+            let e = exp4(f32x4_sub(load4(ch), ms));
+            store4(ch, e);
+            sumv = f32x4_add(sumv, e);
+        }
+        let mut sum = lanes(sumv).into_iter().sum::<f32>();
+        for v in tail.iter_mut() {
+            *v = super::exp_fast(*v - max);
+            sum += *v;
+        }
+        let inv = 1.0 / sum;
+        let iv = f32x4_splat(inv);
+        for ch in body.chunks_exact_mut(4) {
+            let v = f32x4_mul(load4(ch), iv);
+            store4(ch, v);
+        }
+        for v in tail.iter_mut() {
+            *v *= inv;
+        }
+    }
+
+    /// LayerNorm rows: mean and variance summed in two f64x2 accumulators (4 inputs per step),
+    /// the columns past the last multiple of 4 in order; normalisation as the scalar body.
+    pub(super) fn layer_norm_simd128(
+        x: &[f32],
+        out: &mut [f32],
+        d: usize,
+        w: &[f32],
+        b: Option<&[f32]>,
+        eps: f32,
+    ) {
+        let full = d / 4 * 4;
+        for (row, orow) in x.chunks_exact(d).zip(out.chunks_exact_mut(d)) {
+            let widen = |v: v128| {
+                let hi = i32x4_shuffle::<2, 3, 0, 1>(v, v);
+                (f64x2_promote_low_f32x4(v), f64x2_promote_low_f32x4(hi))
+            };
+            let (mut s0, mut s1) = (f64x2_splat(0.0), f64x2_splat(0.0));
+            for ch in row[..full].chunks_exact(4) {
+                let (lo, hi) = widen(load4(ch));
+                s0 = f64x2_add(s0, lo);
+                s1 = f64x2_add(s1, hi);
+            }
+            let s = f64x2_add(s0, s1);
+            let sum = f64x2_extract_lane::<0>(s) + f64x2_extract_lane::<1>(s);
+            let mean = super::add_f64(sum, &row[full..]) / d as f64;
+            let mv = f64x2_splat(mean);
+            let (mut q0, mut q1) = (f64x2_splat(0.0), f64x2_splat(0.0));
+            for ch in row[..full].chunks_exact(4) {
+                let (lo, hi) = widen(load4(ch));
+                let (t0, t1) = (f64x2_sub(lo, mv), f64x2_sub(hi, mv));
+                q0 = f64x2_add(q0, f64x2_mul(t0, t0));
+                q1 = f64x2_add(q1, f64x2_mul(t1, t1));
+            }
+            let q = f64x2_add(q0, q1);
+            let var = f64x2_extract_lane::<0>(q) + f64x2_extract_lane::<1>(q);
+            let rstd =
+                super::layer_norm_rstd(super::add_sq_dev_f64(var, &row[full..], mean), d, eps);
+            let mean = mean as f32;
+            let (mf, rf) = (f32x4_splat(mean), f32x4_splat(rstd));
+            for (j, (och, ch)) in orow[..full]
+                .chunks_exact_mut(4)
+                .zip(row[..full].chunks_exact(4))
+                .enumerate()
+            {
+                // Same operation order as the scalar body: ((x - mean) * rstd) * w (+ b).
+                let v = f32x4_mul(f32x4_sub(load4(ch), mf), rf);
+                let mut v = f32x4_mul(v, load4(&w[j * 4..]));
+                if let Some(b) = b {
+                    v = f32x4_add(v, load4(&b[j * 4..]));
+                }
+                store4(och, v);
+            }
+            super::normalize_from(full, row, orow, mean, rstd, w, b);
+        }
+    }
+
+    /// GeGLU on 4 lanes: `erf_as` (A&S 7.1.26 with `exp4`) with the scalar body's operations.
+    pub(super) fn geglu_simd128(z: &[f32], out: &mut [f32]) {
+        let f = out.len();
+        let (a, g) = z.split_at(f);
+        let full = f / 4 * 4;
+        let one = f32x4_splat(1.0);
+        let half = f32x4_splat(0.5);
+        for (j, och) in out[..full].chunks_exact_mut(4).enumerate() {
+            let x = load4(&a[j * 4..]);
+            let gate = load4(&g[j * 4..]);
+            let u = f32x4_mul(x, f32x4_splat(std::f32::consts::FRAC_1_SQRT_2));
+            let au = f32x4_abs(u);
+            let t = f32x4_div(one, f32x4_add(f32x4_mul(f32x4_splat(0.327_591_1), au), one));
+            let mut r = f32x4_splat(1.061_405_4);
+            for c in [-1.453_152, 1.421_413_8, -0.284_496_74, 0.254_829_6] {
+                r = f32x4_add(f32x4_mul(r, t), f32x4_splat(c));
+            }
+            r = f32x4_mul(r, t);
+            let e = exp4(f32x4_neg(f32x4_mul(au, au)));
+            let y = f32x4_sub(one, f32x4_mul(r, e));
+            // erf is odd: negate where u < 0 (as the scalar body's branch; -0.0 stays +).
+            let neg = f32x4_lt(u, f32x4_splat(0.0));
+            let erf = v128_bitselect(f32x4_neg(y), y, neg);
+            let gelu = f32x4_mul(f32x4_mul(half, x), f32x4_add(one, erf));
+            store4(och, f32x4_mul(gelu, gate));
+        }
+        for j in full..f {
+            out[j] =
+                0.5 * a[j] * (1.0 + super::erf_as(a[j] * std::f32::consts::FRAC_1_SQRT_2)) * g[j];
+        }
+    }
+}
+
 /// In-place softmax of one row (f32, max-subtracted).
 pub fn softmax_row(isa: Isa, row: &mut [f32]) {
     let len = row.len();
@@ -1023,6 +1319,8 @@ pub fn softmax_scaled(isa: Isa, row: &mut [f32], scale: f32, valid: std::ops::Ra
         Isa::Avx2 if isa.available() => unsafe {
             x86_elementwise::softmax_scaled_avx2(row, scale, valid)
         },
+        #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+        Isa::Simd128 => wasm::softmax_scaled_simd128(row, scale, valid),
         _ => {
             // The order calibration has always used (its statistics, and so the calibrated
             // file's digest, must not depend on the machine): scale, mask to -inf, softmax.
@@ -1047,6 +1345,8 @@ pub fn geglu_row(isa: Isa, z: &[f32], out: &mut [f32]) {
         // SAFETY: as above.
         #[cfg(target_arch = "x86_64")]
         Isa::Avx2 if isa.available() => unsafe { x86_elementwise::geglu_avx2(z, out) },
+        #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+        Isa::Simd128 => wasm::geglu_simd128(z, out),
         _ => geglu_body(z, out),
     }
 }

@@ -1,0 +1,84 @@
+// The browser engine in headless Chromium: median ms per question on the 41 golden cases for
+// each model (s1-pico, s1-nano, s1-micro; their F16 files), with the SIMD128 and the scalar
+// module; module sizes (and gzip); time from navigation to sky.ready for s1-pico.
+// A benchmark, not a test (BENCH.md has the numbers; never run by .ci/run).
+//
+//   cargo run --release -p skyctl -- build && (cd site && npm ci)
+//   node bench/web.mjs [--passes 5] [--reps 10] [--models s1-pico,...] [--variants simd,scalar]
+//                      [--json OUT.json]
+//
+// Each pass answers every case `reps` times in a row inside the worker (no message round trip
+// per answer; the page is cross-origin isolated, so the timer resolves 5 µs); per case the
+// median of the passes; reported: the median over the 41 cases.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import zlib from 'node:zlib';
+import { ROOT, RELEASE, serve, launch, openPage, goldenCases } from '../site/tests/harness.js';
+
+const arg = (name, dflt) => {
+  const i = process.argv.indexOf(`--${name}`);
+  return i > 0 ? process.argv[i + 1] : dflt;
+};
+const PASSES = Number(arg('passes', 5));
+const REPS = Number(arg('reps', 10));
+const JSON_OUT = arg('json', null);
+const MODELS = arg('models', 's1-pico,s1-nano,s1-micro').split(',');
+const VARIANTS = arg('variants', 'simd,scalar').split(',');
+
+const median = (xs) => {
+  const s = [...xs].sort((a, b) => a - b);
+  const n = s.length;
+  return n % 2 ? s[(n - 1) / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+};
+
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sky-bench-'));
+fs.cpSync(RELEASE, dir, { recursive: true });
+for (const m of MODELS) {
+  const src = path.join(ROOT, 'build', m, `${m}.f16.gguf`);
+  if (!fs.existsSync(src)) throw new Error(`${src} missing: run skyctl build first`);
+  fs.copyFileSync(src, path.join(dir, 'models', `${m}.bench.gguf`));
+}
+const requests = goldenCases().map((c) => c.request);
+const site = await serve(dir, { isolate: true });
+const ctx = await launch();
+const results = { passes: PASSES, reps: REPS, cases: requests.length, models: {}, modules: {} };
+try {
+  for (const v of ['simd', 'scalar']) {
+    const bytes = fs.readFileSync(path.join(dir, `sky-web.${v}.wasm`));
+    results.modules[v] = { bytes: bytes.length, gzip: zlib.gzipSync(bytes, { level: 9 }).length };
+  }
+  // Navigation to sky.ready, s1-pico, SIMD128, 5 fresh page loads (median).
+  const ready = [];
+  for (let i = 0; i < 5; i++) {
+    const page = await openPage(ctx, `${site.url}index.html`);
+    ready.push(await page.evaluate(() => window.sky.ready.then(() => performance.now())));
+    await page.close();
+  }
+  results.ready_ms = median(ready);
+  for (const m of MODELS) {
+    results.models[m] = {};
+    for (const v of VARIANTS) {
+      const page = await openPage(ctx, `${site.url}index.html?model=models/${m}.bench.gguf&simd=${v === 'simd' ? 1 : 0}`);
+      const isolated = await page.evaluate(() => self.crossOriginIsolated);
+      await page.evaluate(() => window.sky.ready);
+      // Warm-up: two passes (the engine tiers the module up to its optimizing compiler).
+      await page.evaluate((r) => window.sky.bench(r, 2), requests);
+      const perCase = requests.map(() => []);
+      for (let p = 0; p < PASSES; p++) {
+        const t = await page.evaluate(([r, reps]) => window.sky.bench(r, reps), [requests, REPS]);
+        t.forEach((ms, i) => perCase[i].push(ms));
+      }
+      const ms = median(perCase.map(median));
+      results.models[m][v] = { ms_per_question: Number(ms.toFixed(4)), isolated };
+      console.log(`${m} ${v}: ${ms.toFixed(3)} ms per question (median of ${requests.length} cases)`);
+      await page.close();
+    }
+  }
+} finally {
+  await ctx.close();
+  await site.close();
+  fs.rmSync(dir, { recursive: true, force: true });
+}
+console.log(JSON.stringify(results, null, 2));
+if (JSON_OUT) fs.writeFileSync(JSON_OUT, JSON.stringify(results, null, 2) + '\n');

@@ -1,0 +1,177 @@
+// The Bench page: manifest.json + bench.json as a table and a chart, and this browser's latency.
+import { startSky } from './sky.js';
+import { DASH, showError } from './ui.js';
+
+const $ = (id) => document.getElementById(id);
+const MODES = [
+  ['f32', 'native f32'],
+  ['q8', 'native q8'],
+  ['q8-fast', 'native q8-fast'],
+  ['q8_0', 'native Q8_0 file'],
+];
+const VARIANTS = ['f32', 'f16', 'q8_0'];
+// Passes after the warm-up; ?iters=N changes it (the tests use 1).
+const ITERS = Math.max(1, Number(new URLSearchParams(location.search).get('iters')) || 5);
+
+// A number for people, or an em dash when there is none (null, absent, not finite).
+export function fmt(v, digits = 1) {
+  if (v === null || v === undefined || typeof v !== 'number' || !Number.isFinite(v)) return DASH;
+  return v.toLocaleString('en-US', { maximumFractionDigits: digits });
+}
+
+function cell(tr, text, attrs = {}) {
+  const td = document.createElement('td');
+  td.textContent = text;
+  for (const [k, v] of Object.entries(attrs)) td.dataset[k] = v;
+  tr.append(td);
+  return td;
+}
+
+async function getJson(url) {
+  const res = await fetch(url);
+  if (!res.ok) throw new Error(`${url}: HTTP ${res.status}`);
+  try {
+    return await res.json();
+  } catch (e) {
+    throw new Error(`${url} is not valid JSON: ${e.message}`);
+  }
+}
+
+const state = { rows: [], browser: {} };
+
+function render() {
+  const body = document.querySelector('#models-table tbody');
+  body.replaceChildren();
+  for (const r of state.rows) {
+    const tr = document.createElement('tr');
+    tr.dataset.model = r.name;
+    cell(tr, r.name);
+    cell(tr, fmt(r.parameters, 0), { col: 'parameters' });
+    for (const v of VARIANTS) cell(tr, fmt(r.bytes[v], 0), { col: `bytes-${v}` });
+    for (const [m] of MODES) cell(tr, fmt(r.native[m]), { col: `native-${m}` });
+    cell(tr, fmt(state.browser[r.name]), { col: 'browser' });
+    body.append(tr);
+  }
+  chart();
+}
+
+// Grouped horizontal bars, one group per model: every native mode with a number, and this
+// browser's figure once measured. Log scale: the sizes differ by ~30x.
+function chart() {
+  const series = [...MODES.map(([m, label]) => [m, label]), ['browser', 'this browser (WASM)']];
+  const colours = { f32: '#2f6fdf', q8: '#7aa1e8', 'q8-fast': '#a9c1ef', q8_0: '#5b7fae', browser: '#e07b39' };
+  const items = [];
+  for (const r of state.rows) {
+    for (const [k, label] of series) {
+      const v = k === 'browser' ? state.browser[r.name] : r.native[k];
+      if (typeof v === 'number' && Number.isFinite(v) && v > 0) items.push({ model: r.name, k, label, v });
+    }
+  }
+  const el = $('chart');
+  el.replaceChildren();
+  if (items.length === 0) {
+    el.textContent = `${DASH} no latency measured yet`;
+    return;
+  }
+  const max = Math.max(...items.map((i) => i.v));
+  const min = Math.min(...items.map((i) => i.v));
+  const lo = Math.log10(min) - 0.3;
+  const hi = Math.log10(max) + 0.05;
+  const W = 820, left = 230, right = 90, rowH = 18;
+  const ns = 'http://www.w3.org/2000/svg';
+  const svg = document.createElementNS(ns, 'svg');
+  let y = 4;
+  const add = (tag, attrs, text) => {
+    const n = document.createElementNS(ns, tag);
+    for (const [k, v] of Object.entries(attrs)) n.setAttribute(k, v);
+    if (text !== undefined) n.textContent = text;
+    svg.append(n);
+  };
+  let last = null;
+  for (const it of items) {
+    if (it.model !== last) {
+      if (last !== null) y += 8;
+      add('text', { x: 0, y: y + 13, 'font-weight': 700 }, it.model);
+      y += rowH;
+      last = it.model;
+    }
+    const w = ((Math.log10(it.v) - lo) / (hi - lo)) * (W - left - right);
+    add('text', { x: 12, y: y + 13 }, it.label);
+    add('rect', { x: left, y: y + 2, width: Math.max(2, w), height: rowH - 5, fill: colours[it.k], rx: 2 });
+    add('text', { x: left + Math.max(2, w) + 6, y: y + 13 }, `${fmt(it.v)} µs`);
+    y += rowH;
+  }
+  svg.setAttribute('viewBox', `0 0 ${W} ${y + 4}`);
+  svg.setAttribute('width', '100%');
+  svg.setAttribute('role', 'img');
+  svg.setAttribute('aria-label', 'latency per question, µs, log scale');
+  el.append(svg);
+  const note = document.createElement('p');
+  note.className = 'muted';
+  note.textContent = 'µs per question, log scale.';
+  el.append(note);
+}
+
+async function main() {
+  try {
+    const [manifest, bench] = await Promise.all([getJson('models/manifest.json'), getJson('bench.json')]);
+    if (bench.unit) $('bench-note').textContent = `Unit of bench.json: ${bench.unit}.`;
+    const names = new Set([...(manifest.models || []).map((m) => m.name), ...Object.keys(bench.models || {})]);
+    for (const name of names) {
+      const m = (manifest.models || []).find((x) => x.name === name) || {};
+      const bytes = {};
+      for (const v of m.variants || []) bytes[v.variant] = v.bytes;
+      const native = {};
+      for (const [k] of MODES) native[k] = bench.models?.[name]?.[k] ?? null;
+      const published = (m.files || []).find((f) => f.variant === 'f16') || (m.files || [])[0] || null;
+      state.rows.push({ name, parameters: m.parameters ?? null, bytes, native, file: published?.path ?? null });
+    }
+    render();
+  } catch (e) {
+    showError($('error'), `The bench data could not be loaded: ${e.message}`);
+  }
+}
+
+function median(xs) {
+  const s = [...xs].sort((a, b) => a - b);
+  const n = s.length;
+  return n % 2 ? s[(n - 1) / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+}
+
+// Median µs per question over ITERS passes of the built-in questions, after one warm-up pass.
+export async function measure(modelPath, iters = ITERS) {
+  const sky = startSky({ modelUrl: new URL(modelPath, location.href).href });
+  await sky.ready;
+  const requests = (await sky.questions()).map((q) => q.request);
+  await sky.bench(requests, 1);
+  const times = [];
+  for (let pass = 0; pass < iters; pass++) {
+    for (const ms of await sky.bench(requests, 4)) times.push(ms * 1000);
+  }
+  return { us: Math.round(median(times) * 10) / 10, simd: sky.info.simd };
+}
+
+$('iters').textContent = ITERS === 1 ? '1 pass' : `${ITERS} passes`;
+$('measure').addEventListener('click', async () => {
+  const btn = $('measure');
+  btn.disabled = true;
+  $('measure-status').textContent = 'Measuring…';
+  try {
+    const done = [];
+    for (const r of state.rows) {
+      if (!r.file) continue;
+      const { us, simd } = await measure(r.file);
+      state.browser[r.name] = us;
+      done.push(`${r.name}: ${fmt(us)} µs (${simd ? 'SIMD128' : 'scalar'})`);
+      render();
+    }
+    $('measure-status').textContent = done.length ? `Measured ${done.join(', ')}.` : 'No published model to measure.';
+    document.body.dataset.measured = 'true';
+  } catch (e) {
+    showError($('error'), `Measuring failed: ${e.message}`);
+  } finally {
+    btn.disabled = false;
+  }
+});
+
+window.benchReady = main();

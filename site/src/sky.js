@@ -1,0 +1,109 @@
+// window.sky: the page's engine for scripts and tests.
+//
+//   await sky.ready            // resolves with sky.info when the model is loaded, rejects otherwise
+//   await sky.ask(request)     // the /v1/systemone response, as `skyctl ask --json` prints it
+//   sky.info                   // {simd, module_bytes, model_bytes, load_ms, model, ...}
+//
+// A request the engine refuses rejects with an Error whose `response` is the spec's error object
+// ({"error": {"code", "message", "type"}}, what `skyctl ask --json` prints for it) and whose
+// `ms` is the latency. Inference runs in a Web Worker (sky-worker.js).
+//
+// URL parameters: ?model=URL loads another GGUF; ?simd=0 forces the scalar module, ?simd=1 the
+// SIMD128 one (default: SIMD128 where WebAssembly.validate accepts it).
+
+export const DEFAULT_MODEL = 'models/s1-pico.gguf';
+
+export function pageOptions(search = location.search) {
+  const q = new URLSearchParams(search);
+  const simd = q.get('simd');
+  return {
+    modelUrl: new URL(q.get('model') || DEFAULT_MODEL, location.href).href,
+    prefer: simd === '0' ? 'scalar' : simd === '1' ? 'simd' : 'auto',
+  };
+}
+
+export function startSky({ modelUrl, prefer = 'auto', onProgress = () => {} }) {
+  const t0 = performance.now();
+  const worker = new Worker(new URL('./sky-worker.js', import.meta.url), { type: 'module' });
+  const pending = new Map();
+  let nextId = 1;
+  let settle;
+  const ready = new Promise((resolve, reject) => {
+    settle = { resolve, reject };
+  });
+  // Scripts await sky.ready themselves; this keeps a failed load from also being reported as an
+  // unhandled rejection (the page shows the error in words).
+  ready.catch(() => {});
+  const sky = {
+    ready,
+    info: null,
+    error: null,
+    ask(request) {
+      return sky.timed(request).then((r) => r.value);
+    },
+    // {value, ms}: the response and the engine's latency for it (ms, measured in the worker).
+    timed(request, op = 'ask') {
+      return ready.then(
+        () =>
+          new Promise((resolve, reject) => {
+            const id = nextId++;
+            pending.set(id, { resolve, reject });
+            worker.postMessage({ type: 'ask', id, op, request });
+          }),
+      );
+    },
+    // ms per answer of each request, each answered `reps` times in a row in the worker.
+    bench(requests, reps = 10) {
+      return sky.timed({ requests, reps }, 'bench').then((r) => r.value);
+    },
+    // The built-in benchmark questions, [{id, request}].
+    questions() {
+      return sky.timed(null, 'questions').then((r) => r.value);
+    },
+  };
+  const fail = (message) => {
+    const err = new Error(message);
+    sky.error = err;
+    settle.reject(err);
+    for (const p of pending.values()) p.reject(err);
+    pending.clear();
+  };
+  worker.onmessage = (ev) => {
+    const m = ev.data;
+    if (m.type === 'progress') {
+      onProgress(m.loaded, m.total);
+    } else if (m.type === 'ready') {
+      sky.info = { ...m.info, load_ms: performance.now() - t0 };
+      settle.resolve(sky.info);
+    } else if (m.type === 'failed') {
+      fail(m.message);
+    } else if (m.type === 'answer') {
+      const p = pending.get(m.id);
+      if (!p) return;
+      pending.delete(m.id);
+      sky.lastMs = m.ms;
+      if (m.ok) {
+        p.resolve({ value: m.value, ms: m.ms });
+      } else {
+        const err = new Error(m.value?.error?.message || 'the engine refused the request');
+        err.response = m.value;
+        err.ms = m.ms;
+        p.reject(err);
+      }
+    }
+  };
+  worker.onerror = (ev) => {
+    ev.preventDefault();
+    fail(`the engine worker failed: ${ev.message || 'could not start'}`);
+  };
+  worker.postMessage({ type: 'init', base: new URL('./', import.meta.url).href, modelUrl, prefer });
+  return sky;
+}
+
+// Bytes as people read them: 545,280 bytes (533 KiB).
+export function formatBytes(n) {
+  if (n === null || n === undefined || !Number.isFinite(Number(n))) return '\u2014';
+  const kib = n / 1024;
+  const human = kib < 1024 ? `${kib.toFixed(0)} KiB` : `${(kib / 1024).toFixed(1)} MiB`;
+  return `${Number(n).toLocaleString('en-US')} bytes (${human})`;
+}

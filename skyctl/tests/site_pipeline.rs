@@ -1,0 +1,103 @@
+//! The project's own pipeline.toml: the browser engine node (`web-wasm`) is keyed on the engine
+//! sources and Cargo.lock and nothing else that changes often, and the release tree holds what
+//! the site needs. Only keys are computed (`skyctl graph`); nothing is built.
+
+mod common;
+
+use common::*;
+use serde_json::Value;
+use std::path::Path;
+
+/// The repository's sources, without build outputs, stores, dependencies or VCS data.
+fn copy_sources(from: &Path, to: &Path) {
+    const SKIP: [&str; 8] = [
+        "target",
+        "build",
+        ".skyctl",
+        ".git",
+        ".venv",
+        "node_modules",
+        "public",
+        "corpus",
+    ];
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let name = entry.file_name();
+        if SKIP.iter().any(|s| name == *s) {
+            continue;
+        }
+        let ty = entry.file_type().unwrap();
+        let dest = to.join(&name);
+        if ty.is_dir() {
+            std::fs::create_dir_all(&dest).unwrap();
+            copy_sources(&entry.path(), &dest);
+        } else if ty.is_file() {
+            std::fs::copy(entry.path(), &dest).unwrap();
+        }
+    }
+}
+
+fn keys(ws: &Ws) -> std::collections::BTreeMap<String, String> {
+    let out = ws.run(&["graph", "--format", "json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let g: Value = serde_json::from_slice(&out.stdout).unwrap();
+    g["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| {
+            (
+                n["id"].as_str().unwrap().to_string(),
+                // null for a node whose inputs are other nodes' outputs not built yet
+                n["key"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect()
+}
+
+fn append(ws: &Ws, rel: &str, text: &str) {
+    let p = ws.p(rel);
+    let mut s = std::fs::read_to_string(&p).unwrap();
+    s.push_str(text);
+    std::fs::write(&p, s).unwrap();
+}
+
+#[test]
+fn the_wasm_node_is_keyed_on_the_engine_sources_and_the_lockfile() {
+    let ws = Ws::new();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    copy_sources(&root, ws.path());
+    let base = keys(&ws);
+    assert!(!base["web-wasm"].is_empty() && !base["site"].is_empty());
+
+    // Unrelated files: no key moves.
+    append(&ws, "README.md", "\nmore words\n");
+    append(&ws, "skyctl/src/lib.rs", "\n// a comment\n");
+    assert_eq!(keys(&ws), base);
+
+    // The engine's sources, the lockfile, the web crate: the wasm node (and only it among the
+    // site nodes) is stale.
+    for (rel, text) in [
+        ("stages/infer/src/lib.rs", "\n// a comment\n"),
+        ("stages/tokenizer/src/lib.rs", "\n// a comment\n"),
+        ("stages/web/src/lib.rs", "\n// a comment\n"),
+        ("Cargo.lock", "\n"),
+    ] {
+        let before = keys(&ws);
+        append(&ws, rel, text);
+        let after = keys(&ws);
+        assert_ne!(after["web-wasm"], before["web-wasm"], "{rel}");
+        assert_eq!(after["site"], before["site"], "{rel}");
+    }
+
+    // A page: the site node, not the wasm node.
+    let before = keys(&ws);
+    append(&ws, "site/src/index.html", "\n");
+    let after = keys(&ws);
+    assert_ne!(after["site"], before["site"]);
+    assert_eq!(after["web-wasm"], before["web-wasm"]);
+}

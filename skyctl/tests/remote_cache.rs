@@ -8,7 +8,7 @@ mod common;
 #[path = "common/nginx.rs"]
 mod nginx;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use common::{model_workspace, parse_build, snapshot, BuildRun, Ws};
@@ -497,5 +497,56 @@ fn the_cache_section_status_and_bad_urls() {
         String::from_utf8_lossy(&out.stderr).trim(),
         "skyctl: remote cache URL `cache.example` must start with http:// or https://"
     );
-    let _ = Path::new("");
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    for e in walkdir::WalkDir::new(from).into_iter().flatten() {
+        let rel = e.path().strip_prefix(from).unwrap();
+        let dst = to.join(rel);
+        if e.file_type().is_dir() {
+            std::fs::create_dir_all(&dst).unwrap();
+        } else if e.file_type().is_file() {
+            std::fs::copy(e.path(), &dst).unwrap();
+        }
+    }
+}
+
+/// A clone of this repository's own release pipeline: pipeline.toml, models/, golden/.
+fn project_clone() -> Ws {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let ws = Ws::new();
+    std::fs::copy(root.join("pipeline.toml"), ws.p("pipeline.toml")).unwrap();
+    for d in ["models", "golden"] {
+        copy_dir(&root.join(d), &ws.p(d));
+    }
+    ws
+}
+
+#[test]
+fn the_projects_own_pipeline_from_a_second_clone_runs_nothing_and_is_byte_identical() {
+    let server = Nginx::start(Mode::Open);
+    let a = project_clone();
+    let first = build(&a, &server.url(), &[], &[]);
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    let nodes = first.count("executed");
+    assert!(nodes >= 30, "{nodes}");
+    assert_eq!(remote(&first, "uploaded"), nodes);
+    assert_eq!(warnings(&first), Vec::<String>::new());
+    assert_consistent(&server);
+
+    let b = project_clone();
+    let second = build(&b, &server.url(), &[], &[]);
+    assert_eq!(second.code, 0, "{}", second.stderr);
+    assert_eq!(second.count("executed"), 0, "{:?}", second.executed());
+    assert_eq!(remote(&second, "restored"), nodes);
+    assert_eq!(warnings(&second), Vec::<String>::new());
+    let release = snapshot(&a.p("site/public"));
+    assert!(release.contains_key("models/s1-pico.f16.gguf") && release.contains_key("bench.json"));
+    assert_eq!(release, snapshot(&b.p("site/public")));
+
+    // Up to date now: a no-op build sends nothing.
+    let before = server.requests().len();
+    let noop = build(&b, &server.url(), &[], &[]);
+    assert_eq!((noop.count("executed"), noop.count("cached")), (0, nodes));
+    assert_eq!(server.requests().len(), before);
 }

@@ -123,11 +123,12 @@ impl Client {
                 Ok(n) => n,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(e) => {
-                    let msg = e.to_string();
-                    if msg.contains("limit") {
+                    // The body reader reports ureq's errors wrapped in an io::Error.
+                    let inner = e.get_ref().and_then(|i| i.downcast_ref::<ureq::Error>());
+                    if let Some(ureq::Error::BodyExceedsLimit(_)) = inner {
                         return Err(Failure::Content(format!("larger than {limit} bytes")));
                     }
-                    return Err(Failure::Transport(msg));
+                    return Err(Failure::Transport(e.to_string()));
                 }
             };
             hasher.update(&buf[..n]);

@@ -210,7 +210,8 @@ impl std::fmt::Debug for RemoteCache {
 
 struct Inner {
     config: RemoteConfig,
-    client: Client,
+    /// Made on the first request: a no-op build never builds the agent or its TLS config.
+    client: std::sync::OnceLock<Client>,
     /// Reads still on (off after a failed read).
     reads: AtomicBool,
     /// Writes still on (off in read-only mode and after a failed write or read).
@@ -244,12 +245,11 @@ struct Upload {
 impl RemoteCache {
     /// A cache client for `config` (no request is sent until it is used).
     pub fn new(config: RemoteConfig) -> RemoteCache {
-        let client = Client::new(&config.url, config.header.clone(), config.timeout);
         let writes = !config.read_only;
         RemoteCache {
             inner: Arc::new(Inner {
                 config,
-                client,
+                client: std::sync::OnceLock::new(),
                 reads: AtomicBool::new(true),
                 writes: AtomicBool::new(writes),
                 restored: AtomicU64::new(0),
@@ -332,6 +332,13 @@ impl RemoteCache {
         }
     }
 
+    fn client(&self) -> &Client {
+        let c = &self.inner.config;
+        self.inner
+            .client
+            .get_or_init(|| Client::new(&c.url, c.header.clone(), c.timeout))
+    }
+
     fn count(&self) {
         self.inner.requests.fetch_add(1, Ordering::Relaxed);
     }
@@ -344,7 +351,7 @@ impl RemoteCache {
         }
         self.count();
         let path = format!("ac/{}", key.hex());
-        match self.inner.client.head(&path) {
+        match self.client().head(&path) {
             Ok(found) => found,
             Err(f) => {
                 self.read_failed(&format!("HEAD {path}"), &f);
@@ -368,7 +375,7 @@ impl RemoteCache {
         }
         let path = format!("ac/{}", key.hex());
         self.count();
-        let body = match self.inner.client.get_small(&path, record::MAX_RECORD_BYTES) {
+        let body = match self.client().get_small(&path, record::MAX_RECORD_BYTES) {
             Ok(Some(b)) => b,
             Ok(None) => return None,
             Err(Failure::Content(m)) => {
@@ -459,8 +466,7 @@ impl RemoteCache {
         let tmp = store.incoming_path();
         self.count();
         let res = self
-            .inner
-            .client
+            .client()
             .get_blob(&path, &tmp, d, size.unwrap_or(MAX_UNSIZED_BLOB));
         let ok = match res {
             Ok(Some(n)) => {
@@ -570,14 +576,14 @@ impl RemoteCache {
             let redo = lock(&self.inner.corrupt).contains(&d);
             if !redo {
                 self.count();
-                match self.inner.client.head(&path) {
+                match self.client().head(&path) {
                     Ok(true) => continue,
                     Ok(false) => {}
                     Err(f) => return self.write_failed(&format!("HEAD {path}"), &f),
                 }
             }
             self.count();
-            match self.inner.client.put_file(&path, &u.store.blob_path(&d)) {
+            match self.client().put_file(&path, &u.store.blob_path(&d)) {
                 Ok(n) => {
                     self.inner.up.fetch_add(n, Ordering::Relaxed);
                 }
@@ -590,7 +596,7 @@ impl RemoteCache {
         let path = format!("ac/{}", u.key.hex());
         let body = record::encode(&u.key, &u.record, self.inner.config.signing_key.as_deref());
         self.count();
-        match self.inner.client.put_bytes(&path, &body) {
+        match self.client().put_bytes(&path, &body) {
             Ok(n) => {
                 self.inner.up.fetch_add(n, Ordering::Relaxed);
                 self.inner.uploaded.fetch_add(1, Ordering::Relaxed);

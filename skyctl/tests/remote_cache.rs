@@ -233,18 +233,30 @@ fn a_corrupted_object_is_detected_the_node_reruns_and_the_server_is_repaired() {
         .to_string();
     let obj = server.data().join("cas").join(&digest);
     std::fs::write(&obj, "poisoned bytes\n").unwrap();
+    // And nano's f16 conversion with more bytes than its record says it has.
+    let f16 = std::fs::read(a.p("build/nano/nano.f16.gguf")).unwrap();
+    let big = blake3::hash(&f16).to_hex().to_string();
+    std::fs::write(server.data().join("cas").join(&big), vec![b'x'; 4096]).unwrap();
 
     let b = model_workspace(&MODELS);
     let run = build(&b, &server.url(), &[], &[]);
     assert_eq!(run.code, 0, "{}", run.stderr);
-    assert_eq!(run.executed(), vec!["pico/convert.f32"]);
-    assert_eq!(run.with_status("remote").len(), NODES - 1);
-    let w = warnings(&run);
-    assert_eq!(w.len(), 1, "{w:?}");
+    assert_eq!(run.executed(), vec!["nano/convert.f16", "pico/convert.f32"]);
+    assert_eq!(run.with_status("remote").len(), NODES - 2);
+    let mut w = warnings(&run);
+    w.sort_by_key(|l| !l.contains(&digest));
+    assert_eq!(w.len(), 2, "{w:?}");
     assert!(
         w[0].contains(&format!(
             "cas/{digest}: content does not match its digest (hashes to "
         )) && w[0].ends_with("; ignored"),
+        "{w:?}"
+    );
+    assert!(
+        w[1].ends_with(&format!(
+            "cas/{big}: larger than {} bytes; ignored",
+            f16.len()
+        )),
         "{w:?}"
     );
     assert_eq!(snapshot(&a.p("site/public")), snapshot(&b.p("site/public")));

@@ -1,5 +1,6 @@
 //! The remote-cache flags shared by `build`, `verify` and `status`, and their environment
-//! variables: which cache, read-only or not, the auth header, the signing key, the timeout.
+//! variables: which cache, read-only or not, the auth header, the signing key, the timeout, a
+//! CA file for `https://`.
 
 use std::time::Duration;
 
@@ -63,6 +64,13 @@ impl RemoteArgs {
         }
         if let Some(h) = env("SKYCTL_REMOTE_CACHE_HEADER") {
             config = config.with_header(&h).map_err(anyhow::Error::msg)?;
+        }
+        if let Some(file) = env("SKYCTL_REMOTE_CACHE_CA") {
+            let pem = std::fs::read(&file)
+                .with_context(|| format!("SKYCTL_REMOTE_CACHE_CA: cannot read `{file}`"))?;
+            config = config
+                .with_ca_pem(&pem)
+                .map_err(|e| anyhow::anyhow!("SKYCTL_REMOTE_CACHE_CA `{file}`: {e}"))?;
         }
         if let Some(k) = env("SKYCTL_REMOTE_CACHE_SIGNING_KEY") {
             config = config

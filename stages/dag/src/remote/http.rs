@@ -36,9 +36,20 @@ pub struct Client {
 }
 
 impl Client {
-    /// A client for `base` (no trailing slash) with per-phase timeouts of `timeout`.
-    pub fn new(base: &str, header: Option<(HeaderName, HeaderValue)>, timeout: Duration) -> Self {
+    /// A client for `base` (no trailing slash) with per-phase timeouts of `timeout`; `roots`
+    /// replace the built-in CA roots for `https://`.
+    pub fn new(
+        base: &str,
+        header: Option<(HeaderName, HeaderValue)>,
+        timeout: Duration,
+        roots: Option<&[ureq::tls::Certificate<'static>]>,
+    ) -> Self {
+        let mut tls = ureq::tls::TlsConfig::builder();
+        if let Some(certs) = roots {
+            tls = tls.root_certs(ureq::tls::RootCerts::new_with_certs(certs));
+        }
         let config = ureq::Agent::config_builder()
+            .tls_config(tls.build())
             .http_status_as_error(false)
             // A redirect could carry the auth header to another host: not followed.
             .max_redirects(0)

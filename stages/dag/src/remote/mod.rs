@@ -64,6 +64,8 @@ pub struct RemoteConfig {
     signing_key: Option<Vec<u8>>,
     /// Per-phase timeout.
     pub timeout: Duration,
+    /// For `https://`: trust these CA certificates instead of the built-in (Mozilla) roots.
+    roots: Option<Vec<ureq::tls::Certificate<'static>>>,
 }
 
 impl std::fmt::Debug for RemoteConfig {
@@ -74,6 +76,7 @@ impl std::fmt::Debug for RemoteConfig {
             .field("header", &self.header.as_ref().map(|(n, _)| n.as_str()))
             .field("signed", &self.signing_key.is_some())
             .field("timeout", &self.timeout)
+            .field("custom_roots", &self.roots.as_ref().map(Vec::len))
             .finish()
     }
 }
@@ -111,6 +114,7 @@ impl RemoteConfig {
             header: None,
             signing_key: None,
             timeout: DEFAULT_TIMEOUT,
+            roots: None,
         })
     }
 
@@ -139,6 +143,23 @@ impl RemoteConfig {
             return Err("SKYCTL_REMOTE_CACHE_SIGNING_KEY must be at least 16 bytes".into());
         }
         self.signing_key = Some(key.to_vec());
+        Ok(self)
+    }
+
+    /// Trust the CA certificates of this PEM text (for a cache behind a private CA).
+    pub fn with_ca_pem(mut self, pem: &[u8]) -> Result<RemoteConfig, String> {
+        let mut certs = Vec::new();
+        for item in ureq::tls::parse_pem(pem) {
+            match item {
+                Ok(ureq::tls::PemItem::Certificate(c)) => certs.push(c),
+                Ok(_) => {}
+                Err(e) => return Err(format!("not a PEM certificate file: {e}")),
+            }
+        }
+        if certs.is_empty() {
+            return Err("no PEM certificate in it".into());
+        }
+        self.roots = Some(certs);
         Ok(self)
     }
 
@@ -336,7 +357,7 @@ impl RemoteCache {
         let c = &self.inner.config;
         self.inner
             .client
-            .get_or_init(|| Client::new(&c.url, c.header.clone(), c.timeout))
+            .get_or_init(|| Client::new(&c.url, c.header.clone(), c.timeout, c.roots.as_deref()))
     }
 
     fn count(&self) {

@@ -14,7 +14,8 @@ use std::process::Command;
 use common::{model_workspace, parse_build, snapshot, BuildRun, Ws};
 use nginx::{Mode, Nginx, Silent};
 
-const REMOTE_ENV: [&str; 5] = [
+const REMOTE_ENV: [&str; 6] = [
+    "SKYCTL_REMOTE_CACHE_CA",
     "SKYCTL_REMOTE_CACHE",
     "SKYCTL_REMOTE_CACHE_READ_ONLY",
     "SKYCTL_REMOTE_CACHE_HEADER",
@@ -561,4 +562,49 @@ fn the_projects_own_pipeline_from_a_second_clone_runs_nothing_and_is_byte_identi
     let noop = build(&b, &server.url(), &[], &[]);
     assert_eq!((noop.count("executed"), noop.count("cached")), (0, nodes));
     assert_eq!(server.requests().len(), before);
+}
+
+#[test]
+fn https_with_the_caches_own_ca() {
+    let server = Nginx::start(Mode::Tls);
+    assert!(server.url().starts_with("https://"));
+    let ca = nginx::test_ca();
+    let ca = ("SKYCTL_REMOTE_CACHE_CA", ca.to_str().unwrap());
+    let a = model_workspace(&MODELS);
+    let run = build(&a, &server.url(), &[], &[ca]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(warnings(&run), Vec::<String>::new());
+    assert_eq!(remote(&run, "uploaded"), NODES as u64);
+    let b = model_workspace(&MODELS);
+    let run = build(&b, &server.url(), &[], &[ca]);
+    assert_eq!(run.count("executed"), 0, "{}", run.stderr);
+    assert_eq!(snapshot(&a.p("site/public")), snapshot(&b.p("site/public")));
+
+    // Without the CA the certificate is not trusted: one warning, a local build.
+    let c = model_workspace(&MODELS);
+    let run = build(&c, &server.url(), &[], &[]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.count("executed"), NODES as u64);
+    let w = warnings(&run);
+    assert!(
+        w.len() == 1
+            && w[0].contains(": GET ac/")
+            && w[0].to_lowercase().contains("certificate")
+            && w[0].ends_with("; building without the remote cache"),
+        "{w:?}"
+    );
+    // A CA file that is not one: exit 2, said plainly.
+    c.write("not-a-ca.pem", "hello\n");
+    let out = cmd(
+        &c,
+        &["build", "--remote-cache", &server.url()],
+        &[("SKYCTL_REMOTE_CACHE_CA", "not-a-ca.pem")],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr).trim(),
+        "skyctl: SKYCTL_REMOTE_CACHE_CA `not-a-ca.pem`: no PEM certificate in it"
+    );
 }

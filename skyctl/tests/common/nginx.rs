@@ -12,6 +12,7 @@ pub struct Nginx {
     child: Child,
     pub dir: tempfile::TempDir,
     pub port: u16,
+    tls: bool,
 }
 
 /// The token of the token-guarded server.
@@ -24,6 +25,13 @@ pub enum Mode {
     Open,
     /// `/cache/`: anonymous GET and HEAD; PUT only with `Authorization: Bearer TOKEN`.
     TokenGuarded,
+    /// Like `Open`, over TLS with the certificate of `fixtures/tls` (issued by its `ca.pem`).
+    Tls,
+}
+
+/// The CA that issued the TLS server's certificate.
+pub fn test_ca() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fixtures/tls/ca.pem")
 }
 
 fn nginx_bin() -> PathBuf {
@@ -71,7 +79,7 @@ impl Nginx {
                 ""
             };
             let (map, guard) = match mode {
-                Mode::Open => (String::new(), ""),
+                Mode::Open | Mode::Tls => (String::new(), ""),
                 Mode::TokenGuarded => (
                     format!(
                         "map \"$request_method:$http_authorization\" $cache_write_denied {{\n\
@@ -84,6 +92,16 @@ impl Nginx {
                 ),
             };
             let dp = d.display();
+            let tls_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fixtures/tls");
+            let listen = if mode == Mode::Tls {
+                format!(
+                    "listen 127.0.0.1:{port} ssl;\n        ssl_certificate {}/server.pem;\n        ssl_certificate_key {}/server.key;",
+                    tls_dir.display(),
+                    tls_dir.display()
+                )
+            } else {
+                format!("listen 127.0.0.1:{port};")
+            };
             let conf = format!(
                 r#"daemon off;
 master_process off;
@@ -103,7 +121,7 @@ http {{
     keepalive_requests 100000;
     {map}
     server {{
-        listen 127.0.0.1:{port};
+        {listen}
         root {dp}/data;
         location /cache/ {{
             {guard}
@@ -130,7 +148,12 @@ http {{
                 .stderr(Stdio::null())
                 .spawn()
                 .unwrap_or_else(|e| panic!("cannot start {}: {e}", bin.display()));
-            let mut server = Nginx { child, dir, port };
+            let mut server = Nginx {
+                child,
+                dir,
+                port,
+                tls: mode == Mode::Tls,
+            };
             let t0 = Instant::now();
             while t0.elapsed() < Duration::from_secs(10) {
                 if let Ok(Some(_)) = server.child.try_wait() {
@@ -150,7 +173,8 @@ http {{
 
     /// The cache base URL.
     pub fn url(&self) -> String {
-        format!("http://127.0.0.1:{}/cache", self.port)
+        let scheme = if self.tls { "https" } else { "http" };
+        format!("{scheme}://127.0.0.1:{}/cache", self.port)
     }
 
     /// A base URL whose every request answers `code` (500 or 403).

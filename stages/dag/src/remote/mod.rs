@@ -46,8 +46,11 @@ use http::{Client, Failure};
 const UPLOAD_THREADS: usize = 4;
 /// Queued uploads (each a record and its digests: small) before a worker waits.
 const UPLOAD_QUEUE: usize = 256;
-/// The largest blob whose size is not known in advance (a tree listing, a captured log).
-const MAX_UNSIZED_BLOB: u64 = 256 << 20;
+/// The largest captured log taken from the remote (its size is not in the record).
+const MAX_LOG_BLOB: u64 = 256 << 20;
+/// The largest tree listing taken from the remote (it is read into memory to be checked; at
+/// about 100 bytes an entry, this is some 600,000 files).
+const MAX_TREE_BLOB: u64 = 64 << 20;
 /// Default per-phase timeout (connect, send, first byte, each read and write).
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -442,7 +445,7 @@ impl RemoteCache {
         }
         if let Some(log) = rec.log {
             // The log is only for reading failures: a record without it is still a hit.
-            if !store.has_blob(&log) && !self.fetch_blob(store, &log, false, None) {
+            if !store.has_blob(&log) && !self.fetch_blob(store, &log, false, Some(MAX_LOG_BLOB)) {
                 if !self.reading() {
                     return None;
                 }
@@ -462,7 +465,9 @@ impl RemoteCache {
             return store.has_blob(&o.digest)
                 || self.fetch_blob(store, &o.digest, o.exec, Some(o.size));
         }
-        if !store.has_blob(&o.digest) && !self.fetch_blob(store, &o.digest, false, None) {
+        if !store.has_blob(&o.digest)
+            && !self.fetch_blob(store, &o.digest, false, Some(MAX_TREE_BLOB))
+        {
             return false;
         }
         let Ok(tree) = store.get_tree(&o.digest) else {
@@ -477,9 +482,9 @@ impl RemoteCache {
         })
     }
 
-    /// `GET cas/<d>` into the store's tmp dir, verify, place. `size`: the expected size when
-    /// known (the limit on what is read); else [`MAX_UNSIZED_BLOB`].
-    fn fetch_blob(&self, store: &Store, d: &Digest, exec: bool, size: Option<u64>) -> bool {
+    /// `GET cas/<d>` into the store's tmp dir, verify, place. `limit`: the most bytes read
+    /// (the expected size of an output file, a bound for listings and logs).
+    fn fetch_blob(&self, store: &Store, d: &Digest, exec: bool, limit: Option<u64>) -> bool {
         if !self.reading() {
             return false;
         }
@@ -488,7 +493,7 @@ impl RemoteCache {
         self.count();
         let res = self
             .client()
-            .get_blob(&path, &tmp, d, size.unwrap_or(MAX_UNSIZED_BLOB));
+            .get_blob(&path, &tmp, d, limit.unwrap_or(MAX_LOG_BLOB));
         let ok = match res {
             Ok(Some(n)) => {
                 self.inner.down.fetch_add(n, Ordering::Relaxed);

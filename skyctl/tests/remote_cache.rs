@@ -562,6 +562,24 @@ fn the_projects_own_pipeline_from_a_second_clone_runs_nothing_and_is_byte_identi
     let noop = build(&b, &server.url(), &[], &[]);
     assert_eq!((noop.count("executed"), noop.count("cached")), (0, nodes));
     assert_eq!(server.requests().len(), before);
+
+    // `verify` in a third clone: the golden suites and what they need come from the remote.
+    let c = project_clone();
+    let out = cmd(
+        &c,
+        &["verify", "--json", "--remote-cache", &server.url()],
+        &[],
+    )
+    .output()
+    .unwrap();
+    let run = parse_build(out);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.count("executed"), 0, "{:?}", run.executed());
+    assert!(run
+        .with_status("remote")
+        .iter()
+        .any(|n| n == "golden/s1-pico-f16"));
+    assert!(remote(&run, "restored") > 0);
 }
 
 #[test]
@@ -606,5 +624,43 @@ fn https_with_the_caches_own_ca() {
     assert_eq!(
         String::from_utf8_lossy(&out.stderr).trim(),
         "skyctl: SKYCTL_REMOTE_CACHE_CA `not-a-ca.pem`: no PEM certificate in it"
+    );
+}
+
+#[test]
+fn directory_outputs_exec_bits_and_logs_travel() {
+    let server = Nginx::start(Mode::Open);
+    let pipeline = r#"
+[[command]]
+name = "tree"
+run = "mkdir -p out/tree/sub && echo one > out/tree/a.txt && printf '#!/bin/sh\necho hi\n' > out/tree/sub/run.sh && chmod +x out/tree/sub/run.sh && echo 'made a tree'"
+inputs = ["in.txt"]
+outputs = ["out/tree/"]
+"#;
+    let clone = || {
+        let ws = Ws::new();
+        ws.write("pipeline.toml", pipeline);
+        ws.write("in.txt", "x\n");
+        ws
+    };
+    let a = clone();
+    let run = build(&a, &server.url(), &[], &[]);
+    assert_eq!((run.code, run.count("executed")), (0, 1), "{}", run.stderr);
+    // The file, the executable, the tree listing and the log.
+    assert_eq!(server.objects("cas").len(), 4);
+    let b = clone();
+    let run = build(&b, &server.url(), &[], &[]);
+    assert_eq!(run.with_status("remote"), vec!["tree"], "{}", run.stderr);
+    assert_eq!(snapshot(&a.p("out/tree")), snapshot(&b.p("out/tree")));
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |ws: &Ws, p: &str| std::fs::metadata(ws.p(p)).unwrap().permissions().mode() & 0o111;
+    assert_ne!(mode(&b, "out/tree/sub/run.sh"), 0);
+    assert_eq!(mode(&b, "out/tree/a.txt"), 0);
+    let check = cmd(&b, &["store", "check"], &[]).output().unwrap();
+    assert_eq!(
+        check.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&check.stdout)
     );
 }

@@ -455,8 +455,12 @@ impl RemoteCache {
         if store.put_action(key, &rec).is_err() {
             return None;
         }
-        self.inner.restored.fetch_add(1, Ordering::Relaxed);
         Some(rec)
+    }
+
+    /// A fetched result was materialized in the workspace (counted as restored).
+    pub fn note_restored(&self) {
+        self.inner.restored.fetch_add(1, Ordering::Relaxed);
     }
 
     /// The blobs of one output (a file, or a tree listing and its files).

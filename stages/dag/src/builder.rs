@@ -566,6 +566,7 @@ impl Job<'_> {
         for o in &rec.outputs {
             self.store.restore(o, &self.root.join(&o.path), true).ok()?;
         }
+        remote.note_restored();
         Some(rec.outputs)
     }
 

@@ -570,6 +570,21 @@ impl RemoteCache {
         Pool { tx, threads }
     }
 
+    /// Upload the local results of `keys` (those with an action record in `store`), as after
+    /// a run: for results that were already in the local store when the remote was added.
+    /// Returns how many were queued; waits for them.
+    pub fn push(&self, store: &Store, keys: impl IntoIterator<Item = Digest>) -> usize {
+        let mut queued = 0;
+        for key in keys {
+            if let Some(rec) = store.get_action(&key) {
+                self.upload(store, key, rec);
+                queued += 1;
+            }
+        }
+        self.finish();
+        queued
+    }
+
     /// Wait until every queued upload is done (each bounded by the timeouts).
     pub fn finish(&self) {
         let pool = lock(&self.inner.uploads).take();

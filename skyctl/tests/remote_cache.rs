@@ -664,3 +664,37 @@ outputs = ["out/tree/"]
         String::from_utf8_lossy(&check.stdout)
     );
 }
+
+#[test]
+fn store_push_uploads_what_was_built_before_the_remote() {
+    let server = Nginx::start(Mode::Open);
+    let a = model_workspace(&MODELS);
+    let local = parse_build(cmd(&a, &["build", "--json"], &[]).output().unwrap());
+    assert_eq!(local.count("executed"), NODES as u64);
+    // A no-op with the remote uploads nothing (nothing ran); `store push` does.
+    let noop = build(&a, &server.url(), &[], &[]);
+    assert_eq!(remote(&noop, "requests"), 0);
+    let out = cmd(&a, &["store", "push", "--remote-cache", &server.url()], &[])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(
+        stdout.starts_with(&format!(
+            "pushed {NODES} of {NODES} results to {} (",
+            server.url()
+        )),
+        "{stdout}"
+    );
+    assert_consistent(&server);
+    let b = model_workspace(&MODELS);
+    let run = build(&b, &server.url(), &[], &[]);
+    assert_eq!(run.count("executed"), 0, "{:?}", run.executed());
+    // Nothing to push to: exit 2, said plainly.
+    let err = cmd(&a, &["store", "push"], &[]).output().unwrap();
+    assert_eq!(err.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&err.stderr).trim(),
+        "skyctl: no remote cache: give --remote-cache URL, SKYCTL_REMOTE_CACHE or [cache] remote"
+    );
+}

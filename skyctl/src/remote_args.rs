@@ -13,7 +13,8 @@ use crate::pipeline::Manifest;
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct RemoteArgs {
     /// A shared cache in the Bazel HTTP layout (nginx WebDAV, bazel-remote): asked on a local
-    /// miss, filled after a node runs (default: SKYCTL_REMOTE_CACHE, else [cache] remote).
+    /// miss, filled after a node runs (default: SKYCTL_REMOTE_CACHE, else [cache] remote;
+    /// `off`: none).
     #[arg(long, value_name = "URL")]
     pub remote_cache: Option<String>,
     /// Never upload to the remote cache, only read (default: SKYCTL_REMOTE_CACHE_READ_ONLY=1).
@@ -34,7 +35,8 @@ impl RemoteArgs {
             .filter(|u| !u.trim().is_empty())
             .or_else(|| env("SKYCTL_REMOTE_CACHE"))
             .or_else(|| manifest.cache.remote.as_ref().map(|u| u.get_ref().clone()));
-        let Some(url) = url else {
+        // `off` (flag or variable) turns a configured cache off for this run.
+        let Some(url) = url.filter(|u| u.trim() != "off") else {
             return Ok(None);
         };
         let mut config = RemoteConfig::new(&url).map_err(anyhow::Error::msg)?;

@@ -474,6 +474,25 @@ fn the_cache_section_status_and_bad_urls() {
     let run = parse_build(cmd(&a, &["build", "--json"], &[]).output().unwrap());
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert_eq!(remote(&run, "uploaded"), NODES as u64);
+    // `off` turns it off for one run.
+    let run = parse_build(
+        cmd(
+            &a,
+            &[
+                "build",
+                "--json",
+                "--remote-cache",
+                "off",
+                "--rerun",
+                "pico/bench",
+            ],
+            &[],
+        )
+        .output()
+        .unwrap(),
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(run.summary.get("remote").is_none(), "{}", run.summary);
 
     // status in a fresh clone: source-only nodes the remote has are listed as `fetch`.
     let b = model_workspace(&MODELS);

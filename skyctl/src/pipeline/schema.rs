@@ -834,6 +834,25 @@ mod tests {
     }
 
     #[test]
+    fn cache_section_is_checked_and_optional() {
+        assert!(parse("").unwrap().cache.remote.is_none());
+        let m = parse("[cache]\nremote = \"https://cache.example/skyctl/\"\n").unwrap();
+        assert_eq!(
+            m.cache.remote.as_ref().map(|r| r.get_ref().as_str()),
+            Some("https://cache.example/skyctl/")
+        );
+        let e = err("[cache]\nremot = \"http://x\"\n");
+        assert!(
+            e.starts_with("pipeline.toml:2:1: unknown key `remot` (did you mean `remote`?)"),
+            "{e}"
+        );
+        assert_eq!(
+            err("[cache]\nremote = \"cache.example\"\n"),
+            "pipeline.toml:2:10: remote cache URL `cache.example` must start with http:// or https://"
+        );
+    }
+
+    #[test]
     fn unknown_key_is_located_with_suggestion() {
         let e = err("[[command]]\nname = \"a\"\nrun = \"true\"\noutptus = [\"x\"]\n");
         assert!(

@@ -369,6 +369,33 @@ fn a_token_guarded_server_accepts_authenticated_writes_only() {
     let c = model_workspace(&MODELS);
     let run = build(&c, &server.url(), &[], &[]);
     assert_eq!(run.count("executed"), 0, "{}", run.stderr);
+    // An anonymous build that runs something: its writes are refused (one warning), its
+    // reads go on: nano's chain still comes from the remote.
+    let d = model_workspace(&MODELS);
+    d.write(
+        "models/pico/config.json",
+        "{\"name\": \"pico\", \"changed\": true}\n",
+    );
+    let run = build(&d, &server.url(), &[], &[]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let fetched = run.with_status("remote");
+    assert_eq!(
+        fetched,
+        vec![
+            "nano/bench",
+            "nano/calibrate",
+            "nano/convert.f16",
+            "nano/convert.f32",
+            "nano/quantize.q8_0"
+        ],
+        "{:?}",
+        run.executed()
+    );
+    let w = warnings(&run);
+    assert!(
+        w.len() == 1 && w[0].contains("answered 403 Forbidden; not uploading"),
+        "{w:?}"
+    );
 
     // A malformed header is an error that does not echo it.
     let bad = cmd(

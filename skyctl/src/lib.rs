@@ -16,3 +16,4 @@ pub mod outcome;
 pub mod pipeline;
 pub mod pipeline_args;
 pub mod progress;
+pub mod remote_args;

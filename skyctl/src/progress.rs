@@ -83,13 +83,31 @@ impl Console {
                 &mut std::io::stdout(),
                 &serde_json::json!({ "summary": s }).to_string(),
             ),
-            _ => out(
-                &mut std::io::stderr(),
-                &format!(
-                    "skyctl: {} executed, {} cached, {} failed, {} skipped in {:.2}s",
-                    s.executed, s.cached, s.failed, s.skipped, s.seconds
-                ),
-            ),
+            _ => {
+                let remote = s.remote.as_ref().map(|r| {
+                    format!(
+                        "; remote cache: {} fetched, {} uploaded, {} down, {} up, {} warning{}",
+                        r.restored,
+                        r.uploaded,
+                        bytes(r.bytes_downloaded),
+                        bytes(r.bytes_uploaded),
+                        r.warnings,
+                        if r.warnings == 1 { "" } else { "s" }
+                    )
+                });
+                out(
+                    &mut std::io::stderr(),
+                    &format!(
+                        "skyctl: {} executed, {} cached, {} failed, {} skipped in {:.2}s{}",
+                        s.executed,
+                        s.cached,
+                        s.failed,
+                        s.skipped,
+                        s.seconds,
+                        remote.unwrap_or_default()
+                    ),
+                )
+            }
         }
     }
 }
@@ -138,6 +156,7 @@ impl Reporter for Console {
                         self.line(&format!("executed  {node}{why} {seconds:.2}s"))
                     }
                     NodeStatus::Restored => self.line(&format!("restored  {node}{why}")),
+                    NodeStatus::Remote => self.line(&format!("fetched   {node}{why}")),
                     NodeStatus::Cached if self.verbose => self.line(&format!("cached    {node}")),
                     NodeStatus::Cached => {}
                     NodeStatus::Skipped => self.line(&format!("skipped   {node}")),
@@ -170,4 +189,19 @@ impl Reporter for Console {
 /// still says how the build went.
 fn out(w: &mut dyn std::io::Write, line: &str) {
     let _ = writeln!(w, "{line}");
+}
+
+/// A byte count for people: `812 B`, `4.2 KiB`, `17.0 MiB`.
+fn bytes(n: u64) -> String {
+    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+    if n < 1024 {
+        return format!("{n} B");
+    }
+    let mut v = n as f64 / 1024.0;
+    let mut unit = 0;
+    while v >= 1024.0 && unit < UNITS.len() - 1 {
+        v /= 1024.0;
+        unit += 1;
+    }
+    format!("{v:.1} {}", UNITS[unit])
 }

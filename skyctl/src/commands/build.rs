@@ -5,6 +5,7 @@ use crate::outcome::Outcome;
 use crate::kinds::registry;
 use crate::pipeline_args::WorkspaceArgs;
 use crate::progress::{Console, Mode};
+use crate::remote_args::RemoteArgs;
 use sky_dag::BuildOptions;
 
 /// Arguments of `skyctl build`.
@@ -32,13 +33,17 @@ pub struct Args {
     pub verbose: bool,
     #[command(flatten)]
     pub workspace: WorkspaceArgs,
+    #[command(flatten)]
+    pub remote: RemoteArgs,
 }
 
 /// Run `skyctl build`.
 pub fn run(args: Args) -> anyhow::Result<Outcome> {
     let ws = args.workspace.open()?;
+    let remote = args.remote.open(&ws.manifest)?;
     if args.dry_run {
-        return super::status::report(&ws, &args.targets, &args.rerun, args.json, true);
+        let remote = remote.as_ref();
+        return super::status::report(&ws, &args.targets, &args.rerun, args.json, true, remote);
     }
     let opts = BuildOptions {
         targets: args.targets,
@@ -49,6 +54,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
                 .unwrap_or(1)
         }),
         keep_going: args.keep_going,
+        remote,
     };
     // Ctrl-C or a SIGTERM stops the build cleanly (sky_dag::interrupt).
     sky_dag::interrupt::install()?;

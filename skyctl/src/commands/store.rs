@@ -1,10 +1,11 @@
 //! `skyctl store`.
 
-#![allow(clippy::print_stdout)]
+#![allow(clippy::print_stdout, clippy::print_stderr)]
 
 use crate::outcome::Outcome;
 
 use crate::pipeline_args::WorkspaceArgs;
+use crate::remote_args::RemoteArgs;
 
 /// Arguments of `skyctl store`.
 #[derive(clap::Args, Debug)]
@@ -22,6 +23,12 @@ pub enum Action {
     Check,
     /// Print the store directory in use.
     Path,
+    /// Upload the results of the last build to the remote cache (for results that were in
+    /// the local store before the remote was set up; builds upload what they run).
+    Push {
+        #[command(flatten)]
+        remote: RemoteArgs,
+    },
 }
 
 /// Run `skyctl store`.
@@ -29,6 +36,36 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
     let ws = args.workspace.open()?;
     let store = ws.store()?;
     match args.action {
+        Action::Push { remote } => {
+            let Some(remote) = remote.open(&ws.manifest)? else {
+                anyhow::bail!(
+                    "no remote cache: give --remote-cache URL, SKYCTL_REMOTE_CACHE or [cache] remote"
+                );
+            };
+            if remote.config().read_only {
+                anyhow::bail!("the remote cache is read-only here: nothing can be pushed");
+            }
+            let _lock = store.lock(false)?;
+            let last = sky_dag::state::LastBuild::load(&ws.state.last_build());
+            let pushed = remote.push(&store, last.nodes.values().map(|n| n.key));
+            for w in remote.take_warnings() {
+                eprintln!("skyctl: {w}");
+            }
+            let s = remote.stats();
+            println!(
+                "pushed {} of {pushed} results to {} ({} requests, {} bytes up, {} warnings)",
+                s.uploaded,
+                remote.config().shown_url(),
+                s.requests,
+                s.bytes_uploaded,
+                s.warnings
+            );
+            Ok(if s.warnings > 0 || s.uploaded < pushed {
+                Outcome::Failed
+            } else {
+                Outcome::Success
+            })
+        }
         Action::Path => {
             println!("{}", store.root().display());
             Ok(Outcome::Success)

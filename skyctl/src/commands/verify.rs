@@ -7,6 +7,7 @@ use crate::outcome::Outcome;
 use crate::kinds::registry;
 use crate::pipeline_args::WorkspaceArgs;
 use crate::progress::{Console, Mode};
+use crate::remote_args::RemoteArgs;
 use sky_dag::BuildOptions;
 
 /// Arguments of `skyctl verify`.
@@ -22,11 +23,14 @@ pub struct Args {
     pub json: bool,
     #[command(flatten)]
     pub workspace: WorkspaceArgs,
+    #[command(flatten)]
+    pub remote: RemoteArgs,
 }
 
 /// Run `skyctl verify`: exit 0 when every suite passes, 1 when one fails.
 pub fn run(args: Args) -> anyhow::Result<Outcome> {
     let ws = args.workspace.open()?;
+    let remote = args.remote.open(&ws.manifest)?;
     let mut targets: Vec<String> = if args.suites.is_empty() {
         ws.manifest
             .golden
@@ -55,6 +59,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
                 .unwrap_or(1)
         }),
         keep_going: true,
+        remote,
     };
     // Ctrl-C or a SIGTERM stops the build cleanly (sky_dag::interrupt).
     sky_dag::interrupt::install()?;

@@ -273,7 +273,11 @@ impl Expander<'_> {
             }
             models.push(manifest::ModelParams {
                 name: name.clone(),
-                variants: model.variants.iter().map(|v| v.name().to_string()).collect(),
+                variants: model
+                    .variants
+                    .iter()
+                    .map(|v| v.name().to_string())
+                    .collect(),
                 publish: model
                     .publish
                     .iter()

@@ -42,6 +42,8 @@ pub struct Manifest {
     pub command: Vec<Command>,
     /// `[release]`.
     pub release: Release,
+    /// `[cache]`.
+    pub cache: Cache,
 }
 
 #[derive(Debug, Deserialize)]
@@ -61,6 +63,8 @@ struct RawManifest {
     command: Vec<Command>,
     #[serde(default)]
     release: Release,
+    #[serde(default)]
+    cache: Cache,
 }
 
 /// `[project]`: where things go.
@@ -362,6 +366,15 @@ pub struct Command {
     pub volatile: bool,
 }
 
+/// `[cache]`: the shared remote cache (README, "Sharing the cache"). Not part of any key.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Cache {
+    /// Base URL of a Bazel-layout HTTP cache (`--remote-cache` and `SKYCTL_REMOTE_CACHE` win).
+    #[serde(default)]
+    pub remote: Option<Spanned<String>>,
+}
+
 /// `[release]`.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -403,6 +416,7 @@ impl Manifest {
             golden: raw.golden,
             command: raw.command,
             release: raw.release,
+            cache: raw.cache,
         };
         m.validate()?;
         Ok(m)
@@ -434,6 +448,10 @@ impl Manifest {
     }
 
     fn validate(&self) -> Result<()> {
+        if let Some(url) = &self.cache.remote {
+            sky_dag::remote::RemoteConfig::new(url.get_ref())
+                .map_err(|e| self.error_at(url.span(), e))?;
+        }
         // Names: unique across models, commands and goldens (they share the node namespace).
         let mut names: BTreeMap<&str, &'static str> = BTreeMap::new();
         let all = self
@@ -827,6 +845,25 @@ mod tests {
         let m = parse("").unwrap();
         assert_eq!(m.project.release_dir.get_ref(), "site/public");
         assert_eq!(m.project.store_dir, ".skyctl");
+    }
+
+    #[test]
+    fn cache_section_is_checked_and_optional() {
+        assert!(parse("").unwrap().cache.remote.is_none());
+        let m = parse("[cache]\nremote = \"https://cache.example/skyctl/\"\n").unwrap();
+        assert_eq!(
+            m.cache.remote.as_ref().map(|r| r.get_ref().as_str()),
+            Some("https://cache.example/skyctl/")
+        );
+        let e = err("[cache]\nremot = \"http://x\"\n");
+        assert!(
+            e.starts_with("pipeline.toml:2:1: unknown key `remot` (did you mean `remote`?)"),
+            "{e}"
+        );
+        assert_eq!(
+            err("[cache]\nremote = \"cache.example\"\n"),
+            "pipeline.toml:2:10: remote cache URL `cache.example` must start with http:// or https://"
+        );
     }
 
     #[test]

@@ -35,6 +35,8 @@ pub struct BuildOptions {
     pub jobs: usize,
     /// Continue with independent nodes after a failure.
     pub keep_going: bool,
+    /// A shared remote cache: asked on a local miss, filled after a node runs.
+    pub remote: Option<crate::remote::RemoteCache>,
 }
 
 /// What a worker sends back.
@@ -42,6 +44,8 @@ pub struct JobOutput {
     result: std::result::Result<Vec<OutputRecord>, String>,
     log: Vec<u8>,
     seconds: f64,
+    /// The result came from the remote cache.
+    remote: bool,
 }
 
 /// Resolve targets and `--rerun` names to node indices.
@@ -119,6 +123,7 @@ pub fn build_preloaded(
         }
     }
     reporter.event(&Event::Plan { total: plan.len() });
+    let remote_before = opts.remote.as_ref().map(|r| r.stats());
 
     let journal = crate::state::Journal::new(ws.state.journal());
     let journaled = journal.read();
@@ -149,6 +154,7 @@ pub fn build_preloaded(
         summary: Summary::default(),
         verify_store,
         stored: 0,
+        remote: opts.remote.as_ref(),
     };
     let exclusive = graph
         .nodes
@@ -194,6 +200,14 @@ pub fn build_preloaded(
     }
     let mut statcache = std::mem::take(&mut scanner.statcache);
     drop(scanner);
+    if let (Some(remote), Some(before)) = (&opts.remote, remote_before) {
+        // Uploads read blobs: finish them while the store lock keeps gc away.
+        remote.finish();
+        for message in remote.take_warnings() {
+            reporter.event(&Event::Note { message });
+        }
+        summary.remote = Some(remote.stats().since(&before));
+    }
     // Record: workspace state, stat cache, and the keys of this build for gc.
     let keys: Vec<Digest> = materials.iter().flatten().map(|(_, k)| *k).collect();
     // `delta` holds only nodes whose key or outputs differ from the last build.
@@ -281,6 +295,8 @@ struct BuildDriver<'a> {
     verify_store: bool,
     /// Nodes whose record this build added to the store from the workspace outputs.
     stored: usize,
+    /// The remote cache, if any.
+    remote: Option<&'a crate::remote::RemoteCache>,
 }
 
 impl BuildDriver<'_> {
@@ -295,7 +311,9 @@ impl BuildDriver<'_> {
         let node = &self.graph.nodes[n];
         match status {
             NodeStatus::Executed => self.summary.executed += 1,
-            NodeStatus::Cached | NodeStatus::Restored => self.summary.cached += 1,
+            NodeStatus::Cached | NodeStatus::Restored | NodeStatus::Remote => {
+                self.summary.cached += 1
+            }
             NodeStatus::Failed => self.summary.failed += 1,
             NodeStatus::Skipped => self.summary.skipped += 1,
         }
@@ -313,6 +331,16 @@ impl BuildDriver<'_> {
             error,
             log_tail,
         });
+        self.remote_warnings();
+    }
+
+    /// Report what the remote cache's workers had to warn about.
+    fn remote_warnings(&mut self) {
+        if let Some(remote) = self.remote {
+            for message in remote.take_warnings() {
+                self.reporter.event(&Event::Note { message });
+            }
+        }
     }
 
     fn record(&mut self, n: NodeIdx, outputs: Vec<OutputRecord>) {
@@ -491,6 +519,9 @@ impl<'a> Driver<'a, JobOutput> for BuildDriver<'a> {
                 None => return Start::Done(false),
             },
             key,
+            // A local miss asks the remote; `--rerun` does not.
+            fetch: !self.plan.forced[n] && self.remote.is_some_and(|r| r.readable()),
+            remote: self.remote,
         };
         Start::Run(Box::new(move || job.run()))
     }
@@ -500,16 +531,22 @@ impl<'a> Driver<'a, JobOutput> for BuildDriver<'a> {
             Ok(JobOutput {
                 result: Ok(outs),
                 seconds,
+                remote,
                 ..
             }) => {
                 self.record(n, outs);
-                self.finished(n, NodeStatus::Executed, seconds, None, None);
+                if remote {
+                    self.finished(n, NodeStatus::Remote, 0.0, None, None);
+                } else {
+                    self.finished(n, NodeStatus::Executed, seconds, None, None);
+                }
                 true
             }
             Ok(JobOutput {
                 result: Err(e),
                 log,
                 seconds,
+                ..
             }) => {
                 // What it wrote is ours to replace next time.
                 for o in &self.graph.nodes[n].outputs {
@@ -536,6 +573,7 @@ impl<'a> Driver<'a, JobOutput> for BuildDriver<'a> {
     }
 
     fn tick(&mut self) {
+        self.remote_warnings();
         self.reporter.tick();
     }
 
@@ -557,6 +595,9 @@ struct Job<'a> {
     release_rel: &'a str,
     material: KeyMaterial,
     key: Digest,
+    /// Ask the remote cache before running.
+    fetch: bool,
+    remote: Option<&'a crate::remote::RemoteCache>,
 }
 
 impl Job<'_> {
@@ -578,13 +619,48 @@ impl Job<'_> {
 
     fn run(self) -> JobOutput {
         let t0 = Instant::now();
+        if let Some(outputs) = self.fetch_remote() {
+            return JobOutput {
+                result: Ok(outputs),
+                log: Vec::new(),
+                seconds: t0.elapsed().as_secs_f64(),
+                remote: true,
+            };
+        }
         let mut log = Vec::new();
         let result = self.run_inner(&mut log);
         JobOutput {
             result,
             log,
             seconds: t0.elapsed().as_secs_f64(),
+            remote: false,
         }
+    }
+
+    /// A remote hit: its blobs are in the store (verified) and its record in the action log;
+    /// materialize it like a local hit. `None`: run the node.
+    fn fetch_remote(&self) -> Option<Vec<OutputRecord>> {
+        let remote = self.remote.filter(|_| self.fetch)?;
+        let node = &self.graph.nodes[self.n];
+        // What is in the way must be ours to replace (else the run below refuses, saying why).
+        if !node
+            .outputs
+            .iter()
+            .all(|o| self.ours(&o.path, &self.root.join(&o.path)))
+        {
+            return None;
+        }
+        let declared: Vec<(&str, bool)> = node
+            .outputs
+            .iter()
+            .map(|o| (o.path.as_str(), o.dir))
+            .collect();
+        let rec = remote.fetch(self.store, &self.key, &declared)?;
+        for o in &rec.outputs {
+            self.store.restore(o, &self.root.join(&o.path), true).ok()?;
+        }
+        remote.note_restored();
+        Some(rec.outputs)
     }
 
     fn run_inner(&self, log: &mut Vec<u8>) -> std::result::Result<Vec<OutputRecord>, String> {
@@ -701,6 +777,9 @@ impl Job<'_> {
         self.store
             .put_action(&self.key, &rec)
             .map_err(|e| e.to_string())?;
+        if let Some(remote) = self.remote {
+            remote.upload(self.store, self.key, rec);
+        }
         Ok(outputs)
     }
 }

@@ -21,6 +21,8 @@
 //! - [`build()`] ([`builder`]): the scheduler's driver: the key at ready time (early cutoff),
 //!   restore or run, store outputs, record; then [`release`] swaps the release tree in.
 //! - [`query`]: status, explain and graph export, read-only.
+//! - [`remote`]: the shared remote cache (Bazel HTTP layout): fetch on a local miss, upload
+//!   after a run; it never fails a build.
 //!
 //! Seams: kinds are the only code that produces outputs; progress goes out as
 //! [`report::Event`]s to a [`report::Reporter`]. [`command::Command`] is the one built-in kind
@@ -86,6 +88,7 @@ pub mod plan;
 pub mod process;
 pub mod query;
 pub mod release;
+pub mod remote;
 pub mod report;
 pub mod scan;
 pub mod scheduler;

@@ -16,6 +16,8 @@ pub enum NodeStatus {
     Cached,
     /// Its result was copied out of the store.
     Restored,
+    /// Its result was downloaded from the remote cache.
+    Remote,
     /// It ran and failed (or its outputs were not as declared).
     Failed,
     /// It did not run (a dependency failed, or the build stopped).
@@ -100,6 +102,9 @@ pub struct Summary {
     pub skipped: usize,
     /// Wall time of the whole build.
     pub seconds: f64,
+    /// What the remote cache did (absent without one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub remote: Option<crate::remote::RemoteStats>,
 }
 
 /// An error and its causes as one line, each thing said once: a cause whose text is already

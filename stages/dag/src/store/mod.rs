@@ -59,6 +59,7 @@ use crate::tree::Tree;
 mod actions;
 mod blobs;
 mod gc;
+mod incoming;
 mod materialize;
 mod records;
 

@@ -1,0 +1,230 @@
+//! The HTTP calls of the remote cache: `GET`, `HEAD` and `PUT` on `<base>/cas/<digest>` and
+//! `<base>/ac/<key>`, through one keep-alive [`ureq::Agent`].
+//!
+//! Every answer other than 2xx or 404 is a [`Failure::Status`]; a refused connection, a
+//! timeout or a broken body is a [`Failure::Transport`]. Nothing here prints or decides what a
+//! failure means for the build: that is [`super::RemoteCache`]'s job. The auth header is sent
+//! with every request and never appears in an error (ureq's errors name no header).
+
+use std::io::{Read, Write};
+use std::path::Path;
+use std::time::Duration;
+
+use ureq::http::{HeaderName, HeaderValue};
+
+use crate::key::Digest;
+
+/// Why a request did not give a usable answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Failure {
+    /// The server answered with this status (not 2xx, not 404).
+    Status(u16),
+    /// No answer: connection refused, timeout, TLS, a body cut short.
+    Transport(String),
+    /// An answer, but not the right bytes (digest mismatch, too large).
+    Content(String),
+}
+
+/// The result of a `GET` or `HEAD`: `None` is a 404.
+pub type Found<T> = Result<Option<T>, Failure>;
+
+/// One keep-alive client for one base URL.
+pub struct Client {
+    agent: ureq::Agent,
+    base: String,
+    header: Option<(HeaderName, HeaderValue)>,
+}
+
+impl Client {
+    /// A client for `base` (no trailing slash) with per-phase timeouts of `timeout`; `roots`
+    /// replace the built-in CA roots for `https://`.
+    pub fn new(
+        base: &str,
+        header: Option<(HeaderName, HeaderValue)>,
+        timeout: Duration,
+        roots: Option<&[ureq::tls::Certificate<'static>]>,
+    ) -> Self {
+        let mut tls = ureq::tls::TlsConfig::builder();
+        if let Some(certs) = roots {
+            tls = tls.root_certs(ureq::tls::RootCerts::new_with_certs(certs));
+        }
+        let config = ureq::Agent::config_builder()
+            .tls_config(tls.build())
+            .http_status_as_error(false)
+            // A redirect could carry the auth header to another host: not followed.
+            .max_redirects(0)
+            .timeout_connect(Some(timeout))
+            .timeout_resolve(Some(timeout))
+            .timeout_send_request(Some(timeout))
+            .timeout_recv_response(Some(timeout))
+            .timeout_per_read(Some(timeout))
+            .timeout_per_write(Some(timeout))
+            .max_idle_connections_per_host(8)
+            .user_agent(concat!("skyctl/", env!("CARGO_PKG_VERSION")))
+            .build();
+        Client {
+            agent: ureq::Agent::new_with_config(config),
+            base: base.to_string(),
+            header,
+        }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}/{path}", self.base)
+    }
+
+    fn with_header<B>(&self, mut req: ureq::RequestBuilder<B>) -> ureq::RequestBuilder<B> {
+        if let Some((name, value)) = &self.header {
+            req = req.header(name.clone(), value.clone());
+        }
+        req
+    }
+
+    /// `GET` a small object (an action record) into memory, at most `limit` bytes.
+    pub fn get_small(&self, path: &str, limit: u64) -> Found<Vec<u8>> {
+        let resp = self
+            .with_header(self.agent.get(self.url(path)))
+            .call()
+            .map_err(transport)?;
+        let mut resp = match status(resp)? {
+            Some(r) => r,
+            None => return Ok(None),
+        };
+        if resp.body().content_length().is_some_and(|n| n > limit) {
+            return Err(Failure::Content(format!("larger than {limit} bytes")));
+        }
+        let body = resp
+            .body_mut()
+            .with_config()
+            .limit(limit)
+            .read_to_vec()
+            .map_err(|e| match e {
+                ureq::Error::BodyExceedsLimit(_) => {
+                    Failure::Content(format!("larger than {limit} bytes"))
+                }
+                e => transport(e),
+            })?;
+        Ok(Some(body))
+    }
+
+    /// `GET` a blob into the new file `dest`, hashing as it streams (bounded memory); the
+    /// content must hash to `want` and be no larger than `limit` bytes. Returns the size.
+    /// `dest` is left behind on error: the caller removes it.
+    pub fn get_blob(&self, path: &str, dest: &Path, want: &Digest, limit: u64) -> Found<u64> {
+        let resp = self
+            .with_header(self.agent.get(self.url(path)))
+            .call()
+            .map_err(transport)?;
+        let mut resp = match status(resp)? {
+            Some(r) => r,
+            None => return Ok(None),
+        };
+        if resp.body().content_length().is_some_and(|n| n > limit) {
+            return Err(Failure::Content(format!("larger than {limit} bytes")));
+        }
+        let mut reader = resp.body_mut().with_config().limit(limit).reader();
+        let mut out = std::fs::File::create(dest)
+            .map_err(|e| Failure::Transport(format!("cannot create a temp file: {e}")))?;
+        let mut hasher = blake3::Hasher::new();
+        let mut buf = vec![0u8; 256 * 1024];
+        let mut total = 0u64;
+        loop {
+            let n = match reader.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    // The body reader reports ureq's errors wrapped in an io::Error.
+                    let inner = e.get_ref().and_then(|i| i.downcast_ref::<ureq::Error>());
+                    if let Some(ureq::Error::BodyExceedsLimit(_)) = inner {
+                        return Err(Failure::Content(format!("larger than {limit} bytes")));
+                    }
+                    return Err(Failure::Transport(e.to_string()));
+                }
+            };
+            hasher.update(&buf[..n]);
+            out.write_all(&buf[..n])
+                .map_err(|e| Failure::Transport(format!("cannot write a temp file: {e}")))?;
+            total += n as u64;
+        }
+        let got = Digest(*hasher.finalize().as_bytes());
+        if got != *want {
+            return Err(Failure::Content(format!(
+                "content does not match its digest (hashes to {})",
+                got.short()
+            )));
+        }
+        Ok(Some(total))
+    }
+
+    /// `HEAD`: whether the server has `path`.
+    pub fn head(&self, path: &str) -> Result<bool, Failure> {
+        let resp = self
+            .with_header(self.agent.head(self.url(path)))
+            .call()
+            .map_err(transport)?;
+        Ok(status(resp)?.is_some())
+    }
+
+    /// `PUT` a file (streamed, with its length).
+    pub fn put_file(&self, path: &str, file: &Path) -> Result<u64, Failure> {
+        let f = std::fs::File::open(file)
+            .map_err(|e| Failure::Transport(format!("cannot read `{}`: {e}", file.display())))?;
+        let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+        let resp = self
+            .with_header(self.agent.put(self.url(path)))
+            .send(f)
+            .map_err(transport)?;
+        put_status(resp)?;
+        Ok(len)
+    }
+
+    /// `PUT` bytes.
+    pub fn put_bytes(&self, path: &str, bytes: &[u8]) -> Result<u64, Failure> {
+        let resp = self
+            .with_header(self.agent.put(self.url(path)))
+            .send(bytes)
+            .map_err(transport)?;
+        put_status(resp)?;
+        Ok(bytes.len() as u64)
+    }
+}
+
+/// 2xx: the response; 404: `None`; anything else: a failure.
+fn status(
+    resp: ureq::http::Response<ureq::Body>,
+) -> Result<Option<ureq::http::Response<ureq::Body>>, Failure> {
+    let s = resp.status().as_u16();
+    match s {
+        200..=299 => Ok(Some(resp)),
+        404 => Ok(None),
+        _ => Err(Failure::Status(s)),
+    }
+}
+
+fn put_status(resp: ureq::http::Response<ureq::Body>) -> Result<(), Failure> {
+    let s = resp.status().as_u16();
+    if (200..=299).contains(&s) {
+        Ok(())
+    } else {
+        Err(Failure::Status(s))
+    }
+}
+
+fn transport(e: ureq::Error) -> Failure {
+    Failure::Transport(match e {
+        ureq::Error::Timeout(_) => "timed out".to_string(),
+        ureq::Error::HostNotFound => "host not found".to_string(),
+        ureq::Error::ConnectionFailed => "connection failed".to_string(),
+        ureq::Error::Io(e) => e.to_string(),
+        e => e.to_string(),
+    })
+}
+
+/// The reason phrase of a status code, for messages.
+pub fn reason(code: u16) -> &'static str {
+    ureq::http::StatusCode::from_u16(code)
+        .ok()
+        .and_then(|s| s.canonical_reason())
+        .unwrap_or("")
+}

@@ -493,20 +493,23 @@ fn signals_stop_the_build_and_end_the_commands() {
             "SIG{sig}: took {:?}",
             t0.elapsed()
         );
-        // The node's whole process group is gone (the backgrounded sleep too).
-        let left = std::process::Command::new("pgrep")
-            .args(["-f", "sleep 30"])
-            .output()
-            .unwrap();
-        let pids = String::from_utf8_lossy(&left.stdout);
+        // The node's whole process group is gone (the backgrounded sleep too): no process
+        // is left whose working directory is this workspace.
+        let left: Vec<String> = std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter(|e| {
+                e.file_name()
+                    .to_string_lossy()
+                    .bytes()
+                    .all(|b| b.is_ascii_digit())
+            })
+            .filter(|e| std::fs::read_link(e.path().join("cwd")).is_ok_and(|c| c == ws.path()))
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
         assert!(
-            pids.trim().is_empty()
-                || !pids.lines().any(|p| {
-                    std::fs::read_to_string(format!("/proc/{}/cwd", p.trim())).is_ok()
-                        && std::fs::read_link(format!("/proc/{}/cwd", p.trim()))
-                            .is_ok_and(|c| c == ws.path())
-                }),
-            "children left: {pids}"
+            left.is_empty(),
+            "SIG{sig}: processes left in the workspace: {left:?}"
         );
         assert!(!ws.p("o").exists());
         store_check(&ws);

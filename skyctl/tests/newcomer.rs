@@ -259,15 +259,27 @@ fn bad_checkpoints_and_files_are_described_in_words() {
     assert!(!e.contains("InvalidHeaderLength"), "{e}");
 }
 
+/// 1-based line and column where `needle` starts in `text`.
+fn at(text: &str, needle: &str) -> (usize, usize) {
+    let i = text.find(needle).expect("needle in pipeline.toml");
+    let line = text[..i].matches('\n').count() + 1;
+    let col = i - text[..i].rfind('\n').map_or(0, |n| n + 1) + 1;
+    (line, col)
+}
+
 #[test]
 fn pipeline_messages_are_located() {
     let ws = initialised();
+    let toml = ws.read("pipeline.toml");
+    let (src_line, src_col) = at(&toml, "\"models/s1-pico\"\npolicy");
+    let (it_line, it_col) = at(&toml, "3, rounds");
+    let (mode_line, mode_col) = at(&toml, "\"q8_0\"], questions");
     // A missing source.
     std::fs::rename(ws.p("models/s1-pico"), ws.p("models/gone")).unwrap();
     let e = ws.fails(&["build"], 2);
     assert_eq!(
         e.trim(),
-        "skyctl: pipeline.toml:38:10: node `s1-pico/convert.f32`: input `models/s1-pico` does not exist"
+        format!("skyctl: pipeline.toml:{src_line}:{src_col}: node `s1-pico/convert.f32`: input `models/s1-pico` does not exist")
     );
     std::fs::rename(ws.p("models/gone"), ws.p("models/s1-pico")).unwrap();
     // A source that is a symlink out of the workspace, named or matched by a glob.
@@ -294,7 +306,7 @@ fn pipeline_messages_are_located() {
     let e = ws.fails(&["status"], 2);
     assert_eq!(
         e.trim(),
-        "skyctl: pipeline.toml:42:59: model `s1-pico`: bench.iters must be at least 1"
+        format!("skyctl: pipeline.toml:{it_line}:{it_col}: model `s1-pico`: bench.iters must be at least 1")
     );
     ws.write(
         "pipeline.toml",
@@ -302,7 +314,7 @@ fn pipeline_messages_are_located() {
     );
     let e = ws.fails(&["status"], 2);
     assert!(
-        e.starts_with("skyctl: pipeline.toml:42:27: model `s1-pico`: unknown bench mode `fp8`; expected one of f32, q8, q8-fast, q8_0"),
+        e.starts_with(&format!("skyctl: pipeline.toml:{mode_line}:{mode_col}: model `s1-pico`: unknown bench mode `fp8`; expected one of f32, q8, q8-fast, q8_0")),
         "{e}"
     );
     ws.write("pipeline.toml", &base);

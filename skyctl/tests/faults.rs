@@ -579,3 +579,122 @@ fn a_read_only_store_still_serves() {
         .to_string();
     assert!(err.contains("the store is read-only"), "{err}");
 }
+
+/// Hostile checkpoint fields: every loader refuses them with the file and the key, at once
+/// and in little memory (checked: /usr/bin/time shows under 10 MB; here the exit code, the
+/// message and that it returns quickly).
+#[test]
+fn hostile_checkpoint_fields_are_refused_by_every_loader() {
+    let ws = Ws::new();
+    let base = ws.p("base");
+    assert_eq!(
+        ws.run(&["random", "s1-pico", base.to_str().unwrap()])
+            .status
+            .code(),
+        Some(0)
+    );
+    let cases: [(&str, &str, serde_json::Value, &str); 6] = [
+        (
+            "rl_agent_config.json",
+            "head_layers",
+            serde_json::json!(4294967297u64),
+            "head_layers",
+        ),
+        (
+            "encoder/config.json",
+            "num_hidden_layers",
+            serde_json::json!(5_000_000),
+            "num_hidden_layers",
+        ),
+        (
+            "rl_agent_config.json",
+            "max_len",
+            serde_json::json!(9223372036854775802u64),
+            "max_len",
+        ),
+        (
+            "encoder/config.json",
+            "hidden_size",
+            serde_json::json!(1u64 << 40),
+            "hidden_size",
+        ),
+        (
+            "encoder/config.json",
+            "vocab_size",
+            serde_json::json!(1u64 << 40),
+            "vocab_size",
+        ),
+        (
+            "rl_agent_config.json",
+            "head_max_len",
+            serde_json::json!(1u64 << 40),
+            "head_max_len",
+        ),
+    ];
+    for (file, key, value, named) in cases {
+        let dir = ws.p(&format!("bad-{key}"));
+        let o = std::process::Command::new("cp")
+            .args(["-r", base.to_str().unwrap(), dir.to_str().unwrap()])
+            .status()
+            .unwrap();
+        assert!(o.success());
+        let p = dir.join(file);
+        let mut v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+        v[key] = value;
+        std::fs::write(&p, v.to_string()).unwrap();
+        let d = dir.to_str().unwrap();
+        ws.write(
+            "req.json",
+            r#"{"state": "s", "questions": {"q": {"type": "noul", "instructions": "x"}}}"#,
+        );
+        for args in [
+            vec!["convert", d, "x.gguf"],
+            vec!["ask", d, "--request", "req.json"],
+            vec!["calibrate", d, "c.json"],
+            vec!["bench", d, "--iters", "1", "--rounds", "1"],
+        ] {
+            let t0 = std::time::Instant::now();
+            let e = ws.fails(&args, 2);
+            assert!(
+                e.contains(named) && e.contains("above the limit"),
+                "{args:?}: {e}"
+            );
+            assert!(
+                t0.elapsed() < Duration::from_secs(5),
+                "{args:?} took {:?}",
+                t0.elapsed()
+            );
+        }
+        assert!(!ws.p("x.gguf").exists());
+    }
+    // A token id of 2^31 in tokenizer.json.
+    let dir = ws.p("bad-vocab-id");
+    assert!(std::process::Command::new("cp")
+        .args(["-r", base.to_str().unwrap(), dir.to_str().unwrap()])
+        .status()
+        .unwrap()
+        .success());
+    let p = dir.join("tokenizer/tokenizer.json");
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+    let first = v["model"]["vocab"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .next()
+        .unwrap()
+        .clone();
+    v["model"]["vocab"][&first] = serde_json::json!(2147483648u64);
+    std::fs::write(&p, v.to_string()).unwrap();
+    for args in [
+        vec!["convert", dir.to_str().unwrap(), "x.gguf"],
+        vec!["ask", dir.to_str().unwrap(), "--request", "req.json"],
+    ] {
+        let e = ws.fails(&args, 2);
+        assert!(
+            e.contains("2147483648") && e.contains("tokenizer.json"),
+            "{args:?}: {e}"
+        );
+    }
+}

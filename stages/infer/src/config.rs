@@ -3,6 +3,7 @@
 
 use crate::error::{InferError, Result};
 use serde_json::Value;
+use sky_laya::config::limits;
 
 /// Hyperparameters of a Laya decision model (ModernBERT encoder + decision head).
 #[derive(Debug, Clone, PartialEq)]
@@ -93,6 +94,27 @@ impl ModelConfig {
                 ),
             );
         }
+        for (key, v, max) in [
+            ("hidden_size", self.hidden, limits::MAX_HIDDEN),
+            ("vocab_size", self.vocab, limits::MAX_VOCAB),
+            ("num_hidden_layers", self.n_enc, limits::MAX_LAYERS),
+            ("num_attention_heads", self.enc_heads, limits::MAX_HEADS),
+            (
+                "intermediate_size",
+                self.intermediate,
+                limits::MAX_INTERMEDIATE,
+            ),
+            ("head_layers", self.n_head_layers, limits::MAX_LAYERS),
+            (
+                "local_attention",
+                self.local_attention,
+                limits::MAX_SEQUENCE,
+            ),
+            ("max_len", self.max_len, limits::MAX_SEQUENCE),
+            ("head_max_len", self.max_head_tokens, limits::MAX_SEQUENCE),
+        ] {
+            within(key, v, max)?;
+        }
         if self.max_len < 4 || self.max_head_tokens == 0 {
             return bad(
                 "max_len",
@@ -112,6 +134,9 @@ impl ModelConfig {
         let agent_src = "rl_agent_config.json";
         let hidden = get_usize(encoder, "hidden_size", enc_src)?;
         let n_enc = get_usize(encoder, "num_hidden_layers", enc_src)?;
+        // Before anything is sized by them.
+        within("hidden_size", hidden, limits::MAX_HIDDEN)?;
+        within("num_hidden_layers", n_enc, limits::MAX_LAYERS)?;
         let every = opt_usize(encoder, "global_attn_every_n_layers")?
             .unwrap_or(3)
             .max(1);
@@ -308,6 +333,14 @@ impl Temperatures {
             applied: clamp_temperature(raw),
         }
     }
+}
+
+/// The checkpoint limits of the converter (one set for both), as this crate's error.
+fn within(key: &str, value: usize, max: usize) -> Result<()> {
+    limits::check(value, max).map_err(|message| InferError::BadValue {
+        key: key.into(),
+        message,
+    })
 }
 
 #[cfg(test)]

@@ -204,6 +204,33 @@ impl EncoderConfig {
                 return Err(LayaError::key(path, key, "must be positive"));
             }
         }
+        for (key, v, max) in [
+            ("hidden_size", cfg.hidden_size, limits::MAX_HIDDEN),
+            (
+                "intermediate_size",
+                cfg.intermediate_size,
+                limits::MAX_INTERMEDIATE,
+            ),
+            (
+                "num_hidden_layers",
+                cfg.num_hidden_layers,
+                limits::MAX_LAYERS,
+            ),
+            (
+                "num_attention_heads",
+                cfg.num_attention_heads,
+                limits::MAX_HEADS,
+            ),
+            ("vocab_size", cfg.vocab_size, limits::MAX_VOCAB),
+            (
+                "max_position_embeddings",
+                cfg.max_position_embeddings,
+                limits::MAX_SEQUENCE,
+            ),
+            ("local_attention", cfg.local_attention, limits::MAX_SEQUENCE),
+        ] {
+            limits::check(v, max).map_err(|m| LayaError::key(path, key, m))?;
+        }
         if !cfg.hidden_size.is_multiple_of(cfg.num_attention_heads) {
             return Err(LayaError::key(
                 path,
@@ -215,6 +242,34 @@ impl EncoderConfig {
             ));
         }
         Ok(cfg)
+    }
+}
+
+/// Limits on what a checkpoint's configs may declare: far above any model this tool builds
+/// (s1-micro: hidden 256, 6 layers, vocab 4,096, 512 tokens) and low enough that a hostile or
+/// mistyped config is refused before it sizes an allocation (a `num_hidden_layers` in the
+/// millions, a `max_len` near 2^63). The engine's loader checks the same limits, for GGUF
+/// metadata too.
+pub mod limits {
+    /// `hidden_size`.
+    pub const MAX_HIDDEN: usize = 1 << 16;
+    /// `intermediate_size`.
+    pub const MAX_INTERMEDIATE: usize = 1 << 18;
+    /// `num_hidden_layers`, `head_layers`.
+    pub const MAX_LAYERS: usize = 1 << 10;
+    /// `num_attention_heads`.
+    pub const MAX_HEADS: usize = 1 << 10;
+    /// `vocab_size`.
+    pub const MAX_VOCAB: usize = 1 << 22;
+    /// `max_len`, `head_max_len`, `max_position_embeddings`, `local_attention`.
+    pub const MAX_SEQUENCE: usize = 1 << 16;
+
+    /// `Err(message)` when `value` is above `max`.
+    pub fn check(value: usize, max: usize) -> Result<(), String> {
+        if value > max {
+            return Err(format!("{value} is above the limit of {max}"));
+        }
+        Ok(())
     }
 }
 
@@ -295,6 +350,13 @@ impl AgentConfig {
         let head_layers = k.usize("head_layers")?;
         if head_layers == 0 {
             return Err(LayaError::key(path, "head_layers", "must be positive"));
+        }
+        limits::check(head_layers, limits::MAX_LAYERS)
+            .map_err(|m| LayaError::key(path, "head_layers", m))?;
+        for key in ["head_max_len", "max_len"] {
+            if let Some(v) = k.opt_usize(key)? {
+                limits::check(v, limits::MAX_SEQUENCE).map_err(|m| LayaError::key(path, key, m))?;
+            }
         }
         Ok(AgentConfig {
             head_layers,

@@ -236,6 +236,10 @@ pub(crate) fn parse(json: &str) -> Result<TokenizerParts, Error> {
     };
 
     let vocab_obj = get_obj(model, "vocab", "model.vocab")?;
+    let added = read_added(root.get("added_tokens"))?;
+    // Ids are 0..n without gaps, so none can be past the number of tokens declared: checked
+    // before an id sizes the table (a hostile id of 2^31 would otherwise allocate 2^31 slots).
+    let declared = vocab_obj.len() + added.len();
     let mut vocab: Vec<Option<String>> = Vec::new();
     for (token, id) in vocab_obj {
         let id = id
@@ -248,6 +252,12 @@ pub(crate) fn parse(json: &str) -> Result<TokenizerParts, Error> {
                     "expected an id (number)",
                 )
             })?;
+        if id >= declared {
+            return Err(field_err(
+                &format!("model.vocab[{token:?}]"),
+                format!("id {id} is past the {declared} tokens declared (ids must be 0..n without gaps)"),
+            ));
+        }
         if id >= vocab.len() {
             vocab.resize(id + 1, None);
         }
@@ -260,9 +270,14 @@ pub(crate) fn parse(json: &str) -> Result<TokenizerParts, Error> {
         vocab[id] = Some(token.clone());
     }
     let merges = read_merges(model)?;
-    let added = read_added(root.get("added_tokens"))?;
     for (i, t) in added.iter().enumerate() {
         let id = t.id as usize;
+        if id >= declared {
+            return Err(field_err(
+                &format!("added_tokens[{i}].id"),
+                format!("id {id} is past the {declared} tokens declared (ids must be 0..n without gaps)"),
+            ));
+        }
         if id >= vocab.len() {
             vocab.resize(id + 1, None);
         }

@@ -617,6 +617,12 @@ mod tests {
         let e = err_of(&edited(|v| v["added_tokens"][0]["id"] = 7.into()));
         assert!(e.contains("added_tokens[0]"), "{e}");
         let e = err_of(&edited(|v| v["model"]["vocab"]["!"] = 5000.into()));
+        assert!(
+            e.contains("`model.vocab[\"!\"]`: id 5000 is past the 1029 tokens declared"),
+            "{e}"
+        );
+        // An id inside the range but leaving a gap.
+        let e = err_of(&edited(|v| v["model"]["vocab"]["!"] = 1028.into()));
         assert!(e.contains("no token has id 5"), "{e}");
         let e = err_of(&edited(|v| v["model"]["unk_token"] = "<nope>".into()));
         assert!(e.contains("model.unk_token"), "{e}");

@@ -121,7 +121,13 @@ fn a_second_clone_with_an_empty_store_fetches_everything_and_a_noop_sends_nothin
     let b = model_workspace(&MODELS);
     let second = build(&b, &server.url(), &[], &[]);
     assert_eq!(second.code, 0, "{}", second.stderr);
-    assert_eq!(second.count("executed"), 0, "{:?}", second.executed());
+    assert_eq!(
+        second.count("executed"),
+        0,
+        "{:?}; warnings {:?}",
+        second.executed(),
+        warnings(&second)
+    );
     assert_eq!(second.with_status("remote").len(), NODES);
     assert_eq!(remote(&second, "restored"), NODES as u64);
     assert_eq!(remote(&second, "uploaded"), 0);

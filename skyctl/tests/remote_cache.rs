@@ -96,6 +96,7 @@ fn assert_consistent(server: &Nginx) {
 
 #[test]
 fn a_second_clone_with_an_empty_store_fetches_everything_and_a_noop_sends_nothing() {
+    let _turn = nginx::one_at_a_time();
     let server = Nginx::start(Mode::Open);
     let a = model_workspace(&MODELS);
     let first = build(&a, &server.url(), &[], &[]);
@@ -165,6 +166,7 @@ fn a_second_clone_with_an_empty_store_fetches_everything_and_a_noop_sends_nothin
 
 #[test]
 fn without_a_remote_nothing_changes() {
+    let _turn = nginx::one_at_a_time();
     let a = model_workspace(&MODELS);
     let run = parse_build(cmd(&a, &["build", "--json"], &[]).output().unwrap());
     assert_eq!(run.code, 0);
@@ -188,6 +190,7 @@ fn one_warning_and_a_local_build(url: &str, env: &[(&str, &str)]) -> String {
 
 #[test]
 fn a_stopped_server_costs_one_warning() {
+    let _turn = nginx::one_at_a_time();
     let url = {
         let server = Nginx::start(Mode::Open);
         server.url()
@@ -203,6 +206,7 @@ fn a_stopped_server_costs_one_warning() {
 
 #[test]
 fn a_hung_server_costs_one_warning_after_the_timeout() {
+    let _turn = nginx::one_at_a_time();
     let silent = Silent::start();
     let w = one_warning_and_a_local_build(&silent.url(), &[("SKYCTL_REMOTE_CACHE_TIMEOUT", "0.5")]);
     assert!(
@@ -213,6 +217,7 @@ fn a_hung_server_costs_one_warning_after_the_timeout() {
 
 #[test]
 fn a_failing_or_forbidding_server_costs_one_warning() {
+    let _turn = nginx::one_at_a_time();
     let server = Nginx::start(Mode::Open);
     let w = one_warning_and_a_local_build(&server.failing_url(500), &[]);
     assert!(
@@ -231,6 +236,7 @@ fn a_failing_or_forbidding_server_costs_one_warning() {
 
 #[test]
 fn a_corrupted_object_is_detected_the_node_reruns_and_the_server_is_repaired() {
+    let _turn = nginx::one_at_a_time();
     let server = Nginx::start(Mode::Open);
     let a = model_workspace(&MODELS);
     assert_eq!(build(&a, &server.url(), &[], &[]).code, 0);
@@ -295,6 +301,7 @@ fn puts(server: &Nginx) -> usize {
 
 #[test]
 fn read_only_mode_uploads_nothing_but_reads() {
+    let _turn = nginx::one_at_a_time();
     let server = Nginx::start(Mode::Open);
     let a = model_workspace(&MODELS);
     let run = build(&a, &server.url(), &["--remote-cache-read-only"], &[]);
@@ -338,6 +345,7 @@ fn read_only_mode_uploads_nothing_but_reads() {
 
 #[test]
 fn a_token_guarded_server_accepts_authenticated_writes_only() {
+    let _turn = nginx::one_at_a_time();
     let server = Nginx::start(Mode::TokenGuarded);
     // Anonymous: reads work (misses), the first write is refused: one warning, local build.
     let a = model_workspace(&MODELS);
@@ -422,6 +430,7 @@ fn a_token_guarded_server_accepts_authenticated_writes_only() {
 
 #[test]
 fn two_clones_uploading_at_once_leave_a_consistent_cache() {
+    let _turn = nginx::one_at_a_time();
     let server = Nginx::start(Mode::Open);
     let a = model_workspace(&MODELS);
     let b = model_workspace(&MODELS);
@@ -452,6 +461,7 @@ fn two_clones_uploading_at_once_leave_a_consistent_cache() {
 
 #[test]
 fn signed_records_are_required_when_a_signing_key_is_set() {
+    let _turn = nginx::one_at_a_time();
     let server = Nginx::start(Mode::Open);
     let key = (
         "SKYCTL_REMOTE_CACHE_SIGNING_KEY",
@@ -499,6 +509,7 @@ fn signed_records_are_required_when_a_signing_key_is_set() {
 
 #[test]
 fn the_cache_section_status_and_bad_urls() {
+    let _turn = nginx::one_at_a_time();
     let server = Nginx::start(Mode::Open);
     let a = model_workspace(&MODELS);
     let manifest = std::fs::read_to_string(a.p("pipeline.toml")).unwrap();
@@ -597,6 +608,7 @@ fn project_clone() -> Ws {
 
 #[test]
 fn the_projects_own_pipeline_from_a_second_clone_runs_nothing_and_is_byte_identical() {
+    let _turn = nginx::one_at_a_time();
     let server = Nginx::start(Mode::Open);
     let a = project_clone();
     let first = build(&a, &server.url(), &[], &[]);
@@ -644,6 +656,7 @@ fn the_projects_own_pipeline_from_a_second_clone_runs_nothing_and_is_byte_identi
 
 #[test]
 fn https_with_the_caches_own_ca() {
+    let _turn = nginx::one_at_a_time();
     let server = Nginx::start(Mode::Tls);
     assert!(server.url().starts_with("https://"));
     let ca = nginx::test_ca();
@@ -689,6 +702,7 @@ fn https_with_the_caches_own_ca() {
 
 #[test]
 fn directory_outputs_exec_bits_and_logs_travel() {
+    let _turn = nginx::one_at_a_time();
     let server = Nginx::start(Mode::Open);
     let pipeline = r#"
 [[command]]
@@ -727,6 +741,7 @@ outputs = ["out/tree/"]
 
 #[test]
 fn store_push_uploads_what_was_built_before_the_remote() {
+    let _turn = nginx::one_at_a_time();
     let server = Nginx::start(Mode::Open);
     let a = model_workspace(&MODELS);
     let local = parse_build(cmd(&a, &["build", "--json"], &[]).output().unwrap());

@@ -257,3 +257,11 @@ impl Drop for Silent {
         }
     }
 }
+
+/// One remote-cache test at a time (take it first thing in the test): the tests time servers
+/// out and count requests, and a 2-core machine running a dozen builds at once makes that
+/// flaky.
+pub fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    TURN.lock().unwrap_or_else(|p| p.into_inner())
+}

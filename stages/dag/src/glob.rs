@@ -14,6 +14,12 @@ impl Glob {
         if pattern.is_empty() {
             return Err("empty glob pattern".into());
         }
+        if pattern.len() > MAX_PATTERN {
+            return Err(format!(
+                "glob pattern of {} bytes; at most {MAX_PATTERN} are allowed",
+                pattern.len()
+            ));
+        }
         let b = pattern.as_bytes();
         let mut i = 0;
         while i < b.len() {
@@ -40,9 +46,16 @@ impl Glob {
         &self.pattern
     }
 
-    /// Whether `text` matches the whole pattern.
+    /// Whether `text` matches the whole pattern. Each (pattern position, text position) is
+    /// decided once, so a pattern with many stars costs O(pattern x text x text) at worst,
+    /// not exponential time (a fuzzed `pipeline.toml` with 80 stars took minutes before).
     pub fn matches(&self, text: &str) -> bool {
-        match_from(self.pattern.as_bytes(), text.as_bytes())
+        let mut m = Matcher {
+            p: self.pattern.as_bytes(),
+            t: text.as_bytes(),
+            memo: std::collections::HashMap::new(),
+        };
+        m.at(0, 0)
     }
 
     /// The leading part of the pattern up to the last `/` before the first wildcard: the
@@ -64,59 +77,84 @@ impl Glob {
     }
 }
 
-fn match_from(p: &[u8], t: &[u8]) -> bool {
-    if p.is_empty() {
-        return t.is_empty();
-    }
-    match p[0] {
-        b'*' if p.get(1) == Some(&b'*') => {
-            // `**/` also matches zero directories.
-            let rest = &p[2..];
-            if rest.first() == Some(&b'/') && match_from(&rest[1..], t) {
-                return true;
-            }
-            (0..=t.len()).any(|i| match_from(rest, &t[i..]))
+/// Longest pattern accepted (a path or tensor-name glob is far shorter).
+const MAX_PATTERN: usize = 4096;
+
+struct Matcher<'a> {
+    p: &'a [u8],
+    t: &'a [u8],
+    /// (pattern offset, text offset) -> whether the rest matches.
+    memo: std::collections::HashMap<(usize, usize), bool>,
+}
+
+impl Matcher<'_> {
+    fn at(&mut self, pi: usize, ti: usize) -> bool {
+        if let Some(&known) = self.memo.get(&(pi, ti)) {
+            return known;
         }
-        b'*' => {
-            let rest = &p[1..];
-            for i in 0..=t.len() {
-                if match_from(rest, &t[i..]) {
+        let r = self.step(pi, ti);
+        self.memo.insert((pi, ti), r);
+        r
+    }
+
+    fn step(&mut self, pi: usize, ti: usize) -> bool {
+        let (p, t) = (self.p, self.t);
+        if pi == p.len() {
+            return ti == t.len();
+        }
+        match p[pi] {
+            b'*' if p.get(pi + 1) == Some(&b'*') => {
+                // `**/` also matches zero directories.
+                let rest = pi + 2;
+                if p.get(rest) == Some(&b'/') && self.at(rest + 1, ti) {
                     return true;
                 }
-                if i < t.len() && t[i] == b'/' {
-                    break;
+                (ti..=t.len()).any(|i| self.at(rest, i))
+            }
+            b'*' => {
+                for i in ti..=t.len() {
+                    if self.at(pi + 1, i) {
+                        return true;
+                    }
+                    if i < t.len() && t[i] == b'/' {
+                        break;
+                    }
                 }
+                false
             }
-            false
-        }
-        b'?' => !t.is_empty() && t[0] != b'/' && match_from(&p[1..], &t[1..]),
-        b'[' => {
-            let Some(end) = p[1..].iter().position(|&c| c == b']').map(|e| e + 1) else {
-                return false;
-            };
-            if t.is_empty() || t[0] == b'/' {
-                return false;
-            }
-            let mut set = &p[1..end];
-            let negate = set.first() == Some(&b'!');
-            if negate {
-                set = &set[1..];
-            }
-            let c = t[0];
-            let mut hit = false;
-            let mut i = 0;
-            while i < set.len() {
-                if i + 2 < set.len() && set[i + 1] == b'-' {
-                    hit |= set[i] <= c && c <= set[i + 2];
-                    i += 3;
-                } else {
-                    hit |= set[i] == c;
-                    i += 1;
+            b'?' => ti < t.len() && t[ti] != b'/' && self.at(pi + 1, ti + 1),
+            b'[' => {
+                let Some(end) = p[pi + 1..]
+                    .iter()
+                    .position(|&c| c == b']')
+                    .map(|e| pi + 1 + e)
+                else {
+                    return false;
+                };
+                if ti >= t.len() || t[ti] == b'/' {
+                    return false;
                 }
+                let mut set = &p[pi + 1..end];
+                let negate = set.first() == Some(&b'!');
+                if negate {
+                    set = &set[1..];
+                }
+                let c = t[ti];
+                let mut hit = false;
+                let mut i = 0;
+                while i < set.len() {
+                    if i + 2 < set.len() && set[i + 1] == b'-' {
+                        hit |= set[i] <= c && c <= set[i + 2];
+                        i += 3;
+                    } else {
+                        hit |= set[i] == c;
+                        i += 1;
+                    }
+                }
+                hit != negate && self.at(end + 1, ti + 1)
             }
-            hit != negate && match_from(&p[end + 1..], &t[1..])
+            c => ti < t.len() && t[ti] == c && self.at(pi + 1, ti + 1),
         }
-        c => !t.is_empty() && t[0] == c && match_from(&p[1..], &t[1..]),
     }
 }
 
@@ -126,6 +164,22 @@ mod tests {
 
     fn m(p: &str, t: &str) -> bool {
         Glob::new(p).unwrap().matches(t)
+    }
+
+    #[test]
+    fn many_stars_match_in_polynomial_time() {
+        let pattern = format!("{}golden/laya/cases.jsonl", "*".repeat(80));
+        let g = Glob::new(&pattern).unwrap();
+        let t0 = std::time::Instant::now();
+        assert!(!g.matches("build/s1-pico/s1-pico.f16.gguf/a/b/c/d/e/f/g"));
+        assert!(g.matches("x/golden/laya/cases.jsonl"));
+        let g = Glob::new(&"*a".repeat(40)).unwrap();
+        assert!(!g.matches(&"a".repeat(30)));
+        assert!(g.matches(&"a".repeat(60)));
+        assert!(t0.elapsed() < std::time::Duration::from_secs(5));
+        assert!(Glob::new(&"x".repeat(5000))
+            .unwrap_err()
+            .contains("at most 4096"));
     }
 
     #[test]

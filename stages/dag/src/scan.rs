@@ -188,12 +188,16 @@ impl<'a> Scanner<'a> {
     /// Digest of a source file or directory (memoised).
     fn source(&mut self, n: NodeIdx, input: usize, rel: &str) -> Result<Digest> {
         let graph = self.graph;
-        let missing = || DagError::MissingInput {
-            location: graph.nodes[n]
+        // `FILE:LINE:COL: ` of this input's declaration, for the errors below.
+        let location = || {
+            graph.nodes[n]
                 .input_spans
                 .get(input)
                 .map(|s| graph.location(s))
-                .unwrap_or_default(),
+                .unwrap_or_default()
+        };
+        let missing = || DagError::MissingInput {
+            location: location(),
             node: graph.nodes[n].id.clone(),
             path: rel.into(),
         };
@@ -206,11 +210,7 @@ impl<'a> Scanner<'a> {
         if let (Some(real_root), Ok(real)) = (&self.root_real, abs.canonicalize()) {
             if !real.starts_with(real_root) {
                 return Err(DagError::InputOutside {
-                    location: graph.nodes[n]
-                        .input_spans
-                        .get(input)
-                        .map(|s| graph.location(s))
-                        .unwrap_or_default(),
+                    location: location(),
                     node: graph.nodes[n].id.clone(),
                     path: rel.into(),
                     target: real,

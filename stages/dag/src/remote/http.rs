@@ -80,19 +80,27 @@ impl Client {
         req
     }
 
-    /// `GET` a small object (an action record) into memory, at most `limit` bytes.
-    pub fn get_small(&self, path: &str, limit: u64) -> Found<Vec<u8>> {
+    /// `GET` `path`: the response when the server has it (None on 404), refused when it
+    /// announces more than `limit` bytes.
+    fn get(&self, path: &str, limit: u64) -> Found<ureq::http::Response<ureq::Body>> {
         let resp = self
             .with_header(self.agent.get(self.url(path)))
             .call()
             .map_err(transport)?;
-        let mut resp = match status(resp)? {
-            Some(r) => r,
-            None => return Ok(None),
+        let Some(resp) = status(resp)? else {
+            return Ok(None);
         };
         if resp.body().content_length().is_some_and(|n| n > limit) {
             return Err(Failure::Content(format!("larger than {limit} bytes")));
         }
+        Ok(Some(resp))
+    }
+
+    /// `GET` a small object (an action record) into memory, at most `limit` bytes.
+    pub fn get_small(&self, path: &str, limit: u64) -> Found<Vec<u8>> {
+        let Some(mut resp) = self.get(path, limit)? else {
+            return Ok(None);
+        };
         let body = resp
             .body_mut()
             .with_config()
@@ -111,17 +119,9 @@ impl Client {
     /// content must hash to `want` and be no larger than `limit` bytes. Returns the size.
     /// `dest` is left behind on error: the caller removes it.
     pub fn get_blob(&self, path: &str, dest: &Path, want: &Digest, limit: u64) -> Found<u64> {
-        let resp = self
-            .with_header(self.agent.get(self.url(path)))
-            .call()
-            .map_err(transport)?;
-        let mut resp = match status(resp)? {
-            Some(r) => r,
-            None => return Ok(None),
+        let Some(mut resp) = self.get(path, limit)? else {
+            return Ok(None);
         };
-        if resp.body().content_length().is_some_and(|n| n > limit) {
-            return Err(Failure::Content(format!("larger than {limit} bytes")));
-        }
         let mut reader = resp.body_mut().with_config().limit(limit).reader();
         let mut out = std::fs::File::create(dest)
             .map_err(|e| Failure::Transport(format!("cannot create a temp file: {e}")))?;

@@ -39,6 +39,8 @@ pub enum Command {
     Calibrate(commands::calibrate::Args),
     /// Write an outlier-aware Q8_0 GGUF of a model.
     Quantize(commands::quantize::Args),
+    /// Find the smallest type policy whose answers stay within a tolerance of f32.
+    Tune(commands::tune::Args),
     /// Measure per-question latency of a model.
     Bench(commands::bench::Args),
     /// Generate or check PNGOLDEN1 kernel golden vectors.
@@ -99,6 +101,7 @@ fn run(command: Command) -> anyhow::Result<Outcome> {
         Command::Ask(a) => commands::ask::run(a),
         Command::Calibrate(a) => commands::calibrate::run(a),
         Command::Quantize(a) => commands::quantize::run(a),
+        Command::Tune(a) => commands::tune::run(a),
         Command::Bench(a) => commands::bench::run(a),
         Command::Golden(a) => commands::golden::run(a),
         Command::Kernels(a) => commands::kernels::run(a),

@@ -4,6 +4,8 @@ use crate::outcome::Outcome;
 use std::io::Write as _;
 use std::path::PathBuf;
 
+use crate::ops::policy::PolicyFile;
+use sky_gguf::GgmlType;
 use sky_laya::{convert, parse_type, ConvertOptions, LayaCheckpoint, TypePolicy};
 
 /// Arguments of `skyctl convert`.
@@ -19,6 +21,11 @@ pub struct Args {
     /// Type of the decision-head matrices: f32, f16, bf16 or q8_0.
     #[arg(long, value_name = "TYPE", default_value = "f32")]
     pub head_type: String,
+    /// A policy file (one `[policy.<name>]` table, as in pipeline.toml or from `skyctl tune`)
+    /// instead of --type and --head-type. Its Q8_0 tensors are plain Q8_0: `skyctl quantize
+    /// --policy` writes them with the calibrated outlier columns `skyctl tune` measured.
+    #[arg(long, value_name = "POLICY.toml", conflicts_with_all = ["ftype", "head_type"])]
+    pub policy: Option<PathBuf>,
     /// tokenizer.ggml.pre (default "modern-bert").
     #[arg(long, value_name = "NAME")]
     pub pre: Option<String>,
@@ -32,18 +39,35 @@ pub struct Args {
 
 /// Run `skyctl convert`.
 pub fn run(args: Args) -> anyhow::Result<Outcome> {
-    let opts = ConvertOptions {
-        policy: TypePolicy {
+    let ckpt = LayaCheckpoint::open(&args.laya_dir)?;
+    let policy = match &args.policy {
+        Some(p) => {
+            let names = ckpt.tensors().iter().map(|t| t.gguf_name.as_str());
+            PolicyFile::read(p, names)?.policy
+        }
+        None => TypePolicy {
             ftype: parse_type(&args.ftype)?,
             head_type: parse_type(&args.head_type)?,
             rules: Vec::new(),
         },
+    };
+    let opts = ConvertOptions {
+        policy,
         name: args.name,
         pre: args.pre,
         allow_nonfinite: args.allow_nonfinite,
     };
-    let ckpt = LayaCheckpoint::open(&args.laya_dir)?;
     let s = convert(&ckpt, &opts, &args.out)?;
+    let q8 = s.tensors.iter().filter(|t| t.ty == GgmlType::Q8_0).count();
+    if args.policy.is_some() && q8 > 0 {
+        #[allow(clippy::print_stderr)]
+        {
+            eprintln!(
+                "note: {q8} tensors are plain Q8_0 (no outlier columns); `skyctl quantize MODEL OUT \
+                 --policy POLICY.toml` writes the calibrated file `skyctl tune` measured"
+            );
+        }
+    }
     let mut out = std::io::stdout().lock();
     writeln!(
         out,

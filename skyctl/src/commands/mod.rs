@@ -17,6 +17,7 @@ pub mod quantize;
 pub mod random;
 pub mod status;
 pub mod store;
+pub mod tune;
 pub mod verify;
 
 /// The compute-path flags shared by `skyctl ask` and `skyctl bench` (flatten with

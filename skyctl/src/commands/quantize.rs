@@ -6,9 +6,7 @@ use crate::outcome::Outcome;
 use std::io::Write as _;
 use std::path::PathBuf;
 
-use anyhow::Context;
 use sky_infer::int8::OUTLIER_RATIO;
-use sky_quant::Calibration;
 
 /// Arguments of `skyctl quantize`.
 #[derive(clap::Args, Debug)]
@@ -30,32 +28,23 @@ pub struct Args {
     /// that ignore the outlier metadata, such as llama.cpp; worse for skyctl).
     #[arg(long)]
     pub exact_cols: bool,
+    /// A policy file (one `[policy.<name>]` table, as `skyctl tune` writes it) instead of the
+    /// Q8_0 variant's types; its Q8_0 tensors get outlier columns from the calibration.
+    #[arg(long, value_name = "POLICY.toml")]
+    pub policy: Option<PathBuf>,
 }
 
 /// Run `skyctl quantize`.
 pub fn run(args: Args) -> anyhow::Result<Outcome> {
+    let (calib, notes) = crate::ops::calibrate::calibration_for(
+        &args.model,
+        args.calibration.as_deref(),
+        args.prompts.as_deref(),
+    )?;
     let mut err = std::io::stderr().lock();
-    let calib = match &args.calibration {
-        Some(p) => {
-            let text = std::fs::read_to_string(p)
-                .with_context(|| format!("reading calibration {}", p.display()))?;
-            Calibration::from_json(&text).with_context(|| format!("calibration {}", p.display()))?
-        }
-        None => {
-            let run = crate::ops::calibrate::calibrate_model(&args.model, args.prompts.as_deref())?;
-            if args.prompts.is_none() {
-                writeln!(
-                    err,
-                    "note: no calibration given: calibrated on the {} built-in prompts",
-                    run.prompts
-                )?;
-            }
-            for note in run.notes() {
-                writeln!(err, "note: {note}")?;
-            }
-            run.calibration
-        }
-    };
+    for note in notes {
+        writeln!(err, "note: {note}")?;
+    }
     let reference = crate::ops::quantize::reference_bytes(&args.model)?;
     let q = crate::ops::quantize::quantize_to(
         &reference,
@@ -63,6 +52,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         &calib,
         args.outlier_ratio,
         args.exact_cols,
+        args.policy.as_deref(),
         &args.out,
     )?;
     writeln!(

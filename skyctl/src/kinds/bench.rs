@@ -4,7 +4,8 @@
 //! Params: the model's `bench = {modes, questions, iters, rounds}`. Modes: `f32` (the F16
 //! file, else the F32 one, computed in f32), `q8` (alias `int8`: that file quantized at load,
 //! Q8x2 activations), `q8-fast` (Q8 activations), `q8_0` (the Q8_0 file on its default int8
-//! path); an empty list means all four. Inputs: the model's variant files
+//! path), `tuned` (the tuned file on its default path); an empty list means the first four,
+//! and `tuned` when the model builds it. Inputs: the model's variant files
 //! (`<name>.<variant>.gguf`). Output: `bench.json`, `{"model", "modes": {mode: result or
 //! null}}`, a mode being null when its file is not built.
 
@@ -57,13 +58,16 @@ impl Kind for Bench {
         let mut modes: Vec<BenchMode> = p.modes.clone();
         modes.sort();
         modes.dedup();
+        let file = |v: &str| ctx.inputs.iter().find(|i| variant_of(i) == Some(v));
         if modes.is_empty() {
             modes = BenchMode::ALL.to_vec();
+            if file("tuned").is_some() {
+                modes.push(BenchMode::Tuned);
+            }
         }
         let Some(out) = ctx.outputs.first() else {
             bail!("node `{node}`: expects one output")
         };
-        let file = |v: &str| ctx.inputs.iter().find(|i| variant_of(i) == Some(v));
         let float = file("f16").or_else(|| file("f32"));
         let model = node.split('/').next().unwrap_or(node).to_string();
         let cfg = BenchConfig {
@@ -75,6 +79,7 @@ impl Kind for Bench {
         for mode in modes {
             let input = match mode {
                 BenchMode::Q8_0 => file("q8_0"),
+                BenchMode::Tuned => file("tuned"),
                 _ => float,
             };
             let path = ComputePath::new(mode.compute());

@@ -15,7 +15,7 @@ use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
 use sky_laya::{convert, parse_type, ConvertOptions, LayaCheckpoint, TypePolicy};
 
-use sky_dag::glob::Glob;
+use crate::ops::policy::resolve_rules;
 use sky_dag::{Kind, StageCtx};
 
 /// The `convert` kind.
@@ -100,22 +100,16 @@ impl Kind for Convert {
     }
 }
 
-/// The converter's policy: types parsed, rules resolved against the checkpoint's tensor names.
+/// The converter's policy: types parsed, rules resolved against the checkpoint's tensor names
+/// (a rule that matches no tensor is an error naming it).
 fn policy(params: &Params, ckpt: &LayaCheckpoint) -> anyhow::Result<TypePolicy> {
-    let mut rules = Vec::with_capacity(params.rules.len());
-    for r in &params.rules {
-        let glob = Glob::new(&r.pattern)
-            .map_err(|e| anyhow::anyhow!("policy rule `{}`: {e}", r.pattern))?;
-        let ty = parse_type(&r.ty).with_context(|| format!("policy rule `{}`", r.pattern))?;
-        rules.push((glob, ty));
-    }
-    // Exact names, in checkpoint order: the converter's own glob has no `[set]` classes.
-    let mut resolved = Vec::new();
-    for t in ckpt.tensors() {
-        if let Some((_, ty)) = rules.iter().find(|(g, _)| g.matches(&t.gguf_name)) {
-            resolved.push((t.gguf_name.clone(), *ty));
-        }
-    }
+    let rules: Vec<(&str, &str)> = params
+        .rules
+        .iter()
+        .map(|r| (r.pattern.as_str(), r.ty.as_str()))
+        .collect();
+    let names = ckpt.tensors().iter().map(|t| t.gguf_name.as_str());
+    let resolved = resolve_rules(&rules, names).map_err(|e| anyhow::anyhow!(e.message))?;
     let policy = TypePolicy {
         ftype: parse_type(&params.ftype).context("policy `type`")?,
         head_type: parse_type(&params.head_type).context("policy `head_type`")?,

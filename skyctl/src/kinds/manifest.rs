@@ -3,9 +3,10 @@
 //! release path, size, tensor types, digest and type policy) and `bench.json` (microseconds per
 //! question per model and mode, `null` where not measured).
 //!
-//! Params: `models`: `[{name, variants: [variant...], publish: [{variant, path}], bench: bool}]`.
-//! Inputs, model by model: every variant's file (in `variants` order), then the model's
-//! `bench.json` when `bench`. Outputs: `manifest.json`, `bench.json`. Both are deterministic (no
+//! Params: `models`: `[{name, variants: [variant...], publish: [{variant, path}], bench: bool,
+//! tune: bool}]`. Inputs, model by model: every variant's file (in `variants` order), then the
+//! model's `bench.json` when `bench`, then its `tune.json` when `tune` (the tuned variant's
+//! entries gain `tune`: tolerance, margin, measured errors and the policy). Outputs: `manifest.json`, `bench.json`. Both are deterministic (no
 //! dates, no paths outside the release tree).
 
 use anyhow::{bail, Context};
@@ -47,6 +48,10 @@ pub struct ModelParams {
     pub publish: Vec<PublishParams>,
     /// Whether its `bench.json` is an input (after the files).
     pub bench: bool,
+    /// Whether its `tune.json` is an input (after `bench.json`): the tuned variant's policy
+    /// and measured error.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub tune: bool,
 }
 
 /// Parameters of the `manifest` node.
@@ -91,6 +96,28 @@ pub fn describe_file(
         "policy": policy,
     });
     Ok((f.n_parameters(), f.tensors.len(), file))
+}
+
+/// What the manifest keeps of a `tune` report: the promise (tolerance, margin), what was
+/// measured (errors, cases) and the policy, tensor by tensor.
+fn tune_summary(report: &Value) -> Value {
+    let policy: Map<String, Value> = report["tensors"]
+        .as_array()
+        .map(|rows| {
+            rows.iter()
+                .filter_map(|r| Some((r["name"].as_str()?.to_string(), r["chosen"].clone())))
+                .collect()
+        })
+        .unwrap_or_default();
+    json!({
+        "tolerance": report["tolerance"],
+        "margin": report["margin"],
+        "error": report["error"],
+        "cases": report["cases"],
+        "holdout_error": report["holdout_error"],
+        "holdout_cases": report["holdout_cases"],
+        "policy": policy,
+    })
 }
 
 impl Kind for Manifest {
@@ -155,6 +182,21 @@ impl Kind for Manifest {
                 }
             }
             bench.insert(m.name.clone(), Value::Object(per_mode));
+            if m.tune {
+                let input = inputs
+                    .next()
+                    .with_context(|| format!("node `{node}`: missing tune.json of {}", m.name))?;
+                let text = std::fs::read_to_string(&input.path)
+                    .with_context(|| format!("reading {}", input.rel))?;
+                let doc: Value = serde_json::from_str(&text)
+                    .with_context(|| format!("node `{node}`: {} is not JSON", input.rel))?;
+                let tune = tune_summary(&doc);
+                for v in variants.iter_mut().chain(files.iter_mut()) {
+                    if v["variant"] == "tuned" {
+                        v["tune"] = tune.clone();
+                    }
+                }
+            }
             models.push(
                 json!({"name": m.name, "parameters": params, "tensors": tensors, "variants": variants, "files": files}),
             );

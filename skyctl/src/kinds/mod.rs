@@ -11,6 +11,7 @@ pub mod golden_model;
 pub mod kernel_harness;
 pub mod manifest;
 pub mod quantize;
+pub mod tune;
 
 use sky_dag::Registry;
 
@@ -20,6 +21,7 @@ pub fn registry() -> Registry {
     r.add(sky_dag::command::Command::with_self_name("skyctl"));
     r.add(calibrate::Calibrate);
     r.add(quantize::Quantize);
+    r.add(tune::Tune);
     r.add(bench::Bench);
     r.add(manifest::Manifest);
     r.add(convert::Convert);

@@ -2,7 +2,9 @@
 //! encoder matrices, F16 token embeddings, F32 head; outlier columns and their exact weights
 //! in `skycmd.quant.*` metadata).
 //!
-//! Params: `outlier_ratio` (> 1). Inputs: the F32 GGUF, the calibration JSON. Output: the GGUF.
+//! Params: `outlier_ratio` (> 1). Inputs: the F32 GGUF, the calibration JSON, and optionally a
+//! policy file (a tuned variant: `tune`'s output), whose types replace the Q8_0 variant's.
+//! Output: the GGUF.
 
 use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
@@ -47,6 +49,7 @@ impl Kind for Quantize {
             &calibration,
             ratio as f32,
             false,
+            ctx.inputs.get(2).map(|p| p.path.as_path()),
             out,
         )
         .with_context(|| format!("node `{node}`"))?;

@@ -33,15 +33,28 @@ pub enum BenchMode {
     /// The Q8_0 file.
     #[serde(rename = "q8_0")]
     Q8_0,
+    /// The tuned file (`skyctl tune`'s policy) on its default path.
+    #[serde(rename = "tuned")]
+    Tuned,
 }
 
 impl BenchMode {
-    /// Every mode, in output order.
+    /// Every mode of a float model, in output order (what an empty `modes` measures, with
+    /// [`BenchMode::Tuned`] when the model has a tuned variant).
     pub const ALL: [BenchMode; 4] = [
         BenchMode::F32,
         BenchMode::Q8,
         BenchMode::Q8Fast,
         BenchMode::Q8_0,
+    ];
+
+    /// Every mode `modes` may name.
+    pub const NAMED: [BenchMode; 5] = [
+        BenchMode::F32,
+        BenchMode::Q8,
+        BenchMode::Q8Fast,
+        BenchMode::Q8_0,
+        BenchMode::Tuned,
     ];
 
     /// The name in `pipeline.toml` and `bench.json`.
@@ -51,6 +64,7 @@ impl BenchMode {
             BenchMode::Q8 => Compute::Q8.name(),
             BenchMode::Q8Fast => Compute::Q8Fast.name(),
             BenchMode::Q8_0 => "q8_0",
+            BenchMode::Tuned => "tuned",
         }
     }
 
@@ -59,13 +73,13 @@ impl BenchMode {
         if name == "int8" {
             return Some(BenchMode::Q8);
         }
-        BenchMode::ALL.into_iter().find(|m| m.name() == name)
+        BenchMode::NAMED.into_iter().find(|m| m.name() == name)
     }
 
     /// The compute path it runs: the Q8_0 file runs on its default (int8) path, i.e. f32 flags.
     pub fn compute(self) -> Compute {
         match self {
-            BenchMode::F32 | BenchMode::Q8_0 => Compute::F32,
+            BenchMode::F32 | BenchMode::Q8_0 | BenchMode::Tuned => Compute::F32,
             BenchMode::Q8 => Compute::Q8,
             BenchMode::Q8Fast => Compute::Q8Fast,
         }

@@ -23,3 +23,29 @@ pub fn calibrate_model(model: &Path, prompts: Option<&Path>) -> anyhow::Result<C
         calibrate(&engine, &set).with_context(|| format!("calibrating {}", model.display()))?;
     Ok(run)
 }
+
+/// The calibration a quantizing command uses: `calibration` (a `skyctl calibrate` file), or a
+/// run of `model` on `prompts` or the built-in set. Returns the notes the user should see.
+pub fn calibration_for(
+    model: &Path,
+    calibration: Option<&Path>,
+    prompts: Option<&Path>,
+) -> anyhow::Result<(sky_quant::Calibration, Vec<String>)> {
+    if let Some(p) = calibration {
+        let text = std::fs::read_to_string(p)
+            .with_context(|| format!("reading calibration {}", p.display()))?;
+        let c = sky_quant::Calibration::from_json(&text)
+            .with_context(|| format!("calibration {}", p.display()))?;
+        return Ok((c, Vec::new()));
+    }
+    let run = calibrate_model(model, prompts)?;
+    let mut notes = Vec::new();
+    if prompts.is_none() {
+        notes.push(format!(
+            "no calibration given: calibrated on the {} built-in prompts",
+            run.prompts
+        ));
+    }
+    notes.extend(run.notes());
+    Ok((run.calibration, notes))
+}

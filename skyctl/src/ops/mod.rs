@@ -7,4 +7,6 @@ pub mod calibrate;
 pub mod compute;
 pub mod golden_table;
 pub mod kernels;
+pub mod policy;
 pub mod quantize;
+pub mod tune;

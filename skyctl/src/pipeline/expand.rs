@@ -17,7 +17,7 @@ use sky_dag::{GraphSpec, Located, NodeSpec, ReleaseSpec, Result};
 use super::schema::{GoldenKind, Manifest, Model, Variant};
 use crate::kinds::{
     bench, calibrate, convert, golden_gen, golden_kernels, golden_model, kernel_harness, manifest,
-    quantize,
+    quantize, tune,
 };
 use crate::ops::bench::BenchMode;
 use crate::ops::compute::Compute;
@@ -64,6 +64,19 @@ fn release_model_path(model: &str, variant: Variant) -> String {
         Variant::F16 => format!("models/{model}.gguf"),
         v => format!("models/{model}.{}.gguf", v.name()),
     }
+}
+
+/// The policy file a model's `tune` node writes.
+fn tuned_policy_file(m: &Manifest, model: &str) -> String {
+    format!(
+        "{}/{model}/{model}.tuned.policy.toml",
+        m.project.build_dir.get_ref()
+    )
+}
+
+/// The search report a model's `tune` node writes.
+fn tune_report_file(m: &Manifest, model: &str) -> String {
+    format!("{}/{model}/tune.json", m.project.build_dir.get_ref())
 }
 
 fn model_file(m: &Manifest, model: &str, variant: Variant) -> String {
@@ -139,7 +152,9 @@ impl Expander<'_> {
         let build = m.project.build_dir.get_ref();
         let wants = |v: Variant| model.variants.contains(&v);
         let node = |stage: &str| format!("{name}/{stage}");
-        if wants(Variant::F32) || wants(Variant::Q8_0) {
+        // The F32 file and its calibration feed the Q8_0 and the tuned variants.
+        let needs_reference = wants(Variant::F32) || wants(Variant::Q8_0) || wants(Variant::Tuned);
+        if needs_reference {
             let params = convert::Params {
                 ftype: "f32".into(),
                 head_type: "f32".into(),
@@ -175,7 +190,7 @@ impl Expander<'_> {
                     .output(model_file(m, &name, Variant::F16), span.clone()),
             );
         }
-        if wants(Variant::Q8_0) {
+        if wants(Variant::Q8_0) || wants(Variant::Tuned) {
             let f32_file = model_file(m, &name, Variant::F32);
             let cal_name = model.quantize.calibration.get_ref();
             let prompts = m.calibration.get(cal_name).map(|c| c.prompts.clone());
@@ -201,19 +216,64 @@ impl Expander<'_> {
             let params = quantize::Params {
                 outlier_ratio: model.quantize.outlier_ratio,
             };
-            self.nodes.push(
-                NodeSpec::new::<quantize::Quantize>(node("quantize.q8_0"), &params, span.clone())?
+            if wants(Variant::Q8_0) {
+                self.nodes.push(
+                    NodeSpec::new::<quantize::Quantize>(
+                        node("quantize.q8_0"),
+                        &params,
+                        span.clone(),
+                    )?
                     .group(&name)
                     .input(&f32_file, span.clone())
                     .input(&calib_path, span.clone())
                     .output(model_file(m, &name, Variant::Q8_0), span.clone()),
-            );
+                );
+            }
+            if let (true, Some(t)) = (wants(Variant::Tuned), &model.tune) {
+                let policy_path = tuned_policy_file(m, &name);
+                let mut tune = NodeSpec::new::<tune::Tune>(
+                    node("tune"),
+                    &tune::Params {
+                        tolerance: *t.tolerance.get_ref(),
+                        margin: *t.margin.get_ref(),
+                        budget: t.budget,
+                        outlier_ratio: model.quantize.outlier_ratio,
+                        name: name.clone(),
+                    },
+                    span.clone(),
+                )?
+                .group(&name)
+                .input(&f32_file, span.clone())
+                .input(&calib_path, span.clone())
+                .input(t.cases.get_ref(), t.cases.span());
+                if let Some(h) = &t.holdout {
+                    tune = tune.input(h.get_ref(), h.span());
+                }
+                self.nodes.push(
+                    tune.output(&policy_path, span.clone())
+                        .output(tune_report_file(m, &name), span.clone()),
+                );
+                // The policy applied like the Q8_0 variant's: its Q8_0 tensors get the
+                // calibrated outlier columns the search measured.
+                self.nodes.push(
+                    NodeSpec::new::<quantize::Quantize>(
+                        node("quantize.tuned"),
+                        &params,
+                        span.clone(),
+                    )?
+                    .group(&name)
+                    .input(&f32_file, span.clone())
+                    .input(&calib_path, span.clone())
+                    .input(&policy_path, span.clone())
+                    .output(model_file(m, &name, Variant::Tuned), span.clone()),
+                );
+            }
         }
         if let Some(b) = &model.bench {
             let mut modes = Vec::with_capacity(b.modes.len());
             for mode in &b.modes {
                 let Some(parsed) = BenchMode::parse(mode.get_ref()) else {
-                    let names: Vec<&str> = BenchMode::ALL.iter().map(|b| b.name()).collect();
+                    let names: Vec<&str> = BenchMode::NAMED.iter().map(|b| b.name()).collect();
                     return Err(m.error_at(
                         mode.span(),
                         format!(
@@ -271,6 +331,10 @@ impl Expander<'_> {
             if model.bench.is_some() {
                 inputs.push((format!("{build}/{name}/bench.json"), model.name.span()));
             }
+            let tuned = model.variants.contains(&Variant::Tuned);
+            if tuned {
+                inputs.push((tune_report_file(m, name), model.name.span()));
+            }
             models.push(manifest::ModelParams {
                 name: name.clone(),
                 variants: model
@@ -287,6 +351,7 @@ impl Expander<'_> {
                     })
                     .collect(),
                 bench: model.bench.is_some(),
+                tune: tuned,
             });
         }
         let (manifest_json, bench_json) = (

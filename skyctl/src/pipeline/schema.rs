@@ -192,6 +192,8 @@ pub enum Variant {
     /// Outlier-aware Q8_0 from calibration.
     #[serde(rename = "q8_0")]
     Q8_0,
+    /// The smallest policy within the model's `tune` tolerance (`skyctl tune`).
+    Tuned,
 }
 
 impl Variant {
@@ -201,6 +203,7 @@ impl Variant {
             Variant::F32 => "f32",
             Variant::F16 => "f16",
             Variant::Q8_0 => "q8_0",
+            Variant::Tuned => "tuned",
         }
     }
 }
@@ -224,6 +227,8 @@ pub struct Model {
     /// Settings of the q8_0 variant.
     #[serde(default)]
     pub quantize: QuantizeSettings,
+    /// How the `tuned` variant is searched for.
+    pub tune: Option<TuneSettings>,
     /// Benchmark settings; absent means no bench node.
     pub bench: Option<BenchSettings>,
     /// Variants copied into the release tree as `models/<name>.<variant>.gguf`.
@@ -264,6 +269,27 @@ impl Default for QuantizeSettings {
             outlier_ratio: default_outlier_ratio(),
         }
     }
+}
+
+/// `tune = { ... }` of a model: the search for its `tuned` variant.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TuneSettings {
+    /// The cases to tune on (JSONL, a workspace path).
+    pub cases: Spanned<String>,
+    /// Largest allowed |p - p_f32| over every option of every case.
+    pub tolerance: Spanned<f64>,
+    /// Fraction of the tolerance held back for cases the search has not seen.
+    #[serde(default = "default_margin")]
+    pub margin: Spanned<f64>,
+    /// Largest allowed file size in bytes.
+    pub budget: Option<u64>,
+    /// Held-out cases whose error is reported.
+    pub holdout: Option<Spanned<String>>,
+}
+
+fn default_margin() -> Spanned<f64> {
+    Spanned::new(0..0, 0.5)
 }
 
 /// `bench = { ... }` of a model.
@@ -553,7 +579,39 @@ impl Manifest {
                 format!("model `{name}`: `variants` is empty"),
             ));
         }
-        if m.variants.contains(&Variant::Q8_0) {
+        match (&m.tune, m.variants.contains(&Variant::Tuned)) {
+            (None, true) => {
+                return Err(self.error_at(
+                    m.name.span(),
+                    format!(
+                        "model `{name}`: variant `tuned` needs `tune = {{ cases = \"CASES.jsonl\", tolerance = T }}`"
+                    ),
+                ))
+            }
+            (Some(t), false) => {
+                return Err(self.error_at(
+                    t.cases.span(),
+                    format!("model `{name}`: `tune` is set but `variants` does not build `tuned`"),
+                ))
+            }
+            (Some(t), true) => {
+                let tol = *t.tolerance.get_ref();
+                if !(tol.is_finite() && tol >= 0.0) {
+                    return Err(self.error_at(
+                        t.tolerance.span(),
+                        format!("model `{name}`: tune.tolerance must be a number >= 0"),
+                    ));
+                }
+                if !(0.0..1.0).contains(t.margin.get_ref()) {
+                    return Err(self.error_at(
+                        t.margin.span(),
+                        format!("model `{name}`: tune.margin must be a fraction in [0, 1)"),
+                    ));
+                }
+            }
+            (None, false) => {}
+        }
+        if m.variants.contains(&Variant::Q8_0) || m.variants.contains(&Variant::Tuned) {
             let c = &m.quantize.calibration;
             if !self.calibration.contains_key(c.get_ref()) && c.get_ref() != "default" {
                 return Err(self.error_at(

@@ -634,7 +634,13 @@ pub fn quantize_gguf(
             let k = shape.last().copied().unwrap_or(1);
             let rows = values.len().checked_div(k).unwrap_or(0);
             let site = t.name.strip_suffix(".weight").unwrap_or(&t.name);
-            let outliers = site_outliers(calib, site, k, ratio)?;
+            // Embeddings and the scorer vector are read as f32 at load: no int8 product, no
+            // outlier columns, plain Q8_0 bytes.
+            let outliers = if crate::model::is_matmul_tensor(&t.name) {
+                site_outliers(calib, site, k, ratio)?
+            } else {
+                Vec::new()
+            };
             let bytes = if exact_cols {
                 sky_quant::quantize_for_file(&values, rows, k, &outliers)
             } else {

@@ -135,6 +135,25 @@ impl Loader<'_> {
     }
 }
 
+/// Whether a GGUF tensor is the weight of a matrix product (a site: `blk.N.attn_qkv`,
+/// `attn_output`, `ffn_up`, `ffn_down`, or the scorer's `cls`), as [`Model::weights_mut`] lists
+/// them. Other tensors (embeddings, token types, the scorer's output vector, norms) are read
+/// as f32 whatever their stored type.
+pub fn is_matmul_tensor(name: &str) -> bool {
+    let Some(site) = name.strip_suffix(".weight") else {
+        return false;
+    };
+    if site == "cls" {
+        return true;
+    }
+    site.strip_prefix("blk.")
+        .and_then(|rest| rest.split_once('.'))
+        .is_some_and(|(n, m)| {
+            n.parse::<usize>().is_ok()
+                && matches!(m, "attn_qkv" | "attn_output" | "ffn_up" | "ffn_down")
+        })
+}
+
 impl Model {
     /// Build from tensors named as in the GGUF (`token_embd.weight`, `blk.N.attn_qkv.weight`,
     /// `token_types.weight`, `cls.*`), see spec section 2.4.
@@ -214,6 +233,29 @@ impl Model {
 mod tests {
     // The engine reads names through sky-laya's mapping, the one the converter writes.
     use sky_laya::gguf_name;
+
+    #[test]
+    fn matmul_tensors_are_the_sites() {
+        use super::is_matmul_tensor;
+        for yes in [
+            "blk.0.attn_qkv.weight",
+            "blk.7.ffn_down.weight",
+            "cls.weight",
+        ] {
+            assert!(is_matmul_tensor(yes), "{yes}");
+        }
+        for no in [
+            "token_embd.weight",
+            "token_types.weight",
+            "cls.output.weight",
+            "blk.0.attn_norm.weight",
+            "blk.0.attn_qkv.bias",
+            "blk.x.ffn_up.weight",
+            "cls",
+        ] {
+            assert!(!is_matmul_tensor(no), "{no}");
+        }
+    }
 
     #[test]
     fn gguf_names_follow_the_spec_table() {

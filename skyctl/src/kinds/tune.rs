@@ -1,0 +1,110 @@
+//! `tune`: the smallest type policy of a model within a tolerance ([`crate::ops::tune`]).
+//!
+//! Params: `tolerance`, `margin`, `budget` (bytes, optional), `outlier_ratio` (of the Q8_0
+//! candidates, the model's `quantize` setting) and `name` (the model). Inputs: the F32 GGUF,
+//! the calibration JSON, the tuned cases, optionally held-out cases. Outputs: the policy file
+//! (one `[policy.tuned]` table, which the `quantize.tuned` node applies) and the report JSON.
+//! Both are deterministic: the same inputs give the same bytes.
+
+use anyhow::{bail, Context};
+use serde::{Deserialize, Serialize};
+use std::io::Write as _;
+use std::path::Path;
+
+use crate::ops::tune::{policy_text, read_cases, report_json, tune, Provenance, Spec};
+use sky_dag::{Kind, StageCtx};
+
+/// The `tune` kind.
+pub struct Tune;
+
+/// Parameters of a `tune` node.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Params {
+    /// Largest allowed error.
+    pub tolerance: f64,
+    /// Fraction of the tolerance held back.
+    pub margin: f64,
+    /// Largest allowed file size in bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<u64>,
+    /// Outlier ratio of the Q8_0 candidates.
+    pub outlier_ratio: f64,
+    /// The model's name.
+    pub name: String,
+}
+
+/// The candidate types of a pipeline's tuned variant.
+const TYPES: [sky_gguf::GgmlType; 3] = [
+    sky_gguf::GgmlType::F16,
+    sky_gguf::GgmlType::BF16,
+    sky_gguf::GgmlType::Q8_0,
+];
+
+impl Kind for Tune {
+    const NAME: &'static str = "tune";
+    const VERSION: u32 = 1;
+    type Params = Params;
+
+    fn run(&self, p: Params, ctx: &mut StageCtx<'_>) -> anyhow::Result<()> {
+        let node = ctx.node;
+        let (Some(model), Some(calib), Some(cases), [policy_out, report_out]) = (
+            ctx.inputs.first(),
+            ctx.inputs.get(1),
+            ctx.inputs.get(2),
+            ctx.outputs.as_slice(),
+        ) else {
+            bail!(
+                "node `{node}`: expects the F32 GGUF, the calibration and the cases (and \
+                 optionally held-out cases) as inputs, the policy and the report as outputs"
+            );
+        };
+        let holdout = ctx.inputs.get(3);
+        let reference =
+            std::fs::read(&model.path).with_context(|| format!("reading {}", model.rel))?;
+        let text = std::fs::read_to_string(&calib.path)
+            .with_context(|| format!("reading {}", calib.rel))?;
+        let calibration = sky_quant::Calibration::from_json(&text)
+            .with_context(|| format!("node `{node}`: {}", calib.rel))?;
+        let case_list = read_cases(&cases.path)?;
+        let holdout_list = match holdout {
+            Some(h) => read_cases(&h.path)?,
+            None => Vec::new(),
+        };
+        let spec = Spec {
+            reference: &reference,
+            name: &p.name,
+            calibration: &calibration,
+            outlier_ratio: p.outlier_ratio as f32,
+            cases: &case_list,
+            holdout: &holdout_list,
+            tolerance: p.tolerance,
+            margin: p.margin,
+            budget: p.budget,
+            types: &TYPES,
+        };
+        let tuned = tune(&spec).with_context(|| format!("node `{node}`: tuning {}", p.name))?;
+        let how = Provenance {
+            model: &p.name,
+            cases: Path::new(&cases.rel),
+            holdout: holdout.map(|h| Path::new(&h.rel)),
+        };
+        sky_fs::write(policy_out, policy_text(&tuned, "tuned", &how).as_bytes())?;
+        sky_fs::write(report_out, report_json(&tuned, &p.name).as_bytes())?;
+        let held = tuned
+            .holdout_error
+            .map_or_else(String::new, |h| format!(", {h:.3e} held out"));
+        writeln!(
+            ctx.log,
+            "{}: {} bytes (f32 {}), error {:.3e}{held}, tolerance {} tuned to {:.3e}, {} full runs",
+            p.name,
+            tuned.bytes,
+            tuned.f32_bytes,
+            tuned.error,
+            tuned.tolerance,
+            tuned.target,
+            tuned.evaluations
+        )?;
+        Ok(())
+    }
+}

@@ -26,9 +26,10 @@ use rayon::prelude::*;
 use serde::Serialize;
 use serde_json::Value;
 use sky_gguf::{GgmlType, GgufFile};
-use sky_infer::engine::{CaseResult, Engine};
-use sky_infer::forward::Workspace;
+use sky_infer::engine::Engine;
+use sky_infer::forward::{Boundaries, Resume, Workspace};
 use sky_infer::int8::{apply, quantize_gguf, ComputeOptions};
+use sky_infer::sequence::{Question, Sequence};
 use sky_laya::TypePolicy;
 use sky_quant::Calibration;
 
@@ -230,6 +231,8 @@ struct Candidate {
     name: String,
     shape: Vec<u64>,
     head: bool,
+    /// The first encoder layer it feeds (`None`: the embeddings).
+    first_layer: Option<usize>,
     /// Bytes per type, F32 first.
     bytes: Vec<(GgmlType, u64)>,
 }
@@ -243,20 +246,53 @@ impl Candidate {
     }
 }
 
+/// A case built into its token sequence (the same for every policy: the tokenizer and the
+/// budgets do not change with the tensor types).
+struct Prepared {
+    /// `` `id` `` (or `#N`), for messages.
+    id: String,
+    question: Question,
+    seq: Sequence,
+}
+
 /// A case list with the f32 model's answers, run longest first (a run ends with its longest
 /// case, and one left for last keeps a core idle).
-struct CaseSet<'a> {
-    cases: &'a [Value],
+struct CaseSet {
+    prepared: Vec<Prepared>,
     reference: Vec<Vec<f32>>,
     order: Vec<usize>,
+}
+
+/// Per case, the hidden state at every encoder layer boundary (`n_enc + 1` of them) of one
+/// policy's file: a run that changes nothing before layer L starts there.
+type States = Vec<Vec<Vec<f32>>>;
+
+/// Where a run starts: the boundary and the states of the policy it differs from.
+#[derive(Clone, Copy)]
+struct From<'s> {
+    layer: usize,
+    states: &'s States,
+}
+
+/// What a run measured.
+struct Run {
+    /// Largest error on the tuned cases; `None`: above the limit (the run stopped early).
+    error: Option<f64>,
+    /// The file.
+    file: Vec<u8>,
+    /// The new policy's states, when asked for.
+    states: Option<States>,
 }
 
 struct Search<'a> {
     spec: &'a Spec<'a>,
     file: GgufFile<'a>,
+    n_enc: usize,
     candidates: Vec<Candidate>,
-    tuned: CaseSet<'a>,
-    holdout: CaseSet<'a>,
+    tuned: CaseSet,
+    holdout: CaseSet,
+    /// The f32 file's states on the tuned cases.
+    reference_states: States,
     evaluations: AtomicUsize,
 }
 
@@ -294,27 +330,32 @@ impl<'a> Search<'a> {
             candidates.push(Candidate {
                 name: t.name.clone(),
                 head: sky_laya::is_head_tensor(&t.name, n_enc),
+                first_layer: first_layer(&t.name, n_enc),
                 shape,
                 bytes,
             });
         }
-        let empty = |cases| CaseSet {
-            cases,
+        let empty = || CaseSet {
+            prepared: Vec::new(),
             reference: Vec::new(),
             order: Vec::new(),
         };
         let mut s = Search {
             spec,
             file,
+            n_enc,
             candidates,
-            tuned: empty(spec.cases),
-            holdout: empty(spec.holdout),
+            tuned: empty(),
+            holdout: empty(),
+            reference_states: Vec::new(),
             evaluations: AtomicUsize::new(0),
         };
         let bytes = s.build(&s.all(GgmlType::F32))?;
         let engine = load(&bytes, spec.name)?;
-        s.tuned = reference_set(&engine, spec.cases)?;
-        s.holdout = reference_set(&engine, spec.holdout)?;
+        let (tuned, states) = reference_set(&engine, spec.cases, true)?;
+        s.tuned = tuned;
+        s.reference_states = states;
+        s.holdout = reference_set(&engine, spec.holdout, false)?.0;
         Ok(s)
     }
 
@@ -377,27 +418,64 @@ impl<'a> Search<'a> {
         Ok(q.bytes)
     }
 
-    /// The error of an assignment's file on the tuned cases (`None`: above `limit`, the run
-    /// stopped at the first case that showed it), and the file.
+    /// The boundary a run of `a` can start at when the states of `base` (whose assignment
+    /// `base_a` is) are at hand: the first layer any changed tensor feeds.
+    fn start<'s>(
+        &self,
+        a: &Assignment,
+        base_a: &Assignment,
+        states: &'s States,
+    ) -> Option<From<'s>> {
+        let mut layer = self.n_enc;
+        for ((c, x), y) in self.candidates.iter().zip(a).zip(base_a) {
+            if x != y {
+                layer = layer.min(c.first_layer?);
+            }
+        }
+        Some(From { layer, states })
+    }
+
+    /// Measure an assignment's file on the tuned cases: from `from` (or a whole pass), stopping
+    /// once a case is above `limit`, recording the states when `capture`.
     fn measure(
         &self,
         a: &Assignment,
+        from: Option<From<'_>>,
         limit: Option<f64>,
-    ) -> anyhow::Result<(Option<f64>, Vec<u8>)> {
-        let bytes = self.build(a)?;
-        let engine = load(&bytes, self.spec.name)?;
-        let error = error_on(&engine, &self.tuned, limit)?;
+        capture: bool,
+    ) -> anyhow::Result<Run> {
+        let file = self.build(a)?;
+        let engine = load(&file, self.spec.name)?;
+        let (error, states) = error_on(&engine, &self.tuned, from, limit, capture)?;
         self.evaluations.fetch_add(1, Ordering::Relaxed);
-        Ok((error, bytes))
+        Ok(Run {
+            error,
+            file,
+            states,
+        })
     }
 
     fn holdout_error(&self, bytes: &[u8]) -> anyhow::Result<Option<f64>> {
-        if self.holdout.cases.is_empty() {
+        if self.holdout.prepared.is_empty() {
             return Ok(None);
         }
         let engine = load(bytes, self.spec.name)?;
-        error_on(&engine, &self.holdout, None)
+        Ok(error_on(&engine, &self.holdout, None, None, false)?.0)
     }
+}
+
+/// The first encoder layer a tensor feeds: its block for an encoder block's tensors, the
+/// encoder's output for the head's (blocks past the encoder, token types, scorer); `None` for
+/// the token embeddings (a whole pass).
+fn first_layer(name: &str, n_enc: usize) -> Option<usize> {
+    if name == "token_embd.weight" {
+        return None;
+    }
+    let block = name
+        .strip_prefix("blk.")
+        .and_then(|r| r.split('.').next())
+        .and_then(|n| n.parse::<usize>().ok());
+    Some(block.map_or(n_enc, |b| b.min(n_enc)))
 }
 
 /// A file's engine, on the compute path `skyctl ask FILE` takes.
@@ -408,57 +486,131 @@ fn load(bytes: &[u8], name: &str) -> anyhow::Result<Engine> {
     Ok(engine)
 }
 
-fn run_one(
+/// The f32 model on `cases`: each built into its sequence, its answers, the longest-first
+/// order, and (with `capture`) its states.
+fn reference_set(
     engine: &Engine,
-    ws: &mut Workspace,
     cases: &[Value],
-    i: usize,
-) -> anyhow::Result<CaseResult> {
-    engine
-        .run_case(ws, &cases[i])
-        .map(|(_, r)| r)
-        .map_err(|e| anyhow::anyhow!("case {}: {e}", case_id(&cases[i], i)))
-}
-
-/// The f32 model's answers on `cases`, and the longest-first order.
-fn reference_set<'a>(engine: &Engine, cases: &'a [Value]) -> anyhow::Result<CaseSet<'a>> {
-    let results: Vec<CaseResult> = (0..cases.len())
-        .into_par_iter()
-        .map_init(Workspace::new, |ws, i| run_one(engine, ws, cases, i))
+    capture: bool,
+) -> anyhow::Result<(CaseSet, States)> {
+    let prepared: Vec<Prepared> = cases
+        .iter()
+        .enumerate()
+        .map(|(i, case)| {
+            let id = case_id(case, i);
+            let prep = || -> sky_infer::Result<Prepared> {
+                let path = case.get("id").and_then(Value::as_str).unwrap_or("case");
+                let question = Question::parse(path, case)?;
+                let state = case
+                    .get("state")
+                    .ok_or_else(|| sky_infer::InferError::BadRequest {
+                        path: format!("{path}.state"),
+                        message: "missing".into(),
+                    })?;
+                let seq = engine.sequence(&question, state, path)?;
+                Ok(Prepared {
+                    id: id.clone(),
+                    question,
+                    seq,
+                })
+            };
+            prep().map_err(|e| anyhow::anyhow!("case {id}: {e}"))
+        })
         .collect::<anyhow::Result<_>>()?;
-    let mut order: Vec<usize> = (0..cases.len()).collect();
-    order.sort_by_key(|&i| (std::cmp::Reverse(results[i].ids.len()), i));
-    Ok(CaseSet {
-        cases,
-        reference: results.into_iter().map(|r| r.probabilities).collect(),
+    let mut order: Vec<usize> = (0..prepared.len()).collect();
+    order.sort_by_key(|&i| (std::cmp::Reverse(prepared[i].seq.ids.len()), i));
+    let mut set = CaseSet {
+        prepared,
+        reference: Vec::new(),
         order,
-    })
+    };
+    let (answers, states) = run_set(engine, &set, None, None, capture)?;
+    set.reference = answers.into_iter().map(|(p, _)| p).collect();
+    Ok((set, states.unwrap_or_default()))
 }
 
-/// Largest |p - p_f32| over every option of every case of `set`; `None` once a case is above
-/// `limit` (the other runs stop early).
-fn error_on(engine: &Engine, set: &CaseSet<'_>, limit: Option<f64>) -> anyhow::Result<Option<f64>> {
+/// Run every case of `set` (from `from`), returning per case its probabilities and error
+/// against `set.reference` (0 when there is none yet); `None` for the cases skipped once one
+/// was above `limit`. With `capture`, the new states (`None` if any case was skipped).
+#[allow(clippy::type_complexity)]
+fn run_set(
+    engine: &Engine,
+    set: &CaseSet,
+    from: Option<From<'_>>,
+    limit: Option<f64>,
+    capture: bool,
+) -> anyhow::Result<(Vec<(Vec<f32>, f64)>, Option<States>)> {
     let stop = AtomicBool::new(false);
-    let errors: Vec<Option<f64>> = set
+    let mut runs: Vec<(usize, Option<(Vec<f32>, f64, Vec<Vec<f32>>)>)> = set
         .order
         .par_iter()
         .map_init(Workspace::new, |ws, &i| {
             if stop.load(Ordering::Relaxed) {
-                return Ok(None);
+                return Ok((i, None));
             }
-            let r = run_one(engine, ws, set.cases, i)?;
-            let e = case_error(&set.reference[i], &r.probabilities)
-                .map_err(|m| anyhow::anyhow!("case {}: {m}", case_id(&set.cases[i], i)))?;
+            let p = &set.prepared[i];
+            let mut tail = Vec::new();
+            let bounds = Boundaries {
+                resume: from.map(|f| Resume {
+                    layer: f.layer,
+                    x: &f.states[i][f.layer],
+                }),
+                capture: capture.then_some(&mut tail),
+            };
+            let scores = engine
+                .scores_from(ws, &p.seq, p.question.qtype, bounds)
+                .map_err(|e| anyhow::anyhow!("case {}: {e}", p.id))?;
+            let probs = engine.probabilities(&p.question, &p.seq, &scores);
+            let e = match set.reference.get(i) {
+                Some(r) => {
+                    case_error(r, &probs).map_err(|m| anyhow::anyhow!("case {}: {m}", p.id))?
+                }
+                None => 0.0,
+            };
             if limit.is_some_and(|l| e > l) {
                 stop.store(true, Ordering::Relaxed);
             }
-            Ok(Some(e))
+            let states = match from {
+                Some(f) if capture => {
+                    let mut all = f.states[i][..f.layer].to_vec();
+                    all.extend(tail);
+                    all
+                }
+                _ => tail,
+            };
+            Ok((i, Some((probs, e, states))))
         })
         .collect::<anyhow::Result<_>>()?;
-    if stop.load(Ordering::Relaxed) {
-        return Ok(None);
+    runs.sort_by_key(|(i, _)| *i);
+    let complete = runs.iter().all(|(_, r)| r.is_some());
+    let mut answers = Vec::with_capacity(runs.len());
+    let mut states = Vec::with_capacity(if capture { runs.len() } else { 0 });
+    for (p, e, st) in runs.into_iter().filter_map(|(_, r)| r) {
+        answers.push((p, e));
+        if capture {
+            states.push(st);
+        }
     }
-    Ok(Some(errors.into_iter().flatten().fold(0.0, f64::max)))
+    Ok((answers, (capture && complete).then_some(states)))
+}
+
+/// Largest |p - p_f32| over every option of every case of `set`; `None` once a case is above
+/// `limit` (the other runs stop early). With `capture`, the states of a complete run.
+fn error_on(
+    engine: &Engine,
+    set: &CaseSet,
+    from: Option<From<'_>>,
+    limit: Option<f64>,
+    capture: bool,
+) -> anyhow::Result<(Option<f64>, Option<States>)> {
+    let (answers, states) = run_set(engine, set, from, limit, capture)?;
+    if answers.len() < set.prepared.len() {
+        return Ok((None, None));
+    }
+    Ok((
+        Some(answers.iter().map(|(_, e)| *e).fold(0.0, f64::max)),
+        states,
+    ))
 }
 
 /// Largest |p - p_ref| over the options of one case; NaN counts as infinitely wrong.
@@ -521,6 +673,58 @@ struct Move {
     error: f64,
 }
 
+/// The policy the search stands at.
+struct Current {
+    a: Assignment,
+    error: f64,
+    bytes: u64,
+    states: States,
+}
+
+/// Verify one move against the current policy and keep it when the whole policy stays within
+/// `target`; every verification is a step of the report. A move that lowers nothing (the
+/// tensor already is that small) counts as kept and is no step.
+fn try_move(
+    s: &Search<'_>,
+    target: f64,
+    pass: u8,
+    m: &Move,
+    cur: &mut Current,
+    steps: &mut Vec<Step>,
+) -> anyhow::Result<bool> {
+    let c = &s.candidates[m.tensor];
+    if c.bytes_of(m.ty) >= c.bytes_of(cur.a[m.tensor]) {
+        return Ok(true);
+    }
+    let mut a = cur.a.clone();
+    a[m.tensor] = m.ty;
+    let from = s.start(&a, &cur.a, &cur.states);
+    let run = s.measure(&a, from, Some(target), true)?;
+    let bytes = run.file.len() as u64;
+    let accepted = match (run.error, run.states) {
+        (Some(e), Some(states)) if e <= target => {
+            *cur = Current {
+                a,
+                error: e,
+                bytes,
+                states,
+            };
+            true
+        }
+        _ => false,
+    };
+    steps.push(Step {
+        pass,
+        tensor: c.name.clone(),
+        ty: type_name(m.ty).into(),
+        error: run.error,
+        accepted,
+        error_after: cur.error,
+        bytes_after: cur.bytes,
+    });
+    Ok(accepted)
+}
+
 /// Run the search.
 pub fn tune(spec: &Spec<'_>) -> anyhow::Result<Tuned> {
     if !(spec.tolerance >= 0.0 && spec.tolerance.is_finite()) {
@@ -541,7 +745,7 @@ pub fn tune(spec: &Spec<'_>) -> anyhow::Result<Tuned> {
             .into());
         }
     }
-    let s = Search::new(spec)?;
+    let mut s = Search::new(spec)?;
     let t = spec.tolerance * (1.0 - spec.margin);
     let n = s.candidates.len();
     let f32s = s.all(GgmlType::F32);
@@ -558,7 +762,9 @@ pub fn tune(spec: &Spec<'_>) -> anyhow::Result<Tuned> {
         .map(|&(i, ty)| {
             let mut a = f32s.clone();
             a[i] = ty;
-            s.measure(&a, None).map(|(e, _)| e.unwrap_or(f64::INFINITY))
+            let from = s.start(&a, &f32s, &s.reference_states);
+            s.measure(&a, from, None, false)
+                .map(|r| r.error.unwrap_or(f64::INFINITY))
         })
         .collect::<anyhow::Result<_>>()?;
     let mut moves: Vec<Move> = singles
@@ -588,76 +794,53 @@ pub fn tune(spec: &Spec<'_>) -> anyhow::Result<Tuned> {
     let mut uniform = Vec::new();
     for &ty in spec.types {
         let a = s.all(ty);
-        let (error, bytes) = s.measure(&a, None)?;
+        let run = s.measure(&a, None, None, false)?;
         uniform.push((
             a,
             Uniform {
                 ty: type_name(ty).into(),
-                bytes: bytes.len() as u64,
-                error: error.unwrap_or(f64::INFINITY),
-                holdout_error: s.holdout_error(&bytes)?,
+                bytes: run.file.len() as u64,
+                error: run.error.unwrap_or(f64::INFINITY),
+                holdout_error: s.holdout_error(&run.file)?,
             },
         ));
     }
 
     // 2. Greedy from all-F32, each step verified.
     let mut steps = Vec::new();
-    let mut current = f32s.clone();
-    let f32_bytes = s.build(&current)?.len() as u64;
-    let (mut cur_err, mut cur_bytes) = (0.0f64, f32_bytes);
-    let mut rejected = Vec::new();
-    let try_move = |pass: u8,
-                    m: &Move,
-                    current: &mut Assignment,
-                    cur_err: &mut f64,
-                    cur_bytes: &mut u64,
-                    steps: &mut Vec<Step>|
-     -> anyhow::Result<bool> {
-        let c = &s.candidates[m.tensor];
-        if c.bytes_of(m.ty) >= c.bytes_of(current[m.tensor]) {
-            return Ok(true); // already as small
-        }
-        let mut a = current.clone();
-        a[m.tensor] = m.ty;
-        let (error, file) = s.measure(&a, Some(t))?;
-        let accepted = error.is_some_and(|e| e <= t);
-        if let (true, Some(e)) = (accepted, error) {
-            *current = a;
-            *cur_err = e;
-            *cur_bytes = file.len() as u64;
-        }
-        steps.push(Step {
-            pass,
-            tensor: c.name.clone(),
-            ty: type_name(m.ty).into(),
-            error,
-            accepted,
-            error_after: *cur_err,
-            bytes_after: *cur_bytes,
-        });
-        Ok(accepted)
+    let f32_bytes = s.build(&f32s)?.len() as u64;
+    let mut cur = Current {
+        a: f32s.clone(),
+        error: 0.0,
+        bytes: f32_bytes,
+        states: std::mem::take(&mut s.reference_states),
     };
+    let mut rejected = Vec::new();
     for m in &moves {
-        // a move that alone misses the tolerance is not tried: the others only add to it
+        // a move that alone misses the target is not tried: the others only add to it
         if m.error > t {
             continue;
         }
-        if !try_move(1, m, &mut current, &mut cur_err, &mut cur_bytes, &mut steps)? {
+        if !try_move(&s, t, 1, m, &mut cur, &mut steps)? {
             rejected.push(*m);
         }
     }
 
-    // 3. Never larger than the smallest uniform policy that meets the tolerance.
+    // 3. Never larger than the smallest uniform policy that meets the target.
     let mut from_uniform = None;
     if let Some((a, u)) = uniform
         .iter()
         .filter(|(_, u)| u.error <= t)
         .min_by_key(|(_, u)| u.bytes)
     {
-        if u.bytes < cur_bytes {
-            current = a.clone();
-            cur_err = u.error;
-            cur_bytes = u.bytes;
+        if u.bytes < cur.bytes {
+            let run = s.measure(a, None, None, true)?;
+            cur = Current {
+                a: a.clone(),
+                error: u.error,
+                bytes: u.bytes,
+                states: run.states.unwrap_or_default(),
+            };
             from_uniform = Some(u.ty.clone());
             // every move is worth retrying from there
             rejected = moves.iter().filter(|m| m.error <= t).copied().collect();
@@ -666,8 +849,14 @@ pub fn tune(spec: &Spec<'_>) -> anyhow::Result<Tuned> {
 
     // 4. Retry what was rejected, against the final policy.
     for m in &rejected {
-        try_move(2, m, &mut current, &mut cur_err, &mut cur_bytes, &mut steps)?;
+        try_move(&s, t, 2, m, &mut cur, &mut steps)?;
     }
+    let Current {
+        a: current,
+        error: cur_err,
+        bytes: cur_bytes,
+        ..
+    } = cur;
 
     let file = s.build(&current)?;
     let holdout_error = s.holdout_error(&file)?;

@@ -3,7 +3,7 @@
 use crate::answer::{answer, probabilities};
 use crate::config::{ModelConfig, QType, Temperatures};
 use crate::error::{bad_request, InferError, Result};
-use crate::forward::{forward, Observer, Workspace};
+use crate::forward::{forward, forward_from, Boundaries, Observer, Workspace};
 use crate::kernels::Isa;
 use crate::model::Model;
 use crate::sequence::{
@@ -172,6 +172,34 @@ impl Engine {
             observer,
         )?
         .to_vec())
+    }
+
+    /// [`Engine::scores`] from a layer boundary and/or recording the boundaries (see
+    /// [`crate::forward::Boundaries`]).
+    pub fn scores_from(
+        &self,
+        ws: &mut Workspace,
+        seq: &Sequence,
+        qtype: QType,
+        bounds: Boundaries<'_>,
+    ) -> Result<Vec<f32>> {
+        Ok(forward_from(
+            &self.model,
+            self.isa,
+            ws,
+            &seq.ids,
+            &seq.markers,
+            qtype,
+            None,
+            bounds,
+        )?
+        .to_vec())
+    }
+
+    /// The option probabilities of a question's raw scores: its temperature, then softmax.
+    pub fn probabilities(&self, q: &Question, seq: &Sequence, scores: &[f32]) -> Vec<f32> {
+        let t = self.temperatures.pick(q.qtype, seq.markers.len());
+        probabilities(scores, t.applied)
     }
 
     /// Answer one question (sequence, forward, temperature, softmax, answer object).

@@ -243,17 +243,82 @@ pub fn forward<'w>(
     qtype: QType,
     observer: Option<Observer<'_>>,
 ) -> Result<&'w [f32]> {
+    forward_from(
+        model,
+        isa,
+        ws,
+        ids,
+        markers,
+        qtype,
+        observer,
+        Boundaries::default(),
+    )
+}
+
+/// The hidden state entering encoder layer `layer` (`layer == n_enc`: the encoder's output,
+/// before its final norm), `n x d` row-major, as a pass with [`Boundaries::capture`] recorded it.
+#[derive(Debug, Clone, Copy)]
+pub struct Resume<'a> {
+    /// The layer the pass starts at.
+    pub layer: usize,
+    /// Its input.
+    pub x: &'a [f32],
+}
+
+/// Where a pass starts and what it records, for runs that share a prefix of layers with an
+/// earlier one (`skyctl tune` lowers one tensor at a time: the layers before it need not run
+/// again). Both default to none: a whole pass.
+#[derive(Debug, Default)]
+pub struct Boundaries<'a> {
+    /// Start at this layer with this input instead of at the embeddings. The result equals a
+    /// whole pass bit for bit when the layers before it are those of the pass that captured it.
+    pub resume: Option<Resume<'a>>,
+    /// Append the hidden state at every layer boundary the pass crosses: before each encoder
+    /// layer from the start on, and after the last (`n_enc + 1 - start` entries).
+    pub capture: Option<&'a mut Vec<Vec<f32>>>,
+}
+
+/// [`forward`] from a layer boundary and/or recording the boundaries.
+///
+/// Errors (besides [`forward`]'s): a resume layer above `n_enc`, or a resume state that is not
+/// `n x d`.
+#[allow(clippy::too_many_arguments)]
+pub fn forward_from<'w>(
+    model: &Model,
+    isa: Isa,
+    ws: &'w mut Workspace,
+    ids: &[u32],
+    markers: &[usize],
+    qtype: QType,
+    observer: Option<Observer<'_>>,
+    bounds: Boundaries<'_>,
+) -> Result<&'w [f32]> {
+    if let Some(r) = &bounds.resume {
+        let (n, d) = (ids.len(), model.config.hidden);
+        if r.layer > model.layers.len() || r.x.len() != n * d {
+            return Err(InferError::BadRequest {
+                path: "resume".into(),
+                message: format!(
+                    "a resume state for layer {} of {} values; the model has {} encoder layers and the sequence needs {}",
+                    r.layer,
+                    r.x.len(),
+                    model.layers.len(),
+                    n * d
+                ),
+            });
+        }
+    }
     #[cfg(target_arch = "x86_64")]
     if isa == Isa::Avx512 && isa.available() {
         // SAFETY: avx512f was detected on this CPU.
-        return unsafe { forward_avx512(model, isa, ws, ids, markers, qtype, observer) };
+        return unsafe { forward_avx512(model, isa, ws, ids, markers, qtype, observer, bounds) };
     }
     #[cfg(target_arch = "x86_64")]
     if isa == Isa::Avx2 && isa.available() {
         // SAFETY: avx2 and fma were detected on this CPU.
-        return unsafe { forward_avx2(model, isa, ws, ids, markers, qtype, observer) };
+        return unsafe { forward_avx2(model, isa, ws, ids, markers, qtype, observer, bounds) };
     }
-    forward_body(model, isa, ws, ids, markers, qtype, observer)
+    forward_body(model, isa, ws, ids, markers, qtype, observer, bounds)
 }
 
 /// The same pass compiled for AVX-512, so that the element-wise loops inlined into it (residual
@@ -261,6 +326,7 @@ pub fn forward<'w>(
 /// element: the results equal the baseline build's.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
+#[allow(clippy::too_many_arguments)]
 unsafe fn forward_avx512<'w>(
     model: &Model,
     isa: Isa,
@@ -269,8 +335,9 @@ unsafe fn forward_avx512<'w>(
     markers: &[usize],
     qtype: QType,
     observer: Option<Observer<'_>>,
+    bounds: Boundaries<'_>,
 ) -> Result<&'w [f32]> {
-    forward_body(model, isa, ws, ids, markers, qtype, observer)
+    forward_body(model, isa, ws, ids, markers, qtype, observer, bounds)
 }
 
 /// The same pass compiled for AVX2+FMA (8 lanes), as `forward_avx512` is for AVX-512. Rust
@@ -278,6 +345,7 @@ unsafe fn forward_avx512<'w>(
 /// every element's operations, and so the results, those of the baseline build.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
+#[allow(clippy::too_many_arguments)]
 unsafe fn forward_avx2<'w>(
     model: &Model,
     isa: Isa,
@@ -286,11 +354,13 @@ unsafe fn forward_avx2<'w>(
     markers: &[usize],
     qtype: QType,
     observer: Option<Observer<'_>>,
+    bounds: Boundaries<'_>,
 ) -> Result<&'w [f32]> {
-    forward_body(model, isa, ws, ids, markers, qtype, observer)
+    forward_body(model, isa, ws, ids, markers, qtype, observer, bounds)
 }
 
 #[inline(always)]
+#[allow(clippy::too_many_arguments)]
 fn forward_body<'w>(
     model: &Model,
     isa: Isa,
@@ -299,7 +369,12 @@ fn forward_body<'w>(
     markers: &[usize],
     qtype: QType,
     mut observer: Option<Observer<'_>>,
+    bounds: Boundaries<'_>,
 ) -> Result<&'w [f32]> {
+    let Boundaries {
+        resume,
+        mut capture,
+    } = bounds;
     let c = &model.config;
     let (d, f, n) = (c.hidden, c.intermediate, ids.len());
     if n == 0 {
@@ -341,24 +416,36 @@ fn forward_body<'w>(
         ..
     } = ws;
 
-    // Embeddings + norm.
-    for (t, &id) in ids.iter().enumerate() {
-        let id = id as usize;
-        h[t * d..(t + 1) * d].copy_from_slice(&model.tok_embd[id * d..(id + 1) * d]);
-    }
-    layer_norm(
-        isa,
-        &h[..n * d],
-        &mut x[..n * d],
-        d,
-        &model.embd_norm,
-        None,
-        c.eps,
-    );
+    let start = match resume {
+        Some(r) => {
+            x[..n * d].copy_from_slice(r.x);
+            r.layer
+        }
+        None => {
+            // Embeddings + norm.
+            for (t, &id) in ids.iter().enumerate() {
+                let id = id as usize;
+                h[t * d..(t + 1) * d].copy_from_slice(&model.tok_embd[id * d..(id + 1) * d]);
+            }
+            layer_norm(
+                isa,
+                &h[..n * d],
+                &mut x[..n * d],
+                d,
+                &model.embd_norm,
+                None,
+                c.eps,
+            );
+            0
+        }
+    };
 
     let heads = c.enc_heads;
     let half_window = c.local_attention / 2;
-    for layer in &model.layers {
+    for layer in &model.layers[start..] {
+        if let Some(cap) = capture.as_deref_mut() {
+            cap.push(x[..n * d].to_vec());
+        }
         let hin: &[f32] = match &layer.attn_norm {
             Some(w) => {
                 layer_norm(isa, &x[..n * d], &mut h[..n * d], d, w, None, c.eps);
@@ -423,6 +510,9 @@ fn forward_body<'w>(
         for (a, b) in x[..n * d].iter_mut().zip(&tmp[..n * d]) {
             *a += *b;
         }
+    }
+    if let Some(cap) = capture {
+        cap.push(x[..n * d].to_vec());
     }
     layer_norm(
         isa,

@@ -75,6 +75,17 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         .iter()
         .map(|t| sky_laya::parse_type(t.trim()).context("--types"))
         .collect::<anyhow::Result<Vec<GgmlType>>>()?;
+    // The search can take a minute: refuse an output folder that is not there before it.
+    for out in std::iter::once(&args.out).chain(&args.report).chain(&args.gguf) {
+        let dir = out.parent().filter(|d| !d.as_os_str().is_empty());
+        if let Some(d) = dir.filter(|d| !d.is_dir()) {
+            anyhow::bail!(
+                "cannot write {}: the folder {} does not exist",
+                out.display(),
+                d.display()
+            );
+        }
+    }
     let cases = read_cases(&args.cases)?;
     let holdout = match &args.holdout {
         Some(p) => read_cases(p)?,

@@ -55,3 +55,32 @@ impl ComputeFlags {
         }
     }
 }
+
+/// Where the calibration of a quantizing command comes from, and its outlier ratio (flatten
+/// with `#[command(flatten)]`; `skyctl quantize` and `skyctl tune`).
+#[derive(clap::Args, Debug, Clone)]
+pub struct CalibrationFlags {
+    /// A calibration file from `skyctl calibrate`.
+    #[arg(long, value_name = "FILE", conflicts_with = "prompts")]
+    pub calibration: Option<std::path::PathBuf>,
+    /// Calibrate on this JSONL prompt set (default: the twelve built-in prompts).
+    #[arg(long, value_name = "FILE")]
+    pub prompts: Option<std::path::PathBuf>,
+    /// A channel is an outlier when its calibrated max |x| exceeds this times the median.
+    #[arg(long, value_name = "R", default_value_t = sky_infer::int8::OUTLIER_RATIO)]
+    pub outlier_ratio: f32,
+}
+
+impl CalibrationFlags {
+    /// The calibration of `model` these flags select, with the notes to show.
+    pub fn load(
+        &self,
+        model: &std::path::Path,
+    ) -> anyhow::Result<(sky_quant::Calibration, Vec<String>)> {
+        crate::ops::calibrate::calibration_for(
+            model,
+            self.calibration.as_deref(),
+            self.prompts.as_deref(),
+        )
+    }
+}

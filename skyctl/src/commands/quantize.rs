@@ -6,8 +6,6 @@ use crate::outcome::Outcome;
 use std::io::Write as _;
 use std::path::PathBuf;
 
-use sky_infer::int8::OUTLIER_RATIO;
-
 /// Arguments of `skyctl quantize`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -15,15 +13,9 @@ pub struct Args {
     pub model: PathBuf,
     /// The Q8_0 GGUF to write (atomically).
     pub out: PathBuf,
-    /// A calibration file from `skyctl calibrate`.
-    #[arg(long, value_name = "FILE", conflicts_with = "prompts")]
-    pub calibration: Option<PathBuf>,
-    /// Calibrate on this JSONL prompt set (default: the twelve built-in prompts).
-    #[arg(long, value_name = "FILE")]
-    pub prompts: Option<PathBuf>,
-    /// A channel is an outlier when its calibrated max |x| exceeds this times the median.
-    #[arg(long, value_name = "R", default_value_t = OUTLIER_RATIO)]
-    pub outlier_ratio: f32,
+    /// The calibration (for the Q8_0 tensors' outlier columns).
+    #[command(flatten)]
+    pub calib: super::CalibrationFlags,
     /// Choose Q8_0 block scales that store the outlier weights exactly (better for readers
     /// that ignore the outlier metadata, such as llama.cpp; worse for skyctl).
     #[arg(long)]
@@ -36,11 +28,7 @@ pub struct Args {
 
 /// Run `skyctl quantize`.
 pub fn run(args: Args) -> anyhow::Result<Outcome> {
-    let (calib, notes) = crate::ops::calibrate::calibration_for(
-        &args.model,
-        args.calibration.as_deref(),
-        args.prompts.as_deref(),
-    )?;
+    let (calib, notes) = args.calib.load(&args.model)?;
     let mut err = std::io::stderr().lock();
     for note in notes {
         writeln!(err, "note: {note}")?;
@@ -50,7 +38,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         &reference,
         &args.model,
         &calib,
-        args.outlier_ratio,
+        args.calib.outlier_ratio,
         args.exact_cols,
         args.policy.as_deref(),
         &args.out,

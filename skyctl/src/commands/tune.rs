@@ -12,7 +12,6 @@ use crate::ops::tune::{
     model_name, policy_text, read_cases, report_json, table, tune, Provenance, Spec, TuneError,
 };
 use crate::outcome::Outcome;
-use sky_infer::int8::OUTLIER_RATIO;
 
 /// Arguments of `skyctl tune`.
 #[derive(clap::Args, Debug)]
@@ -56,15 +55,9 @@ pub struct Args {
     /// The table name in the policy file.
     #[arg(long, value_name = "NAME", default_value = "tuned")]
     pub name: String,
-    /// A calibration file from `skyctl calibrate` for the Q8_0 candidates.
-    #[arg(long, value_name = "FILE", conflicts_with = "prompts")]
-    pub calibration: Option<PathBuf>,
-    /// Calibrate on this JSONL prompt set (default: the built-in prompts).
-    #[arg(long, value_name = "FILE")]
-    pub prompts: Option<PathBuf>,
-    /// Outlier ratio of the Q8_0 candidates.
-    #[arg(long, value_name = "R", default_value_t = OUTLIER_RATIO)]
-    pub outlier_ratio: f32,
+    /// The calibration (for the Q8_0 tensors' outlier columns).
+    #[command(flatten)]
+    pub calib: super::CalibrationFlags,
 }
 
 /// Run `skyctl tune`.
@@ -76,7 +69,10 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         .map(|t| sky_laya::parse_type(t.trim()).context("--types"))
         .collect::<anyhow::Result<Vec<GgmlType>>>()?;
     // The search can take a minute: refuse an output folder that is not there before it.
-    for out in std::iter::once(&args.out).chain(&args.report).chain(&args.gguf) {
+    for out in std::iter::once(&args.out)
+        .chain(&args.report)
+        .chain(&args.gguf)
+    {
         let dir = out.parent().filter(|d| !d.as_os_str().is_empty());
         if let Some(d) = dir.filter(|d| !d.is_dir()) {
             anyhow::bail!(
@@ -92,11 +88,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         None => Vec::new(),
     };
     let reference = crate::ops::quantize::reference_bytes(&args.model)?;
-    let (calibration, notes) = crate::ops::calibrate::calibration_for(
-        &args.model,
-        args.calibration.as_deref(),
-        args.prompts.as_deref(),
-    )?;
+    let (calibration, notes) = args.calib.load(&args.model)?;
     let mut err = std::io::stderr().lock();
     for note in notes {
         writeln!(err, "note: {note}")?;
@@ -106,7 +98,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         reference: &reference,
         name: &name,
         calibration: &calibration,
-        outlier_ratio: args.outlier_ratio,
+        outlier_ratio: args.calib.outlier_ratio,
         cases: &cases,
         holdout: &holdout,
         tolerance: args.tolerance,

@@ -98,6 +98,21 @@ pub fn describe_file(
     Ok((f.n_parameters(), f.tensors.len(), file))
 }
 
+/// The next input, a JSON record (`what`) of model `model`.
+fn next_json<'a>(
+    inputs: &mut impl Iterator<Item = &'a sky_dag::StageInput>,
+    node: &str,
+    what: &str,
+    model: &str,
+) -> anyhow::Result<Value> {
+    let input = inputs
+        .next()
+        .with_context(|| format!("node `{node}`: missing {what} of {model}"))?;
+    let text =
+        std::fs::read_to_string(&input.path).with_context(|| format!("reading {}", input.rel))?;
+    serde_json::from_str(&text).with_context(|| format!("node `{node}`: {} is not JSON", input.rel))
+}
+
 /// What the manifest keeps of a `tune` report: the promise (tolerance, margin), what was
 /// measured (errors, cases) and the policy, tensor by tensor.
 fn tune_summary(report: &Value) -> Value {
@@ -168,13 +183,7 @@ impl Kind for Manifest {
                 per_mode.insert(mode.name().into(), Value::Null);
             }
             if m.bench {
-                let input = inputs
-                    .next()
-                    .with_context(|| format!("node `{node}`: missing bench.json of {}", m.name))?;
-                let text = std::fs::read_to_string(&input.path)
-                    .with_context(|| format!("reading {}", input.rel))?;
-                let doc: Value = serde_json::from_str(&text)
-                    .with_context(|| format!("node `{node}`: {} is not JSON", input.rel))?;
+                let doc = next_json(&mut inputs, node, "bench.json", &m.name)?;
                 if let Some(modes) = doc["modes"].as_object() {
                     for (mode, r) in modes {
                         per_mode.insert(mode.clone(), r["us_per_question"].clone());
@@ -183,13 +192,7 @@ impl Kind for Manifest {
             }
             bench.insert(m.name.clone(), Value::Object(per_mode));
             if m.tune {
-                let input = inputs
-                    .next()
-                    .with_context(|| format!("node `{node}`: missing tune.json of {}", m.name))?;
-                let text = std::fs::read_to_string(&input.path)
-                    .with_context(|| format!("reading {}", input.rel))?;
-                let doc: Value = serde_json::from_str(&text)
-                    .with_context(|| format!("node `{node}`: {} is not JSON", input.rel))?;
+                let doc = next_json(&mut inputs, node, "tune.json", &m.name)?;
                 let tune = tune_summary(&doc);
                 for v in variants.iter_mut().chain(files.iter_mut()) {
                     if v["variant"] == "tuned" {

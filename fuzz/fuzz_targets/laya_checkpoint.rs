@@ -1,53 +1,57 @@
 //! Fuzz the Laya checkpoint loaders: the safetensors header, `encoder/config.json`,
 //! `rl_agent_config.json` and `tokenizer/tokenizer.json`, as the converter and the engine read
-//! them. Any input must give Ok or Err: never a panic, an abort or an allocation sized by a
-//! field (run with `-rss_limit_mb`). The input is the four files separated by `\n--8<--\n`.
+//! them (`LayaCheckpoint::from_files` and `engine_from_laya_files`, the code `open` runs once
+//! it has read the files). Any input must give Ok or Err: never a panic, an abort or an
+//! allocation sized by a field (run with `-rss_limit_mb`).
+//!
+//! The input is the files separated by `\n--8<--\n`: `model.safetensors`,
+//! `encoder/config.json`, `rl_agent_config.json`, `tokenizer/tokenizer.json`, then optionally
+//! `tokenizer/tokenizer_config.json` (else s1-pico's), the root `config.json` and
+//! `tokenizer/config.json`. Seeds: `fuzz/make_laya_seed.py`.
 #![no_main]
 
-use std::path::PathBuf;
-use std::sync::OnceLock;
+use std::path::Path;
 
 use libfuzzer_sys::fuzz_target;
+use sky_laya::CheckpointFiles;
 
-/// One checkpoint folder per process, rewritten for every input.
-fn dir() -> &'static PathBuf {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let d = std::env::temp_dir().join(format!("laya-fuzz-{}", std::process::id()));
-        for sub in ["encoder", "tokenizer"] {
-            std::fs::create_dir_all(d.join(sub)).expect("fuzz temp dir");
+/// Between two files.
+const CUT: &[u8] = b"\n--8<--\n";
+/// s1-pico's `tokenizer/tokenizer_config.json`, for inputs without one.
+const TOKENIZER_CONFIG: &[u8] =
+    include_bytes!("../../models/s1-pico/tokenizer/tokenizer_config.json");
+
+/// The input cut at its separators, at most `N` parts (the rest is dropped).
+fn parts<const N: usize>(data: &[u8]) -> [Option<&[u8]>; N] {
+    let mut out = [None; N];
+    let (mut i, mut start) = (0, 0);
+    for at in memchr::memmem::find_iter(data, CUT) {
+        out[i] = Some(&data[start..at]);
+        i += 1;
+        start = at + CUT.len();
+        if i == N {
+            return out;
         }
-        d
-    })
+    }
+    out[i] = Some(&data[start..]);
+    out
 }
 
 fuzz_target!(|data: &[u8]| {
-    let mut parts = data.split_inclusive(|&b| b == b'\n');
-    let mut files: [Vec<u8>; 4] = Default::default();
-    let mut i = 0;
-    for line in parts.by_ref() {
-        if line == b"--8<--\n" {
-            i += 1;
-            if i == files.len() {
-                break;
-            }
-            continue;
-        }
-        files[i].extend_from_slice(line);
-    }
-    let d = dir();
-    let paths = [
-        "model.safetensors",
-        "encoder/config.json",
-        "rl_agent_config.json",
-        "tokenizer/tokenizer.json",
-    ];
-    for (p, bytes) in paths.iter().zip(&files) {
-        std::fs::write(d.join(p), bytes).expect("fuzz temp file");
-    }
-    let _ = sky_laya::LayaCheckpoint::open(d);
-    let _ = sky_infer::load::open(d);
-    if let Ok(text) = std::str::from_utf8(&files[3]) {
+    let [weights, encoder, agent, tokenizer, tok_config, root, tok_model] = parts::<7>(data);
+    let files = CheckpointFiles {
+        weights: weights.unwrap_or_default(),
+        encoder_config: encoder.unwrap_or_default(),
+        agent_config: agent.unwrap_or_default(),
+        tokenizer_json: tokenizer.unwrap_or_default(),
+        tokenizer_config: tok_config.unwrap_or(TOKENIZER_CONFIG),
+        root_config: root,
+        tokenizer_model_config: tok_model,
+    };
+    let dir = Path::new("ckpt");
+    let _ = sky_laya::LayaCheckpoint::from_files(dir, &files);
+    let _ = sky_infer::load::engine_from_laya_files(dir, &files);
+    if let Ok(text) = std::str::from_utf8(files.tokenizer_json) {
         let _ = sky_tokenizer::Tokenizer::from_json(text);
     }
 });

@@ -1,5 +1,5 @@
 //! Loading an [`Engine`] from GGUF bytes (core, no filesystem) and, with the `std-fs`
-//! feature, from a `.gguf` file or a Laya checkpoint directory.
+//! feature, from a `.gguf` file or a Laya checkpoint (a directory, or its files in memory).
 
 use crate::config::{ModelConfig, Temperatures};
 use crate::engine::Engine;
@@ -230,6 +230,7 @@ pub fn engine_from_gguf(bytes: &[u8], name: String) -> Result<Engine> {
 #[cfg(feature = "std-fs")]
 mod fs {
     use super::*;
+    use sky_laya::CheckpointFiles;
     use std::path::Path;
 
     fn io(path: &Path, e: impl std::fmt::Display) -> InferError {
@@ -247,16 +248,44 @@ mod fs {
 
     /// Load a Laya checkpoint directory (safetensors computed in f32).
     pub fn engine_from_laya_dir(dir: &Path) -> Result<Engine> {
-        let read_json = |rel: &str| -> Result<serde_json::Value> {
+        let read = |rel: &str| {
             let p = dir.join(rel);
-            let text = std::fs::read_to_string(&p).map_err(|e| io(&p, e))?;
-            serde_json::from_str(&text).map_err(|e| io(&p, format!("invalid JSON: {e}")))
+            std::fs::read(&p).map_err(|e| io(&p, e))
         };
-        let enc = read_json("encoder/config.json")?;
-        let agent = read_json("rl_agent_config.json")?;
+        let (enc, agent) = (read("encoder/config.json"), read("rl_agent_config.json"));
+        engine_from_laya(dir, enc, agent, || sky_laya::LayaCheckpoint::open(dir))
+    }
+
+    /// [`engine_from_laya_dir`] on the checkpoint's files in memory, with the same checks and
+    /// errors (paths under `dir`, which is not read).
+    pub fn engine_from_laya_files(dir: &Path, files: &CheckpointFiles<'_>) -> Result<Engine> {
+        engine_from_laya(
+            dir,
+            Ok(files.encoder_config),
+            Ok(files.agent_config),
+            || sky_laya::LayaCheckpoint::from_files(dir, files),
+        )
+    }
+
+    /// What both loaders share: `enc` and `agent` are the two configs as read (a read error
+    /// is reported in its turn), `open` opens the checkpoint.
+    fn engine_from_laya<B: AsRef<[u8]>>(
+        dir: &Path,
+        enc: Result<B>,
+        agent: Result<B>,
+        open: impl FnOnce() -> sky_laya::Result<sky_laya::LayaCheckpoint>,
+    ) -> Result<Engine> {
+        let json = |rel: &str, bytes: Result<B>| -> Result<serde_json::Value> {
+            let p = dir.join(rel);
+            let bytes = bytes?;
+            let text = std::str::from_utf8(bytes.as_ref())
+                .map_err(|_| io(&p, "stream did not contain valid UTF-8"))?;
+            serde_json::from_str(text).map_err(|e| io(&p, format!("invalid JSON: {e}")))
+        };
+        let enc = json("encoder/config.json", enc)?;
+        let agent = json("rl_agent_config.json", agent)?;
         let cfg = ModelConfig::from_laya_json(&enc, &agent)?;
-        let ckpt =
-            sky_laya::LayaCheckpoint::open(dir).map_err(|e| upstream("laya checkpoint", e))?;
+        let ckpt = open().map_err(|e| upstream("laya checkpoint", e))?;
         let mut map = std::collections::HashMap::new();
         for (gguf, _pt, shape, data) in ckpt.iter_f32() {
             map.insert(gguf.to_string(), (shape.to_vec(), data));
@@ -309,4 +338,4 @@ mod fs {
 }
 
 #[cfg(feature = "std-fs")]
-pub use fs::{engine_from_laya_dir, open};
+pub use fs::{engine_from_laya_dir, engine_from_laya_files, open};

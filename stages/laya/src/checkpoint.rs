@@ -1,5 +1,7 @@
-//! A Laya checkpoint directory: configs, tokenizer, and memory-mapped safetensors weights.
+//! A Laya checkpoint: configs, tokenizer, and safetensors weights (memory-mapped from a
+//! directory, or the same files in memory).
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -7,10 +9,13 @@ use std::path::{Path, PathBuf};
 use safetensors::{Dtype, SafeTensors};
 use serde_json::Value as Json;
 
-use crate::config::{read_json_object, AgentConfig, EncoderConfig};
+use crate::config::{
+    parse_json_object, read_file, read_json_object, read_optional, AgentConfig, EncoderConfig,
+    AGENT_WHAT, ENCODER_WHAT,
+};
 use crate::error::{LayaError, Result};
 use crate::names::{gguf_name, is_dropped};
-use crate::tokenizer::LayaTokenizer;
+use crate::tokenizer::{LayaTokenizer, TokenizerFiles};
 
 /// Element type of a source tensor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,7 +68,51 @@ impl TensorEntry {
 
 struct Shard {
     path: PathBuf,
-    map: memmap2::Mmap,
+    bytes: ShardBytes,
+}
+
+/// A safetensors file's bytes: mapped from a directory, or copied from memory.
+enum ShardBytes {
+    Mapped(memmap2::Mmap),
+    Owned(Vec<u8>),
+}
+
+impl ShardBytes {
+    fn as_slice(&self) -> &[u8] {
+        match self {
+            ShardBytes::Mapped(m) => m,
+            ShardBytes::Owned(v) => v,
+        }
+    }
+}
+
+/// A checkpoint's files in memory, for [`LayaCheckpoint::from_files`] (single-file weights).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CheckpointFiles<'a> {
+    /// `model.safetensors`.
+    pub weights: &'a [u8],
+    /// `encoder/config.json`.
+    pub encoder_config: &'a [u8],
+    /// `rl_agent_config.json`.
+    pub agent_config: &'a [u8],
+    /// `tokenizer/tokenizer.json`.
+    pub tokenizer_json: &'a [u8],
+    /// `tokenizer/tokenizer_config.json`.
+    pub tokenizer_config: &'a [u8],
+    /// The root `config.json`, if any.
+    pub root_config: Option<&'a [u8]>,
+    /// `tokenizer/config.json`, if any.
+    pub tokenizer_model_config: Option<&'a [u8]>,
+}
+
+/// A checkpoint's files as read, each read error kept until the loader reaches that file
+/// (so a directory and the same files in memory fail with the same first error).
+struct Sources<'a> {
+    encoder: Result<Cow<'a, [u8]>>,
+    agent: Result<Cow<'a, [u8]>>,
+    root_config: Result<Option<Cow<'a, [u8]>>>,
+    tokenizer: TokenizerFiles<'a>,
+    shards: Vec<Result<Shard>>,
 }
 
 /// An opened Laya checkpoint directory.
@@ -242,6 +291,26 @@ fn weight_files(dir: &Path) -> Result<Vec<PathBuf>> {
     Ok(files.into_iter().map(|f| dir.join(f)).collect())
 }
 
+/// Map the safetensors files of a checkpoint directory.
+fn map_shards(dir: &Path) -> Vec<Result<Shard>> {
+    let paths = match weight_files(dir) {
+        Ok(p) => p,
+        Err(e) => return vec![Err(e)],
+    };
+    let map = |path: PathBuf| -> Result<Shard> {
+        let file = File::open(&path).map_err(|e| LayaError::io(&path, e))?;
+        // SAFETY: the map is read-only and private to this process; the checkpoint is an
+        // input we do not modify. A concurrent writer truncating the file could fault, as
+        // with any mmap reader; the safetensors crate and llama.cpp accept the same.
+        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| LayaError::io(&path, e))?;
+        Ok(Shard {
+            path,
+            bytes: ShardBytes::Mapped(map),
+        })
+    };
+    paths.into_iter().map(map).collect()
+}
+
 impl LayaCheckpoint {
     /// Open a Laya directory: parse the configs and the tokenizer, map the weights, and
     /// check every tensor's name, dtype and shape against the configs (the first
@@ -254,34 +323,74 @@ impl LayaCheckpoint {
                 what: "a Laya checkpoint directory",
             });
         }
-        let encoder = EncoderConfig::load(&dir.join("encoder").join("config.json"))?;
-        let agent = AgentConfig::load(&dir.join("rl_agent_config.json"))?;
-        let root_cfg_path = dir.join("config.json");
-        let root_config = if root_cfg_path.is_file() {
-            Some(read_json_object(&root_cfg_path, "config.json")?)
-        } else {
-            None
+        let owned = |b: Result<Option<Vec<u8>>>| b.map(|b| b.map(Cow::Owned));
+        LayaCheckpoint::from_sources(
+            dir,
+            Sources {
+                encoder: read_file(&dir.join("encoder").join("config.json"), ENCODER_WHAT)
+                    .map(Cow::Owned),
+                agent: read_file(&dir.join("rl_agent_config.json"), AGENT_WHAT).map(Cow::Owned),
+                root_config: owned(read_optional(&dir.join("config.json"), "config.json")),
+                tokenizer: TokenizerFiles::read(&dir.join("tokenizer")),
+                shards: map_shards(dir),
+            },
+        )
+    }
+
+    /// [`LayaCheckpoint::open`] on files in memory, with the same checks and errors (paths
+    /// under `dir`, which is not read). The weights are copied.
+    pub fn from_files(
+        dir: impl AsRef<Path>,
+        files: &CheckpointFiles<'_>,
+    ) -> Result<LayaCheckpoint> {
+        let dir = dir.as_ref();
+        let tokenizer = TokenizerFiles {
+            json: Ok(Cow::Borrowed(files.tokenizer_json)),
+            config: Ok(Cow::Borrowed(files.tokenizer_config)),
+            model_config: Ok(files.tokenizer_model_config.map(Cow::Borrowed)),
         };
-        let tokenizer = LayaTokenizer::load(&dir.join("tokenizer"))?;
+        let shard = Shard {
+            path: dir.join("model.safetensors"),
+            bytes: ShardBytes::Owned(files.weights.to_vec()),
+        };
+        LayaCheckpoint::from_sources(
+            dir,
+            Sources {
+                encoder: Ok(Cow::Borrowed(files.encoder_config)),
+                agent: Ok(Cow::Borrowed(files.agent_config)),
+                root_config: Ok(files.root_config.map(Cow::Borrowed)),
+                tokenizer,
+                shards: vec![Ok(shard)],
+            },
+        )
+    }
+
+    /// Parse and check a checkpoint's files: what `open` and `from_files` share.
+    fn from_sources(dir: &Path, src: Sources<'_>) -> Result<LayaCheckpoint> {
+        let encoder =
+            EncoderConfig::parse(&dir.join("encoder").join("config.json"), &src.encoder?)?;
+        let agent = AgentConfig::parse(&dir.join("rl_agent_config.json"), &src.agent?)?;
+        let root_config = match src.root_config? {
+            Some(bytes) => Some(parse_json_object(&dir.join("config.json"), &bytes)?),
+            None => None,
+        };
+        let tokenizer = LayaTokenizer::from_files(&dir.join("tokenizer"), src.tokenizer)?;
 
         let mut shards = Vec::new();
         let mut found: Vec<(String, usize, safetensors::tensor::TensorInfo, usize)> = Vec::new();
         let mut seen: BTreeMap<String, usize> = BTreeMap::new();
-        for path in weight_files(dir)? {
-            let file = File::open(&path).map_err(|e| LayaError::io(&path, e))?;
-            let len = file.metadata().map_err(|e| LayaError::io(&path, e))?.len();
+        for shard_read in src.shards {
+            let Shard { path, bytes } = shard_read?;
+            let map = bytes.as_slice();
+            let len = map.len();
             if len < 8 {
                 return Err(LayaError::Safetensors {
                     path,
                     reason: format!("{len} bytes, too short for a header"),
                 });
             }
-            // SAFETY: the map is read-only and private to this process; the checkpoint is an
-            // input we do not modify. A concurrent writer truncating the file could fault, as
-            // with any mmap reader; the safetensors crate and llama.cpp accept the same.
-            let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| LayaError::io(&path, e))?;
             let (header_len, meta) =
-                SafeTensors::read_metadata(&map).map_err(|e| LayaError::Safetensors {
+                SafeTensors::read_metadata(map).map_err(|e| LayaError::Safetensors {
                     path: path.clone(),
                     reason: safetensors_reason(&e, map.len()),
                 })?;
@@ -306,7 +415,7 @@ impl LayaCheckpoint {
                 seen.insert(name.clone(), shard);
                 found.push((name, shard, info, data_start));
             }
-            shards.push(Shard { path, map });
+            shards.push(Shard { path, bytes });
         }
 
         let expected = expected_tensors(&encoder, &agent);
@@ -349,7 +458,9 @@ impl LayaCheckpoint {
             let (s, e) = info.data_offsets;
             let (start, end) = (data_start + s, data_start + e);
             let n: usize = info.shape.iter().product();
-            if end > shards[shard].map.len() || e.checked_sub(s) != Some(n * dtype.size()) {
+            if end > shards[shard].bytes.as_slice().len()
+                || e.checked_sub(s) != Some(n * dtype.size())
+            {
                 return Err(LayaError::Safetensors {
                     path: path.clone(),
                     reason: format!(
@@ -405,7 +516,7 @@ impl LayaCheckpoint {
 
     /// The raw little-endian bytes of a tensor as stored.
     pub fn raw_bytes(&self, t: &TensorEntry) -> &[u8] {
-        &self.shards[t.shard].map[t.start..t.end]
+        &self.shards[t.shard].bytes.as_slice()[t.start..t.end]
     }
 
     /// A tensor's values converted to f32.

@@ -7,19 +7,42 @@ use serde_json::{Map, Value};
 
 use crate::error::{LayaError, Result};
 
-/// Read and parse a JSON file whose top level must be an object.
-pub(crate) fn read_json_object(path: &Path, what: &'static str) -> Result<Map<String, Value>> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(LayaError::MissingFile {
-                path: path.to_path_buf(),
-                what,
-            })
-        }
-        Err(e) => return Err(LayaError::io(path, e)),
-    };
-    match serde_json::from_str::<Value>(&text) {
+/// Read a file's bytes (missing: [`LayaError::MissingFile`] saying `what` it is for).
+pub(crate) fn read_file(path: &Path, what: &'static str) -> Result<Vec<u8>> {
+    match std::fs::read(path) {
+        Ok(b) => Ok(b),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(LayaError::MissingFile {
+            path: path.to_path_buf(),
+            what,
+        }),
+        Err(e) => Err(LayaError::io(path, e)),
+    }
+}
+
+/// Read a file that may be absent (not a file: `None`).
+pub(crate) fn read_optional(path: &Path, what: &'static str) -> Result<Option<Vec<u8>>> {
+    if !path.is_file() {
+        return Ok(None);
+    }
+    read_file(path, what).map(Some)
+}
+
+/// A file's bytes as text (the error `std::fs::read_to_string` gives).
+pub(crate) fn utf8<'a>(path: &Path, bytes: &'a [u8]) -> Result<&'a str> {
+    std::str::from_utf8(bytes).map_err(|_| {
+        LayaError::io(
+            path,
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                "stream did not contain valid UTF-8",
+            ),
+        )
+    })
+}
+
+/// Parse a JSON file's bytes whose top level must be an object.
+pub(crate) fn parse_json_object(path: &Path, bytes: &[u8]) -> Result<Map<String, Value>> {
+    match serde_json::from_str::<Value>(utf8(path, bytes)?) {
         Ok(Value::Object(m)) => Ok(m),
         Ok(_) => Err(LayaError::key(
             path,
@@ -32,6 +55,16 @@ pub(crate) fn read_json_object(path: &Path, what: &'static str) -> Result<Map<St
         }),
     }
 }
+
+/// Read and parse a JSON file whose top level must be an object.
+pub(crate) fn read_json_object(path: &Path, what: &'static str) -> Result<Map<String, Value>> {
+    parse_json_object(path, &read_file(path, what)?)
+}
+
+/// What `encoder/config.json` is for, when it is missing.
+pub(crate) const ENCODER_WHAT: &str = "encoder/config.json, the ModernBERT config";
+/// What `rl_agent_config.json` is for, when it is missing.
+pub(crate) const AGENT_WHAT: &str = "rl_agent_config.json, the decision-head config";
 
 /// Typed access to the keys of one JSON object, with errors naming file and key.
 pub(crate) struct Keys<'a> {
@@ -134,8 +167,12 @@ impl EncoderConfig {
 
     /// Parse `encoder/config.json`.
     pub fn load(path: &Path) -> Result<EncoderConfig> {
-        let map = read_json_object(path, "encoder/config.json, the ModernBERT config")?;
-        EncoderConfig::from_map(path, &map)
+        EncoderConfig::parse(path, &read_file(path, ENCODER_WHAT)?)
+    }
+
+    /// Parse the bytes of `encoder/config.json` (`path` names it in errors).
+    pub(crate) fn parse(path: &Path, bytes: &[u8]) -> Result<EncoderConfig> {
+        EncoderConfig::from_map(path, &parse_json_object(path, bytes)?)
     }
 
     pub(crate) fn from_map(path: &Path, map: &Map<String, Value>) -> Result<EncoderConfig> {
@@ -296,8 +333,12 @@ pub const QUESTION_TYPES: [&str; 3] = ["choice", "score", "noul"];
 impl AgentConfig {
     /// Parse `rl_agent_config.json`.
     pub fn load(path: &Path) -> Result<AgentConfig> {
-        let map = read_json_object(path, "rl_agent_config.json, the decision-head config")?;
-        AgentConfig::from_map(path, &map)
+        AgentConfig::parse(path, &read_file(path, AGENT_WHAT)?)
+    }
+
+    /// Parse the bytes of `rl_agent_config.json` (`path` names it in errors).
+    pub(crate) fn parse(path: &Path, bytes: &[u8]) -> Result<AgentConfig> {
+        AgentConfig::from_map(path, &parse_json_object(path, bytes)?)
     }
 
     pub(crate) fn from_map(path: &Path, map: &Map<String, Value>) -> Result<AgentConfig> {

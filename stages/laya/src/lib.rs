@@ -4,7 +4,8 @@
 //! - [`LayaCheckpoint::open`] reads a Laya directory: `encoder/config.json`
 //!   ([`EncoderConfig`]), `rl_agent_config.json` ([`AgentConfig`], temperatures included),
 //!   `tokenizer/` ([`LayaTokenizer`]) and memory-mapped safetensors weights (f32, f16 or
-//!   bf16, single file or sharded), checking every shape against the configs.
+//!   bf16, single file or sharded), checking every shape against the configs;
+//!   [`LayaCheckpoint::from_files`] does the same on files in memory ([`CheckpointFiles`]).
 //! - [`gguf_name`] maps PyTorch tensor names to llama.cpp's; [`TypePolicy`] picks each
 //!   tensor's ggml type; [`convert`] writes the GGUF file atomically.
 //! - [`tokenizer_from_gguf`] rebuilds the exact Hugging Face tokenizer from a converted file.
@@ -29,7 +30,7 @@ mod rng;
 mod stream;
 pub mod tokenizer;
 
-pub use checkpoint::{expected_tensors, LayaCheckpoint, SourceDtype, TensorEntry};
+pub use checkpoint::{expected_tensors, CheckpointFiles, LayaCheckpoint, SourceDtype, TensorEntry};
 pub use config::{temperature_bucket_key, AgentConfig, EncoderConfig, QUESTION_TYPES};
 pub use convert::{build_writer, convert, ConvertOptions, ConvertSummary, ConvertedTensor};
 pub use error::{LayaError, Result};

@@ -2,13 +2,14 @@
 //! `tokenizer_config.json` (tokens, token types, merges, special ids, the `systemone`
 //! template), the `skycmd.tokenizer.*` keys, and rebuilding the tokenizer from a GGUF file.
 
+use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 
 use serde_json::{json, Map, Value as Json};
 use sky_gguf::{GgufFile, GgufWriter, Value, ValueType};
 use sky_tokenizer::AddedToken;
 
-use crate::config::read_json_object;
+use crate::config::{parse_json_object, read_file, read_optional, utf8};
 use crate::error::{LayaError, Result};
 
 /// ggml token types (llama.cpp `llama_token_type`).
@@ -51,6 +52,34 @@ pub struct LayaTokenizer {
     post_processor: Option<Json>,
 }
 
+/// The files of a `tokenizer/` directory as read, each read error kept until the loader
+/// reaches that file (so reading first changes no error).
+pub(crate) struct TokenizerFiles<'a> {
+    pub json: Result<Cow<'a, [u8]>>,
+    pub config: Result<Cow<'a, [u8]>>,
+    pub model_config: Result<Option<Cow<'a, [u8]>>>,
+}
+
+impl TokenizerFiles<'_> {
+    /// Read the files of the `tokenizer/` directory `dir`.
+    pub(crate) fn read(dir: &Path) -> TokenizerFiles<'static> {
+        TokenizerFiles {
+            json: read_file(
+                &dir.join("tokenizer.json"),
+                "the Hugging Face tokenizer of the checkpoint",
+            )
+            .map(Cow::Owned),
+            config: read_file(
+                &dir.join("tokenizer_config.json"),
+                "tokenizer/tokenizer_config.json, the special token names",
+            )
+            .map(Cow::Owned),
+            model_config: read_optional(&dir.join("config.json"), "tokenizer/config.json")
+                .map(|b| b.map(Cow::Owned)),
+        }
+    }
+}
+
 fn tok_err(path: &Path, reason: impl Into<String>) -> LayaError {
     LayaError::Tokenizer {
         path: path.to_path_buf(),
@@ -89,17 +118,13 @@ impl LayaTokenizer {
     /// `dir/config.json`. Refuses tokenizers the GGUF `gpt2` model cannot describe
     /// (anything but byte-level BPE with an optional NFC normalizer).
     pub fn load(dir: &Path) -> Result<LayaTokenizer> {
+        LayaTokenizer::from_files(dir, TokenizerFiles::read(dir))
+    }
+
+    /// [`LayaTokenizer::load`] on files already read (`dir` names them in errors).
+    pub(crate) fn from_files(dir: &Path, files: TokenizerFiles<'_>) -> Result<LayaTokenizer> {
         let path = dir.join("tokenizer.json");
-        let text = match std::fs::read_to_string(&path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(LayaError::MissingFile {
-                    path,
-                    what: "the Hugging Face tokenizer of the checkpoint",
-                })
-            }
-            Err(e) => return Err(LayaError::io(&path, e)),
-        };
+        let text = utf8(&path, &files.json?)?.to_owned();
         let root: Json = serde_json::from_str(&text).map_err(|e| LayaError::Json {
             path: path.clone(),
             source: e,
@@ -216,15 +241,10 @@ impl LayaTokenizer {
                 ));
             }
         };
-        let config = read_json_object(
-            &dir.join("tokenizer_config.json"),
-            "tokenizer/tokenizer_config.json, the special token names",
-        )?;
-        let cfg_path = dir.join("config.json");
-        let model_config = if cfg_path.is_file() {
-            Some(read_json_object(&cfg_path, "tokenizer/config.json")?)
-        } else {
-            None
+        let config = parse_json_object(&dir.join("tokenizer_config.json"), &files.config?)?;
+        let model_config = match files.model_config? {
+            Some(bytes) => Some(parse_json_object(&dir.join("config.json"), &bytes)?),
+            None => None,
         };
         let tok = LayaTokenizer {
             dir: dir.to_path_buf(),

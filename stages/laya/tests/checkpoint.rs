@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use sky_laya::random::{
     preset, random_tensors, safetensors_bytes, write_random, TensorMap, WeightDtype, PRESETS,
 };
-use sky_laya::{build_writer, ConvertOptions, LayaCheckpoint};
+use sky_laya::{build_writer, CheckpointFiles, ConvertOptions, LayaCheckpoint};
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -266,4 +266,113 @@ fn streamed_file_equals_the_in_memory_gguf_writer() {
             sky_gguf::GgmlType::F32
         );
     }
+}
+
+/// The files of a checkpoint directory, read.
+struct Files(Vec<(&'static str, Vec<u8>)>);
+
+impl Files {
+    const NAMES: [&'static str; 7] = [
+        "model.safetensors",
+        "encoder/config.json",
+        "rl_agent_config.json",
+        "tokenizer/tokenizer.json",
+        "tokenizer/tokenizer_config.json",
+        "config.json",
+        "tokenizer/config.json",
+    ];
+
+    fn read(dir: &Path) -> Files {
+        let read = |rel| std::fs::read(dir.join(rel)).ok().map(|b| (rel, b));
+        Files(Self::NAMES.into_iter().filter_map(read).collect())
+    }
+
+    fn get(&self, rel: &str) -> Option<&[u8]> {
+        self.0
+            .iter()
+            .find(|(r, _)| *r == rel)
+            .map(|(_, b)| b.as_slice())
+    }
+
+    fn set(&mut self, rel: &'static str, bytes: &[u8]) {
+        self.0.retain(|(r, _)| *r != rel);
+        self.0.push((rel, bytes.to_vec()));
+    }
+
+    fn in_memory(&self) -> CheckpointFiles<'_> {
+        let req = |rel| self.get(rel).unwrap_or_default();
+        CheckpointFiles {
+            weights: req("model.safetensors"),
+            encoder_config: req("encoder/config.json"),
+            agent_config: req("rl_agent_config.json"),
+            tokenizer_json: req("tokenizer/tokenizer.json"),
+            tokenizer_config: req("tokenizer/tokenizer_config.json"),
+            root_config: self.get("config.json"),
+            tokenizer_model_config: self.get("tokenizer/config.json"),
+        }
+    }
+
+    fn write(&self, dir: &Path) {
+        for (rel, bytes) in &self.0 {
+            let p = dir.join(rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, bytes).unwrap();
+        }
+    }
+}
+
+#[test]
+fn files_in_memory_load_like_the_directory() {
+    let src = root().join("models/s1-pico");
+    let files = Files::read(&src);
+    let a = LayaCheckpoint::open(&src).unwrap();
+    let b = LayaCheckpoint::from_files(&src, &files.in_memory()).unwrap();
+    assert_eq!(a.tensors(), b.tensors());
+    assert_eq!((&a.encoder, &a.agent), (&b.encoder, &b.agent));
+    assert_eq!(a.tokenizer.json, b.tokenizer.json);
+    assert_eq!(gguf_bytes(&a, "s1-pico"), gguf_bytes(&b, "s1-pico"));
+
+    // Each broken file gives the directory's error, word for word.
+    let w = files.get("model.safetensors").unwrap();
+    let cases: [(&str, &[u8]); 11] = [
+        ("encoder/config.json", b"{\"hidden_size\": 64"),
+        ("encoder/config.json", b"[1]"),
+        ("rl_agent_config.json", b"{\"head_layers\": 4294967297}"),
+        (
+            "rl_agent_config.json",
+            b"{\"head_layers\": 1, \"x\": \"\xff\"}",
+        ),
+        ("tokenizer/tokenizer.json", b"\xff\xfe"),
+        (
+            "tokenizer/tokenizer_config.json",
+            b"{\"cls_token\": \"[NOPE]\"}",
+        ),
+        ("tokenizer/config.json", b"nope"),
+        ("config.json", b"[]"),
+        ("model.safetensors", b"\x01\x00"),
+        ("model.safetensors", &w[..w.len() - 4]),
+        ("model.safetensors", &w[..100]),
+    ];
+    let tmp = tempfile::tempdir().unwrap();
+    for (i, (rel, bytes)) in cases.into_iter().enumerate() {
+        let mut f = Files::read(&src);
+        f.set(rel, bytes);
+        let d = tmp.path().join(format!("case{i}"));
+        f.write(&d);
+        let from_dir = LayaCheckpoint::open(&d).unwrap_err().to_string();
+        let in_memory = LayaCheckpoint::from_files(&d, &f.in_memory())
+            .unwrap_err()
+            .to_string();
+        assert_eq!(from_dir, in_memory, "{rel}");
+    }
+
+    // Reading every file first changes no error: a broken encoder config is still reported
+    // before a missing tokenizer.
+    let d = tmp.path().join("two-faults");
+    let mut f = Files::read(&src);
+    f.set("encoder/config.json", b"{}");
+    f.write(&d);
+    std::fs::remove_file(d.join("tokenizer/tokenizer.json")).unwrap();
+    let e = LayaCheckpoint::open(&d).unwrap_err().to_string();
+    assert!(e.contains("encoder") && e.contains("hidden_size"), "{e}");
 }

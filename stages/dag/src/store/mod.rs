@@ -174,11 +174,18 @@ impl Store {
                 std::fs::create_dir_all(&p).map_err(|e| DagError::io("create", &p, e))?;
             }
         }
+        // Best-effort markers, each written when missing. A build killed while writing one
+        // leaves a temp file here; the only writers in this folder are these markers (a
+        // concurrent open losing its temp file just skips its marker), so sweep them.
+        crate::fsutil::sweep_temps(dir);
         let tag = dir.join("CACHEDIR.TAG");
         if !tag.exists() {
             let _ = sky_fs::write(&tag,
                 b"Signature: 8a477f597d28d172789f06886806bc55\n# This is the skyctl content store.\n");
-            let _ = sky_fs::write(&dir.join(".gitignore"), b"*\n");
+        }
+        let ignore = dir.join(".gitignore");
+        if !ignore.exists() {
+            let _ = sky_fs::write(&ignore, b"*\n");
         }
         let read_only = rustix::fs::access(&root, rustix::fs::Access::WRITE_OK).is_err();
         let store = Store {
@@ -317,6 +324,21 @@ pub(super) fn statcache_hash(p: &Path) -> std::io::Result<Digest> {
 mod tests {
     use super::actions::format_line;
     use super::*;
+
+    #[test]
+    fn open_sweeps_a_killed_marker_write_and_writes_each_missing_marker() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = dir.path().join("s");
+        Store::open(&s).unwrap();
+        // A build killed after the tag, while writing .gitignore through its temp file.
+        std::fs::remove_file(s.join(".gitignore")).unwrap();
+        let temp = s.join(format!("{}gitignore", sky_fs::TEMP_PREFIX));
+        std::fs::write(&temp, b"").unwrap();
+        Store::open(&s).unwrap();
+        assert!(!temp.exists(), "the temp file is swept");
+        assert_eq!(std::fs::read(s.join(".gitignore")).unwrap(), b"*\n");
+        assert!(s.join("CACHEDIR.TAG").is_file());
+    }
 
     #[test]
     fn put_restore_and_detect_corruption() {

@@ -25,8 +25,8 @@ pub struct Args {
     #[arg(long, value_name = "T")]
     pub tolerance: f64,
     /// Fraction of the tolerance held back: the search keeps the error on the tuned cases
-    /// within (1 - margin) x T so that cases it has not seen stay within T. 0 tunes to T
-    /// itself.
+    /// within (1 - margin) x T, a reserve for cases it has not seen (--holdout measures how
+    /// they fare). 0 tunes to T itself.
     #[arg(long, value_name = "M", default_value_t = 0.5)]
     pub margin: f64,
     /// Largest allowed file size in bytes.

@@ -54,8 +54,8 @@ pub struct Spec<'a> {
     /// Largest error allowed.
     pub tolerance: f64,
     /// Fraction of the tolerance held back: the search keeps the error on the tuned cases
-    /// within `(1 - margin) x tolerance`, so that cases it has not seen stay within the
-    /// tolerance (measured in BENCH.md). 0 searches at the tolerance itself.
+    /// within `(1 - margin) x tolerance`, a reserve for cases it has not seen (no guarantee:
+    /// BENCH.md has held-out errors). 0 searches at the tolerance itself.
     pub margin: f64,
     /// Largest file allowed, in bytes.
     pub budget: Option<u64>,

@@ -1,5 +1,6 @@
-//! Per-question latency of the engine, one thread: `cargo bench -p sky-infer --bench infer
-//! [-- MODEL... --iters N]`. Each model directory is converted to an F16 GGUF (the shipping
+//! Per-question latency of the engine: `cargo bench -p sky-infer --bench infer
+//! [-- MODEL... --iters N --q8|--q8-fast --threads N --profile]` (one thread by default;
+//! `--profile`: the per-op timers of the forward pass, µs per forward). Each model directory is converted to an F16 GGUF (the shipping
 //! format) in a temp dir and loaded from it; the golden cases (golden/laya/cases.jsonl) are
 //! answered round-robin. Reported: median / p10 / p90 of the whole question (sequence build +
 //! forward + softmax) and of the forward alone, and the median sequence length.
@@ -10,7 +11,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use sky_gguf::GgmlType;
-use sky_infer::forward::Workspace;
+use sky_infer::forward::{Op, Workspace};
 use sky_infer::kernels::Isa;
 use sky_infer::sequence::Question;
 
@@ -159,6 +160,8 @@ fn main() {
     // `--q8` / `--q8-fast`: the int8 paths, the F16 file quantized at load around its
     // calibrated outlier channels (what `skyctl ask --q8` runs).
     let mut act = None;
+    let mut threads = 1usize;
+    let mut profile = false;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -167,6 +170,8 @@ fn main() {
             "--avx2" => isa = Isa::Avx2,
             "--q8" => act = Some(sky_quant::ActQuant::Q8x2),
             "--q8-fast" => act = Some(sky_quant::ActQuant::Q8),
+            "--threads" => threads = args.next().and_then(|v| v.parse().ok()).unwrap_or(1),
+            "--profile" => profile = true,
             "--bench" => {}
             m => models.push(m.to_string()),
         }
@@ -188,7 +193,7 @@ fn main() {
             .collect();
     let tmp = tempfile::tempdir().expect("tempdir");
     println!(
-        "isa {isa:?}, {iters} questions per model (the 41 golden cases round-robin), one thread"
+        "isa {isa:?}, {iters} questions per model (the 41 golden cases round-robin), {threads} thread(s)"
     );
     println!("| model | file | median µs/question | p10 | p90 | forward median µs | CPU µs/question (mean) | median tokens | 64 tokens forward median / p10 µs |");
     println!("|---|---|---|---|---|---|---|---|---|");
@@ -217,12 +222,14 @@ fn main() {
             .map(|c| Question::parse("q", c).expect("question"))
             .collect();
         let mut ws = Workspace::new();
+        ws.set_threads(threads).expect("threads");
         // Warm-up: one pass over every case.
         for (q, c) in qs.iter().zip(&cases) {
             engine
                 .run_question(&mut ws, q, &c["state"], "q")
                 .expect("run");
         }
+        ws.set_profiling(profile);
         let mut total = Vec::with_capacity(iters);
         let mut fwd = Vec::with_capacity(iters);
         let mut lens = Vec::with_capacity(iters);
@@ -244,6 +251,25 @@ fn main() {
             total.push((t2 - t0).as_secs_f64() * 1e6);
             fwd.push((t2 - t1).as_secs_f64() * 1e6);
             lens.push(seq.ids.len() as f64);
+        }
+        if let Some(t) = ws.op_times() {
+            let all: u64 = Op::ALL.iter().map(|&o| t.nanos(o)).sum();
+            let fwd_sum: f64 = fwd.iter().sum();
+            println!(
+                "{m} {path}: per-op time, µs per forward (sum of timed ops {:.0} µs of {:.0} µs forward mean)",
+                all as f64 / 1e3 / t.passes() as f64,
+                fwd_sum / fwd.len() as f64
+            );
+            for o in Op::ALL {
+                let ns = t.nanos(o);
+                println!(
+                    "  {:20} {:8.1} µs  {:5.1}%",
+                    o.name(),
+                    ns as f64 / 1e3 / t.passes() as f64,
+                    100.0 * ns as f64 / all.max(1) as f64
+                );
+            }
+            ws.set_profiling(false);
         }
         let cpu = match (cpu0, cpu_seconds()) {
             (Some(a), Some(b)) => format!("{:.0}", (b - a) / iters as f64 * 1e6),

@@ -1,22 +1,162 @@
 //! The forward pass: ModernBERT encoder, Laya decision head, scorer read-out at the markers.
 //!
 //! All buffers live in a [`Workspace`] that grows to the longest sequence seen and is then
-//! reused: the pass itself allocates nothing. The last head block only finishes the rows the
-//! scorer reads (the markers): keys and values need every row, but the attention output, the
-//! MLP and the scorer run on the marker rows alone.
+//! reused: the pass itself allocates nothing (on one thread). The last head block only
+//! finishes the rows the scorer reads (the markers): keys and values need every row, but the
+//! attention output, the MLP and the scorer run on the marker rows alone.
+//!
+//! # Threads
+//!
+//! With [`Workspace::set_threads`] one pass runs on several threads. Everything between two
+//! attentions is row-wise (LayerNorm, the matrix products, RoPE, GeGLU, residuals), so each
+//! thread takes a contiguous range of token rows through that whole stretch; attention is
+//! split by query rows (after Kᵀ is built, split by heads). Two synchronisations per layer.
+//! Each output element is computed by the same operations in the same order as on one thread
+//! (the matrix kernels sum every element along `k` independently of the row tiling), so the
+//! scores are bit for bit those of one thread. An observer (calibration) runs the pass on one
+//! thread.
+//!
+//! # Per-op timers
+//!
+//! [`Workspace::set_profiling`] accumulates the time of each kind of operation
+//! ([`OpTimes`]); with several threads the times of all threads are added up.
+
+use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::config::QType;
 use crate::error::{InferError, Result};
 use crate::kernels::{geglu_row, gelu_erf, gemm, layer_norm, softmax_scaled, Gemm, Isa};
 use crate::model::Model;
-use crate::weights::Weight;
+use crate::threads::{split_even, Threads};
+use crate::weights::{Weight, WeightData};
 
-/// Query rows per attention block (bounds the score buffer to `QB x n`).
+/// Query rows per attention block (bounds the score buffer to `QB x n` per thread).
 const QB: usize = 32;
+
+/// Fewest token rows worth a thread of their own in the row-wise stretches.
+const MIN_ROWS_PER_THREAD: usize = 8;
 
 /// Calibration hook: sees the input (`rows x k`, row-major) of every matrix product, with the
 /// weight's site name (`blk.0.attn_qkv`, `cls`).
 pub type Observer<'a> = &'a mut dyn FnMut(&str, usize, usize, &[f32]);
+
+/// The kinds of operation the per-op timers tell apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    /// Token embedding copy and its LayerNorm.
+    Embed,
+    /// LayerNorms (encoder, head, final; not the embedding's or the scorer's).
+    Norm,
+    /// Matrix products on int8 weights (activation quantization, int8 dots, outliers).
+    MatmulInt8,
+    /// Matrix products on f32 weights (the head, and the encoder on the f32 path).
+    MatmulF32,
+    /// RoPE on Q and K.
+    Rope,
+    /// Kᵀ copies for the score products.
+    KTranspose,
+    /// `Q · Kᵀ` score products.
+    AttnScores,
+    /// Scaled, windowed softmax of the scores.
+    Softmax,
+    /// `P · V` products.
+    AttnValues,
+    /// GeGLU (encoder MLP).
+    Geglu,
+    /// Residual adds, biases, ReLU, type embedding, gathers.
+    Elementwise,
+    /// The scorer (LayerNorm, Linear, GELU read-out).
+    Scorer,
+}
+
+impl Op {
+    /// Every op, in report order.
+    pub const ALL: [Op; 12] = [
+        Op::Embed,
+        Op::Norm,
+        Op::MatmulInt8,
+        Op::MatmulF32,
+        Op::Rope,
+        Op::KTranspose,
+        Op::AttnScores,
+        Op::Softmax,
+        Op::AttnValues,
+        Op::Geglu,
+        Op::Elementwise,
+        Op::Scorer,
+    ];
+
+    /// Short name for reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Op::Embed => "embedding",
+            Op::Norm => "layernorm",
+            Op::MatmulInt8 => "matmul int8",
+            Op::MatmulF32 => "matmul f32",
+            Op::Rope => "rope",
+            Op::KTranspose => "K transpose",
+            Op::AttnScores => "attention Q.K",
+            Op::Softmax => "softmax",
+            Op::AttnValues => "attention P.V",
+            Op::Geglu => "geglu",
+            Op::Elementwise => "residual/bias/relu",
+            Op::Scorer => "scorer",
+        }
+    }
+}
+
+/// Accumulated time per [`Op`] over the passes since [`Workspace::set_profiling`].
+#[derive(Debug, Default)]
+pub struct OpTimes {
+    ns: [AtomicU64; Op::ALL.len()],
+    passes: AtomicU64,
+}
+
+impl OpTimes {
+    /// Nanoseconds spent in `op` (summed over threads).
+    pub fn nanos(&self, op: Op) -> u64 {
+        self.ns[op as usize].load(Ordering::Relaxed)
+    }
+
+    /// Forward passes timed.
+    pub fn passes(&self) -> u64 {
+        self.passes.load(Ordering::Relaxed)
+    }
+
+    fn add(&self, op: Op, ns: u64) {
+        self.ns[op as usize].fetch_add(ns, Ordering::Relaxed);
+    }
+}
+
+/// A started timer (nothing when profiling is off, and never on wasm32, which has no clock).
+struct Tick(#[cfg(not(target_arch = "wasm32"))] Option<std::time::Instant>);
+
+impl Tick {
+    #[inline(always)]
+    fn start(prof: Option<&OpTimes>) -> Tick {
+        #[cfg(not(target_arch = "wasm32"))]
+        return Tick(prof.map(|_| std::time::Instant::now()));
+        #[cfg(target_arch = "wasm32")]
+        {
+            let _ = prof;
+            Tick()
+        }
+    }
+
+    /// Adds the time since `start` to `op` and restarts.
+    #[inline(always)]
+    fn lap(&mut self, prof: Option<&OpTimes>, op: Op) {
+        #[cfg(not(target_arch = "wasm32"))]
+        if let (Some(p), Some(t0)) = (prof, self.0) {
+            let now = std::time::Instant::now();
+            p.add(op, (now - t0).as_nanos() as u64);
+            self.0 = Some(now);
+        }
+        #[cfg(target_arch = "wasm32")]
+        let _ = (prof, op);
+    }
+}
 
 /// Reusable scratch memory of the forward pass.
 #[derive(Debug, Default)]
@@ -30,6 +170,7 @@ pub struct Workspace {
     up: Vec<f32>,
     act: Vec<f32>,
     kt: Vec<f32>,
+    /// `QB x (n + d)` per thread: scores, and the values of one block.
     scores: Vec<f32>,
     qrows: Vec<f32>,
     rows_out: Vec<f32>,
@@ -38,6 +179,8 @@ pub struct Workspace {
     rope_key: Option<(usize, u32, u32)>,
     /// Raw scores of the last call.
     out: Vec<f32>,
+    threads: Threads,
+    profile: Option<Box<OpTimes>>,
 }
 
 impl Workspace {
@@ -46,11 +189,39 @@ impl Workspace {
         Workspace::default()
     }
 
+    /// Runs each following pass on `n` threads (1 = the calling thread only, the default);
+    /// the answers are the same bit for bit. Starts `n - 1` worker threads, which live as long
+    /// as the workspace.
+    ///
+    /// Errors: `n` is 0 or above [`crate::threads::MAX_THREADS`], the threads cannot be
+    /// started, or (wasm32) `n > 1`.
+    pub fn set_threads(&mut self, n: usize) -> Result<()> {
+        if n != self.threads.count() {
+            self.threads = Threads::new(n)?;
+        }
+        Ok(())
+    }
+
+    /// Threads a pass runs on.
+    pub fn threads(&self) -> usize {
+        self.threads.count()
+    }
+
+    /// Starts (`true`, from zero) or stops the per-op timers.
+    pub fn set_profiling(&mut self, on: bool) {
+        self.profile = on.then(Box::default);
+    }
+
+    /// The per-op times since [`Workspace::set_profiling`]`(true)`.
+    pub fn op_times(&self) -> Option<&OpTimes> {
+        self.profile.as_deref()
+    }
+
     fn ensure(&mut self, model: &Model, n: usize, n_markers: usize) {
         let c = &model.config;
         let d = c.hidden;
         if n > self.cap {
-            let wide = (2 * c.intermediate).max(4 * d);
+            let wide = row_wide(model);
             self.x.resize(n * d, 0.0);
             self.h.resize(n * d, 0.0);
             self.qkv.resize(n * 3 * d, 0.0);
@@ -59,8 +230,11 @@ impl Workspace {
             self.up.resize(n * wide, 0.0);
             self.act.resize(n * wide, 0.0);
             self.kt.resize(n * d, 0.0);
-            self.scores.resize(QB * n, 0.0);
             self.cap = n;
+        }
+        let scores = self.threads.count() * QB * (self.cap + d);
+        if self.scores.len() < scores {
+            self.scores.resize(scores, 0.0);
         }
         let m = n_markers.max(1);
         if self.qrows.len() < m * 4 * d {
@@ -109,10 +283,9 @@ impl Workspace {
     }
 }
 
-fn observe(obs: &mut Option<Observer<'_>>, w: &Weight, rows: usize, x: &[f32]) {
-    if let Some(o) = obs.as_mut() {
-        o(&w.site, rows, w.k, &x[..rows * w.k]);
-    }
+/// Row width of the `up` / `act` buffers: the encoder's `2f` or the head's `4d`.
+fn row_wide(model: &Model) -> usize {
+    (2 * model.config.intermediate).max(4 * model.config.hidden)
 }
 
 #[inline(always)]
@@ -124,104 +297,130 @@ fn add_bias(x: &mut [f32], bias: &[f32]) {
     }
 }
 
-/// Multi-head attention for the query rows `q` (row stride `ldq`, positions `qpos0..`) over
-/// every key/value row of `qkv` (`n` rows of `[Q | K | V]`, stride 3d). `window`: keys with
-/// |i - j| > window are masked (sliding layers). Writes `nq x d` into `out`.
-#[allow(clippy::too_many_arguments)]
 #[inline(always)]
-fn attention(
-    isa: Isa,
-    qkv: &[f32],
-    n: usize,
-    d: usize,
-    heads: usize,
-    q: &[f32],
-    ldq: usize,
-    qpos: &dyn Fn(usize) -> usize,
-    nq: usize,
-    window: Option<usize>,
-    kt: &mut [f32],
-    scores: &mut [f32],
-    out: &mut [f32],
-) {
-    let hd = d / heads;
-    let scale = 1.0 / (hd as f32).sqrt();
-    for h in 0..heads {
-        // Kᵀ of this head: [hd][n].
-        for j in 0..n {
-            let krow = &qkv[j * 3 * d + d + h * hd..j * 3 * d + d + (h + 1) * hd];
-            for (t, &kv) in krow.iter().enumerate() {
-                kt[t * n + j] = kv;
-            }
-        }
-        let mut i0 = 0;
-        while i0 < nq {
-            let rows = QB.min(nq - i0);
-            let (lo, hi) = match window {
-                Some(w) => (
-                    qpos(i0).saturating_sub(w),
-                    (qpos(i0 + rows - 1) + w + 1).min(n),
-                ),
-                None => (0, n),
-            };
-            let width = hi - lo;
-            gemm(
-                isa,
-                Gemm {
-                    m: rows,
-                    n: width,
-                    k: hd,
-                    lda: ldq,
-                    ldb: n,
-                    ldc: width,
-                    accumulate: false,
-                },
-                &q[i0 * ldq + h * hd..],
-                &kt[lo..],
-                scores,
-            );
-            for r in 0..rows {
-                let row = &mut scores[r * width..(r + 1) * width];
-                // Keys j with |j - p| <= w: one contiguous run of the row.
-                let valid = match window {
-                    Some(w) => {
-                        let p = qpos(i0 + r);
-                        p.saturating_sub(w).max(lo) - lo..(p + w + 1).min(hi) - lo
-                    }
-                    None => 0..width,
-                };
-                softmax_scaled(isa, row, scale, valid);
-            }
-            gemm(
-                isa,
-                Gemm {
-                    m: rows,
-                    n: hd,
-                    k: width,
-                    lda: width,
-                    ldb: 3 * d,
-                    ldc: d,
-                    accumulate: false,
-                },
-                scores,
-                &qkv[lo * 3 * d + 2 * d + h * hd..],
-                &mut out[i0 * d + h * hd..],
-            );
-            i0 += rows;
-        }
+fn add_into(x: &mut [f32], y: &[f32]) {
+    for (a, b) in x.iter_mut().zip(y) {
+        *a += *b;
     }
 }
 
-/// NEOX / Hugging Face rotate-half RoPE on the Q and K parts of every row of `qkv`.
+/// What every part of a pass reads.
+struct Ctx<'a> {
+    model: &'a Model,
+    isa: Isa,
+    ids: &'a [u32],
+    qtype: QType,
+    rope: &'a [(Vec<f32>, Vec<f32>); 2],
+    prof: Option<&'a OpTimes>,
+}
+
+impl Ctx<'_> {
+    /// `out = x · Wᵀ` on `rows` rows, observed and timed.
+    #[inline(always)]
+    fn matmul(
+        &self,
+        w: &Weight,
+        x: &[f32],
+        rows: usize,
+        out: &mut [f32],
+        obs: &mut Option<Observer<'_>>,
+    ) {
+        if let Some(o) = obs.as_mut() {
+            o(&w.site, rows, w.k, &x[..rows * w.k]);
+        }
+        let mut t = Tick::start(self.prof);
+        w.matmul(self.isa, x, rows, out);
+        let op = match w.data {
+            WeightData::F32(_) => Op::MatmulF32,
+            WeightData::External(_) => Op::MatmulInt8,
+        };
+        t.lap(self.prof, op);
+    }
+
+    #[inline(always)]
+    fn norm(&self, x: &[f32], out: &mut [f32], w: &[f32], b: Option<&[f32]>) {
+        let c = &self.model.config;
+        layer_norm(self.isa, x, out, c.hidden, w, b, c.eps);
+    }
+}
+
+/// The per-row buffers of one range of token rows `r` (each slice starts at row `r.start`).
+struct Rows<'b> {
+    r: Range<usize>,
+    x: &'b mut [f32],
+    h: &'b mut [f32],
+    qkv: &'b mut [f32],
+    attn: &'b mut [f32],
+    tmp: &'b mut [f32],
+    up: &'b mut [f32],
+    act: &'b mut [f32],
+}
+
+/// Cuts the row buffers into the parts of `ranges` (contiguous, ascending, from 0).
+#[allow(clippy::too_many_arguments)]
+fn split_rows<'b>(
+    ranges: impl Iterator<Item = Range<usize>>,
+    d: usize,
+    wide: usize,
+    mut x: &'b mut [f32],
+    mut h: &'b mut [f32],
+    mut qkv: &'b mut [f32],
+    mut attn: &'b mut [f32],
+    mut tmp: &'b mut [f32],
+    mut up: &'b mut [f32],
+    mut act: &'b mut [f32],
+) -> impl Iterator<Item = Rows<'b>> {
+    ranges.map(move |r| {
+        let m = r.len();
+        fn cut<'s>(v: &mut &'s mut [f32], len: usize) -> &'s mut [f32] {
+            let (head, rest) = std::mem::take(v).split_at_mut(len);
+            *v = rest;
+            head
+        }
+        Rows {
+            x: cut(&mut x, m * d),
+            h: cut(&mut h, m * d),
+            qkv: cut(&mut qkv, m * 3 * d),
+            attn: cut(&mut attn, m * d),
+            tmp: cut(&mut tmp, m * d),
+            up: cut(&mut up, m * wide),
+            act: cut(&mut act, m * wide),
+            r,
+        }
+    })
+}
+
+/// One stage of the pass: an attention layer with what follows it up to the next one.
+#[derive(Clone, Copy)]
+enum Stage {
+    Enc(usize),
+    Head(usize),
+}
+
+/// What one row-wise stretch does on its rows, in order.
+#[derive(Clone, Copy)]
+struct Stretch {
+    /// Token embeddings and their LayerNorm.
+    embed: bool,
+    /// The rest of this stage after its attention.
+    post: Option<Stage>,
+    /// The final encoder norm plus the type embedding (the head's input).
+    finish_encoder: bool,
+    /// Up to this stage's Q/K/V.
+    pre: Option<Stage>,
+}
+
+/// NEOX / Hugging Face rotate-half RoPE on the Q and K parts of every row of `qkv`, whose
+/// first row is position `pos0`.
 #[inline(always)]
-fn apply_rope(qkv: &mut [f32], n: usize, d: usize, heads: usize, cos: &[f32], sin: &[f32]) {
+fn apply_rope(qkv: &mut [f32], pos0: usize, d: usize, heads: usize, cos: &[f32], sin: &[f32]) {
     let hd = d / heads;
     let half = hd / 2;
-    for pos in 0..n {
+    for (i, row) in qkv.chunks_exact_mut(3 * d).enumerate() {
+        let pos = pos0 + i;
         let c = &cos[pos * half..(pos + 1) * half];
         let s = &sin[pos * half..(pos + 1) * half];
-        let row = &mut qkv[pos * 3 * d..pos * 3 * d + 2 * d];
-        for head in row.chunks_exact_mut(hd) {
+        for head in row[..2 * d].chunks_exact_mut(hd) {
             let (x1, x2) = head.split_at_mut(half);
             for j in 0..half {
                 let (a, b) = (x1[j], x2[j]);
@@ -230,6 +429,394 @@ fn apply_rope(qkv: &mut [f32], n: usize, d: usize, heads: usize, cos: &[f32], si
             }
         }
     }
+}
+
+/// One row-wise stretch on the rows of `p`.
+#[inline(always)]
+fn stretch(c: &Ctx<'_>, what: Stretch, p: Rows<'_>, obs: &mut Option<Observer<'_>>) {
+    let model = c.model;
+    let cfg = &model.config;
+    let (d, f) = (cfg.hidden, cfg.intermediate);
+    let m = p.r.len();
+    let Rows {
+        r,
+        x,
+        h,
+        qkv,
+        attn,
+        tmp,
+        up,
+        act,
+    } = p;
+    let mut t = Tick::start(c.prof);
+    if what.embed {
+        for (i, &id) in c.ids[r.clone()].iter().enumerate() {
+            let id = id as usize;
+            h[i * d..(i + 1) * d].copy_from_slice(&model.tok_embd[id * d..(id + 1) * d]);
+        }
+        c.norm(&h[..m * d], &mut x[..m * d], &model.embd_norm, None);
+        t.lap(c.prof, Op::Embed);
+    }
+    match what.post {
+        Some(Stage::Enc(li)) => {
+            let layer = &model.layers[li];
+            c.matmul(&layer.attn_out, &attn[..m * d], m, &mut tmp[..m * d], obs);
+            t = Tick::start(c.prof);
+            add_into(&mut x[..m * d], &tmp[..m * d]);
+            t.lap(c.prof, Op::Elementwise);
+            c.norm(&x[..m * d], &mut h[..m * d], &layer.ffn_norm, None);
+            t.lap(c.prof, Op::Norm);
+            c.matmul(&layer.ffn_up, &h[..m * d], m, &mut up[..m * 2 * f], obs);
+            t = Tick::start(c.prof);
+            for i in 0..m {
+                geglu_row(
+                    c.isa,
+                    &up[i * 2 * f..(i + 1) * 2 * f],
+                    &mut act[i * f..(i + 1) * f],
+                );
+            }
+            t.lap(c.prof, Op::Geglu);
+            c.matmul(&layer.ffn_down, &act[..m * f], m, &mut tmp[..m * d], obs);
+            t = Tick::start(c.prof);
+            add_into(&mut x[..m * d], &tmp[..m * d]);
+            t.lap(c.prof, Op::Elementwise);
+        }
+        Some(Stage::Head(bi)) => {
+            let blk = &model.head[bi];
+            c.matmul(&blk.attn_out, &attn[..m * d], m, &mut tmp[..m * d], obs);
+            t = Tick::start(c.prof);
+            add_bias(&mut tmp[..m * d], &blk.attn_out_b);
+            add_into(&mut x[..m * d], &tmp[..m * d]);
+            t.lap(c.prof, Op::Elementwise);
+            c.norm(
+                &x[..m * d],
+                &mut h[..m * d],
+                &blk.norm2.0,
+                Some(&blk.norm2.1),
+            );
+            t.lap(c.prof, Op::Norm);
+            c.matmul(&blk.ffn_up, &h[..m * d], m, &mut up[..m * 4 * d], obs);
+            t = Tick::start(c.prof);
+            add_bias(&mut up[..m * 4 * d], &blk.ffn_up_b);
+            for v in up[..m * 4 * d].iter_mut() {
+                *v = v.max(0.0);
+            }
+            t.lap(c.prof, Op::Elementwise);
+            c.matmul(&blk.ffn_down, &up[..m * 4 * d], m, &mut tmp[..m * d], obs);
+            t = Tick::start(c.prof);
+            add_bias(&mut tmp[..m * d], &blk.ffn_down_b);
+            add_into(&mut x[..m * d], &tmp[..m * d]);
+            t.lap(c.prof, Op::Elementwise);
+        }
+        None => {}
+    }
+    if what.finish_encoder {
+        t = Tick::start(c.prof);
+        c.norm(&x[..m * d], &mut h[..m * d], &model.output_norm, None);
+        t.lap(c.prof, Op::Norm);
+        // Decision head input: last_hidden_state + type embedding.
+        let q = c.qtype as usize;
+        let temb = &model.token_types[q * d..(q + 1) * d];
+        for i in 0..m {
+            for j in 0..d {
+                x[i * d + j] = h[i * d + j] + temb[j];
+            }
+        }
+        t.lap(c.prof, Op::Elementwise);
+    }
+    match what.pre {
+        Some(Stage::Enc(li)) => {
+            let layer = &model.layers[li];
+            t = Tick::start(c.prof);
+            let hin: &[f32] = match &layer.attn_norm {
+                Some(w) => {
+                    c.norm(&x[..m * d], &mut h[..m * d], w, None);
+                    t.lap(c.prof, Op::Norm);
+                    &h[..m * d]
+                }
+                None => &x[..m * d],
+            };
+            c.matmul(&layer.qkv, hin, m, &mut qkv[..m * 3 * d], obs);
+            t = Tick::start(c.prof);
+            let (cos, sin) = if layer.global { &c.rope[0] } else { &c.rope[1] };
+            apply_rope(&mut qkv[..m * 3 * d], r.start, d, cfg.enc_heads, cos, sin);
+            t.lap(c.prof, Op::Rope);
+        }
+        Some(Stage::Head(bi)) => {
+            let blk = &model.head[bi];
+            t = Tick::start(c.prof);
+            c.norm(
+                &x[..m * d],
+                &mut h[..m * d],
+                &blk.norm1.0,
+                Some(&blk.norm1.1),
+            );
+            t.lap(c.prof, Op::Norm);
+            c.matmul(&blk.qkv, &h[..m * d], m, &mut qkv[..m * 3 * d], obs);
+            t = Tick::start(c.prof);
+            add_bias(&mut qkv[..m * 3 * d], &blk.qkv_b);
+            t.lap(c.prof, Op::Elementwise);
+        }
+        None => {}
+    }
+}
+
+/// Kᵀ of heads `heads` of `qkv` (`n` rows of `[Q | K | V]`): head `h` at
+/// `kt[(h - heads.start) * hd * n..]`, `[hd][n]`.
+#[inline(always)]
+fn transpose_k(qkv: &[f32], n: usize, d: usize, hd: usize, heads: Range<usize>, kt: &mut [f32]) {
+    // In tiles of 16 keys x 16 dims: the 16 key rows stay in cache while each output row
+    // gets 16 contiguous values (the plain loop wrote one value per cache line).
+    const TILE: usize = 16;
+    for (hi, h) in heads.enumerate() {
+        let kh = &mut kt[hi * hd * n..(hi + 1) * hd * n];
+        for j0 in (0..n).step_by(TILE) {
+            let j1 = (j0 + TILE).min(n);
+            for t0 in (0..hd).step_by(TILE) {
+                let t1 = (t0 + TILE).min(hd);
+                for t in t0..t1 {
+                    let dst = &mut kh[t * n + j0..t * n + j1];
+                    for (jj, v) in dst.iter_mut().enumerate() {
+                        *v = qkv[(j0 + jj) * 3 * d + d + h * hd + t];
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Where the queries of an attention come from.
+#[derive(Clone, Copy)]
+struct Queries<'a> {
+    /// Query rows (`nq` rows of stride `ldq`, head `h` at column `h * hd`).
+    q: &'a [f32],
+    ldq: usize,
+    /// Sequence position of query `i` (None: `i` itself).
+    pos: Option<&'a [usize]>,
+}
+
+impl Queries<'_> {
+    #[inline(always)]
+    fn pos(&self, i: usize) -> usize {
+        self.pos.map_or(i, |p| p[i])
+    }
+}
+
+/// One attention block: queries `i0..i0 + nr` of head `h` over the keys their window allows
+/// (`kth`: this head's Kᵀ, `[hd][n]`), into `out` (`nr x hd`, row stride `ldo`); `scores`
+/// holds `QB x n`.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn attend_block(
+    c: &Ctx<'_>,
+    qkv: &[f32],
+    n: usize,
+    hd: usize,
+    qs: Queries<'_>,
+    h: usize,
+    (i0, nr): (usize, usize),
+    window: Option<usize>,
+    kth: &[f32],
+    scores: &mut [f32],
+    (out, ldo): (&mut [f32], usize),
+) {
+    let isa = c.isa;
+    let d = c.model.config.hidden;
+    let scale = 1.0 / (hd as f32).sqrt();
+    let mut t = Tick::start(c.prof);
+    let (lo, hi) = match window {
+        Some(w) => (
+            qs.pos(i0).saturating_sub(w),
+            (qs.pos(i0 + nr - 1) + w + 1).min(n),
+        ),
+        None => (0, n),
+    };
+    let width = hi - lo;
+    gemm(
+        isa,
+        Gemm {
+            m: nr,
+            n: width,
+            k: hd,
+            lda: qs.ldq,
+            ldb: n,
+            ldc: width,
+            accumulate: false,
+        },
+        &qs.q[i0 * qs.ldq + h * hd..],
+        &kth[lo..],
+        scores,
+    );
+    t.lap(c.prof, Op::AttnScores);
+    for r in 0..nr {
+        let row = &mut scores[r * width..(r + 1) * width];
+        // Keys j with |j - p| <= w: one contiguous run of the row.
+        let valid = match window {
+            Some(w) => {
+                let p = qs.pos(i0 + r);
+                p.saturating_sub(w).max(lo) - lo..(p + w + 1).min(hi) - lo
+            }
+            None => 0..width,
+        };
+        softmax_scaled(isa, row, scale, valid);
+    }
+    t.lap(c.prof, Op::Softmax);
+    gemm(
+        isa,
+        Gemm {
+            m: nr,
+            n: hd,
+            k: width,
+            lda: width,
+            ldb: 3 * d,
+            ldc: ldo,
+            accumulate: false,
+        },
+        scores,
+        &qkv[lo * 3 * d + 2 * d + h * hd..],
+        out,
+    );
+    t.lap(c.prof, Op::AttnValues);
+}
+
+/// Multi-head attention of the queries `0..nq` over every key/value row of `qkv` (`n` rows,
+/// stride 3d; Kᵀ of every head in `kt`), on the calling thread. `window`: keys with
+/// |i - j| > window are masked (sliding layers). Writes `nq x d` into `out`; `scores` holds
+/// `QB x n`.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn attend(
+    c: &Ctx<'_>,
+    qkv: &[f32],
+    n: usize,
+    heads: usize,
+    qs: Queries<'_>,
+    nq: usize,
+    window: Option<usize>,
+    kt: &[f32],
+    scores: &mut [f32],
+    out: &mut [f32],
+) {
+    let d = c.model.config.hidden;
+    let hd = d / heads;
+    for h in 0..heads {
+        let kth = &kt[h * hd * n..(h + 1) * hd * n];
+        let mut i0 = 0;
+        while i0 < nq {
+            let nr = QB.min(nq - i0);
+            let o = &mut out[i0 * d + h * hd..];
+            attend_block(c, qkv, n, hd, qs, h, (i0, nr), window, kth, scores, (o, d));
+            i0 += nr;
+        }
+    }
+}
+
+/// The attention output `n x d` as a raw pointer, for the threads of [`attend_split`]: each
+/// writes the rectangles (query block x head columns) of its own blocks, which no other
+/// thread writes, and nobody reads the buffer until all are done.
+#[derive(Clone, Copy)]
+struct SharedOut {
+    ptr: *mut f32,
+    len: usize,
+}
+
+// SAFETY: `SharedOut` is only written through, at disjoint elements from each thread (see
+// `attend_split`), while the buffer it points into is exclusively borrowed for the whole
+// parallel region.
+unsafe impl Send for SharedOut {}
+// SAFETY: as above.
+unsafe impl Sync for SharedOut {}
+
+impl SharedOut {
+    /// Copies `src` to elements `at..at + src.len()`.
+    ///
+    /// # Safety
+    /// No other thread reads or writes those elements meanwhile.
+    unsafe fn write(&self, at: usize, src: &[f32]) {
+        assert!(at + src.len() <= self.len, "attention output out of bounds");
+        // SAFETY: in bounds (checked just above); exclusive by the caller's guarantee.
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), self.ptr.add(at), src.len()) }
+    }
+}
+
+/// [`attend`] on several threads: the (head, query block) units of the one-thread order,
+/// cut into `parts` contiguous runs of about equal rows. Every block is computed exactly as
+/// on one thread (same rows, same key window: the AVX2 kernel's column tail depends on the
+/// window width), into a per-thread buffer, then copied to its place in `out`.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn attend_split(
+    c: &Ctx<'_>,
+    threads: &Threads,
+    parts: usize,
+    qkv: &[f32],
+    n: usize,
+    heads: usize,
+    window: Option<usize>,
+    kt: &[f32],
+    scratch: &mut [f32],
+    out: &mut [f32],
+) {
+    let d = c.model.config.hidden;
+    let hd = d / heads;
+    let blocks = n.div_ceil(QB);
+    let units = heads * blocks;
+    let rows_of = |u: usize| QB.min(n - (u % blocks) * QB);
+    // Unit ranges with about `n * heads / parts` rows each.
+    let total = n * heads;
+    let mut bounds = [0usize; crate::threads::MAX_THREADS + 1];
+    let (mut u, mut acc) = (0, 0);
+    for (p, b) in bounds.iter_mut().enumerate().take(parts + 1).skip(1) {
+        let goal = total * p / parts;
+        while u < units && acc + rows_of(u) / 2 < goal {
+            acc += rows_of(u);
+            u += 1;
+        }
+        *b = if p == parts { units } else { u };
+    }
+    let shared = SharedOut {
+        ptr: out.as_mut_ptr(),
+        len: out.len().min(n * d),
+    };
+    let qs = Queries {
+        q: qkv,
+        ldq: 3 * d,
+        pos: None,
+    };
+    let per = QB * (n + hd);
+    let mut rest = &mut scratch[..parts * per];
+    let it = (0..parts).map(move |p| {
+        let (s, r) = std::mem::take(&mut rest).split_at_mut(per);
+        rest = r;
+        (bounds[p]..bounds[p + 1], s)
+    });
+    threads.for_each(it, |(run, s)| {
+        let (scores, vals) = s.split_at_mut(QB * n);
+        for u in run {
+            let (h, b) = (u / blocks, u % blocks);
+            let (i0, nr) = (b * QB, rows_of(u));
+            let kth = &kt[h * hd * n..(h + 1) * hd * n];
+            attend_block(
+                c,
+                qkv,
+                n,
+                hd,
+                qs,
+                h,
+                (i0, nr),
+                window,
+                kth,
+                scores,
+                (&mut vals[..nr * hd], hd),
+            );
+            for r in 0..nr {
+                // SAFETY: unit (h, b) is the only one writing rows i0..i0 + nr of head h's
+                // columns, and `out` is not read or written otherwise until every part has
+                // returned.
+                unsafe { shared.write((i0 + r) * d + h * hd, &vals[r * hd..(r + 1) * hd]) };
+            }
+        }
+    });
 }
 
 /// Run the model on one sequence and return the raw scorer output at each marker position
@@ -323,7 +910,8 @@ pub fn forward_from<'w>(
 
 /// The same pass compiled for AVX-512, so that the element-wise loops inlined into it (residual
 /// adds, biases, RoPE, the Kᵀ copy) vectorise 16 wide. Same operations in the same order per
-/// element: the results equal the baseline build's.
+/// element: the results equal the baseline build's. (Closures inherit the target features,
+/// so the parts that run on worker threads are compiled the same way.)
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 #[allow(clippy::too_many_arguments)]
@@ -375,8 +963,8 @@ fn forward_body<'w>(
         resume,
         mut capture,
     } = bounds;
-    let c = &model.config;
-    let (d, f, n) = (c.hidden, c.intermediate, ids.len());
+    let cfg = &model.config;
+    let (d, n) = (cfg.hidden, ids.len());
     if n == 0 {
         return Err(InferError::BadRequest {
             path: "input_ids".into(),
@@ -384,11 +972,11 @@ fn forward_body<'w>(
         });
     }
     for (position, &id) in ids.iter().enumerate() {
-        if id as usize >= c.vocab {
+        if id as usize >= cfg.vocab {
             return Err(InferError::TokenOutOfRange {
                 position,
                 id,
-                vocab: c.vocab,
+                vocab: cfg.vocab,
             });
         }
     }
@@ -399,6 +987,7 @@ fn forward_body<'w>(
         });
     }
     ws.ensure(model, n, markers.len());
+    let wide = row_wide(model);
     let Workspace {
         x,
         h,
@@ -413,239 +1002,270 @@ fn forward_body<'w>(
         rows_out,
         rope,
         out,
+        threads,
+        profile,
         ..
     } = ws;
+    let threads: &Threads = threads;
+    let c = Ctx {
+        model,
+        isa,
+        ids,
+        qtype,
+        rope,
+        prof: profile.as_deref(),
+    };
+    if let Some(p) = c.prof {
+        p.passes.fetch_add(1, Ordering::Relaxed);
+    }
+    // One part per thread (fewer for short sequences); one part when observed.
+    let parts = if observer.is_some() {
+        1
+    } else {
+        threads.count().min(n / MIN_ROWS_PER_THREAD).max(1)
+    };
 
+    let n_enc = model.layers.len();
+    let n_stages = n_enc + model.head.len();
+    let stage_at = |si: usize| {
+        (si < n_stages).then(|| {
+            if si < n_enc {
+                Stage::Enc(si)
+            } else {
+                Stage::Head(si - n_enc)
+            }
+        })
+    };
+    let row_stretch = |what: Stretch,
+                       x: &mut [f32],
+                       h: &mut [f32],
+                       qkv: &mut [f32],
+                       attn: &mut [f32],
+                       tmp: &mut [f32],
+                       up: &mut [f32],
+                       act: &mut [f32],
+                       obs: &mut Option<Observer<'_>>| {
+        let it = split_rows(
+            split_even(n, parts),
+            d,
+            wide,
+            &mut x[..n * d],
+            &mut h[..n * d],
+            &mut qkv[..n * 3 * d],
+            &mut attn[..n * d],
+            &mut tmp[..n * d],
+            &mut up[..n * wide],
+            &mut act[..n * wide],
+        );
+        if parts == 1 {
+            it.for_each(|p| stretch(&c, what, p, obs));
+        } else {
+            threads.for_each(it, |p| stretch(&c, what, p, &mut None));
+        }
+    };
+    // Where the pass starts: the embeddings, or a captured layer boundary.
     let start = match resume {
         Some(r) => {
             x[..n * d].copy_from_slice(r.x);
             r.layer
         }
         None => {
-            // Embeddings + norm.
-            for (t, &id) in ids.iter().enumerate() {
-                let id = id as usize;
-                h[t * d..(t + 1) * d].copy_from_slice(&model.tok_embd[id * d..(id + 1) * d]);
-            }
-            layer_norm(
-                isa,
-                &h[..n * d],
-                &mut x[..n * d],
-                d,
-                &model.embd_norm,
-                None,
-                c.eps,
-            );
+            let embed = Stretch {
+                embed: true,
+                post: None,
+                finish_encoder: false,
+                pre: None,
+            };
+            row_stretch(embed, x, h, qkv, attn, tmp, up, act, &mut observer);
             0
         }
     };
-
-    let heads = c.enc_heads;
-    let half_window = c.local_attention / 2;
-    for layer in &model.layers[start..] {
+    // The hidden state before each encoder layer from `start`, and after the last.
+    let capture_wanted = capture.is_some();
+    let mut capture_x = |x: &[f32]| {
         if let Some(cap) = capture.as_deref_mut() {
             cap.push(x[..n * d].to_vec());
         }
-        let hin: &[f32] = match &layer.attn_norm {
-            Some(w) => {
-                layer_norm(isa, &x[..n * d], &mut h[..n * d], d, w, None, c.eps);
-                &h[..n * d]
-            }
-            None => &x[..n * d],
-        };
-        observe(&mut observer, &layer.qkv, n, hin);
-        layer.qkv.matmul(isa, hin, n, &mut qkv[..n * 3 * d]);
-        let (cos, sin) = if layer.global { &rope[0] } else { &rope[1] };
-        apply_rope(&mut qkv[..n * 3 * d], n, d, heads, cos, sin);
-        attention(
-            isa,
-            &qkv[..n * 3 * d],
-            n,
-            d,
-            heads,
-            &qkv[..n * 3 * d],
-            3 * d,
-            &|i| i,
-            n,
-            if layer.global {
-                None
-            } else {
-                Some(half_window)
-            },
-            kt,
-            scores,
-            &mut attn[..n * d],
-        );
-        observe(&mut observer, &layer.attn_out, n, attn);
-        layer
-            .attn_out
-            .matmul(isa, &attn[..n * d], n, &mut tmp[..n * d]);
-        for (a, b) in x[..n * d].iter_mut().zip(&tmp[..n * d]) {
-            *a += *b;
-        }
-        layer_norm(
-            isa,
-            &x[..n * d],
-            &mut h[..n * d],
-            d,
-            &layer.ffn_norm,
-            None,
-            c.eps,
-        );
-        observe(&mut observer, &layer.ffn_up, n, h);
-        layer
-            .ffn_up
-            .matmul(isa, &h[..n * d], n, &mut up[..n * 2 * f]);
-        for t in 0..n {
-            geglu_row(
-                isa,
-                &up[t * 2 * f..(t + 1) * 2 * f],
-                &mut act[t * f..(t + 1) * f],
-            );
-        }
-        observe(&mut observer, &layer.ffn_down, n, act);
-        layer
-            .ffn_down
-            .matmul(isa, &act[..n * f], n, &mut tmp[..n * d]);
-        for (a, b) in x[..n * d].iter_mut().zip(&tmp[..n * d]) {
-            *a += *b;
-        }
-    }
-    if let Some(cap) = capture {
-        cap.push(x[..n * d].to_vec());
-    }
-    layer_norm(
-        isa,
-        &x[..n * d],
-        &mut h[..n * d],
-        d,
-        &model.output_norm,
-        None,
-        c.eps,
+    };
+    capture_x(x);
+    row_stretch(
+        Stretch {
+            embed: false,
+            post: None,
+            finish_encoder: start == n_enc,
+            pre: stage_at(start),
+        },
+        x,
+        h,
+        qkv,
+        attn,
+        tmp,
+        up,
+        act,
+        &mut observer,
     );
-    // Decision head input: last_hidden_state + type embedding.
-    let temb = &model.token_types[qtype as usize * d..(qtype as usize + 1) * d];
-    for t in 0..n {
-        for j in 0..d {
-            x[t * d + j] = h[t * d + j] + temb[j];
-        }
-    }
 
     let nm = markers.len();
-    let hh = c.head_heads;
-    for (li, blk) in model.head.iter().enumerate() {
-        let last = li + 1 == model.head.len();
-        layer_norm(
-            isa,
-            &x[..n * d],
-            &mut h[..n * d],
-            d,
-            &blk.norm1.0,
-            Some(&blk.norm1.1),
-            c.eps,
-        );
-        observe(&mut observer, &blk.qkv, n, h);
-        blk.qkv.matmul(isa, &h[..n * d], n, &mut qkv[..n * 3 * d]);
-        add_bias(&mut qkv[..n * 3 * d], &blk.qkv_b);
-        if !last {
-            attention(
-                isa,
-                &qkv[..n * 3 * d],
-                n,
-                d,
-                hh,
-                &qkv[..n * 3 * d],
-                3 * d,
-                &|i| i,
-                n,
-                None,
-                kt,
-                scores,
-                &mut attn[..n * d],
-            );
-            observe(&mut observer, &blk.attn_out, n, attn);
-            blk.attn_out
-                .matmul(isa, &attn[..n * d], n, &mut tmp[..n * d]);
-            add_bias(&mut tmp[..n * d], &blk.attn_out_b);
-            for (a, b) in x[..n * d].iter_mut().zip(&tmp[..n * d]) {
-                *a += *b;
-            }
-            layer_norm(
-                isa,
-                &x[..n * d],
-                &mut h[..n * d],
-                d,
-                &blk.norm2.0,
-                Some(&blk.norm2.1),
-                c.eps,
-            );
-            observe(&mut observer, &blk.ffn_up, n, h);
-            blk.ffn_up.matmul(isa, &h[..n * d], n, &mut up[..n * 4 * d]);
-            add_bias(&mut up[..n * 4 * d], &blk.ffn_up_b);
-            for v in up[..n * 4 * d].iter_mut() {
-                *v = v.max(0.0);
-            }
-            observe(&mut observer, &blk.ffn_down, n, up);
-            blk.ffn_down
-                .matmul(isa, &up[..n * 4 * d], n, &mut tmp[..n * d]);
-            add_bias(&mut tmp[..n * d], &blk.ffn_down_b);
-            for (a, b) in x[..n * d].iter_mut().zip(&tmp[..n * d]) {
-                *a += *b;
-            }
+    let last_head = model.head.len().checked_sub(1);
+    for si in start..n_stages {
+        let Some(stage) = stage_at(si) else { break };
+        let (heads, window) = match stage {
+            Stage::Enc(li) => (
+                cfg.enc_heads,
+                (!model.layers[li].global).then_some(cfg.local_attention / 2),
+            ),
+            Stage::Head(_) => (cfg.head_heads, None),
+        };
+        let hd = d / heads;
+        let qkv_all: &[f32] = &qkv[..n * 3 * d];
+        // Kᵀ of every head, split by heads.
+        let mut t = Tick::start(c.prof);
+        let head_parts = parts.min(heads);
+        if head_parts == 1 {
+            transpose_k(qkv_all, n, d, hd, 0..heads, &mut kt[..n * d]);
         } else {
+            let mut rest = &mut kt[..n * d];
+            let it = split_even(heads, head_parts).map(move |hr| {
+                let (a, b) = std::mem::take(&mut rest).split_at_mut(hr.len() * hd * n);
+                rest = b;
+                (hr, a)
+            });
+            threads.for_each(it, |(hr, k)| transpose_k(qkv_all, n, d, hd, hr, k));
+        }
+        t.lap(c.prof, Op::KTranspose);
+        let kt_all: &[f32] = &kt[..n * d];
+
+        if let Some(bi) = last_head.filter(|&b| matches!(stage, Stage::Head(s) if s == b)) {
+            let blk = &model.head[bi];
             // Only the marker rows continue: gather their queries and residuals.
             for (r, &m) in markers.iter().enumerate() {
                 qrows[r * 3 * d..r * 3 * d + d].copy_from_slice(&qkv[m * 3 * d..m * 3 * d + d]);
             }
-            attention(
-                isa,
-                &qkv[..n * 3 * d],
+            let qs = Queries {
+                q: &qrows[..],
+                ldq: 3 * d,
+                pos: Some(markers),
+            };
+            attend(
+                &c,
+                qkv_all,
                 n,
-                d,
-                hh,
-                &qrows[..],
-                3 * d,
-                &|r| markers[r],
+                heads,
+                qs,
                 nm,
                 None,
-                kt,
-                scores,
+                kt_all,
+                &mut scores[..QB * n],
                 &mut attn[..nm * d],
             );
-            observe(&mut observer, &blk.attn_out, nm, attn);
-            blk.attn_out
-                .matmul(isa, &attn[..nm * d], nm, &mut tmp[..nm * d]);
+            let obs = &mut observer;
+            c.matmul(&blk.attn_out, &attn[..nm * d], nm, &mut tmp[..nm * d], obs);
+            t = Tick::start(c.prof);
             add_bias(&mut tmp[..nm * d], &blk.attn_out_b);
             for (r, &m) in markers.iter().enumerate() {
                 for j in 0..d {
                     h[r * d + j] = x[m * d + j] + tmp[r * d + j];
                 }
             }
+            t.lap(c.prof, Op::Elementwise);
             // h[..nm*d] = residual rows after attention; MLP on them into x[..nm*d].
-            layer_norm(
-                isa,
+            c.norm(
                 &h[..nm * d],
                 &mut rows_out[..nm * d],
-                d,
                 &blk.norm2.0,
                 Some(&blk.norm2.1),
-                c.eps,
             );
-            observe(&mut observer, &blk.ffn_up, nm, rows_out);
-            blk.ffn_up
-                .matmul(isa, &rows_out[..nm * d], nm, &mut up[..nm * 4 * d]);
+            t.lap(c.prof, Op::Norm);
+            c.matmul(
+                &blk.ffn_up,
+                &rows_out[..nm * d],
+                nm,
+                &mut up[..nm * 4 * d],
+                obs,
+            );
+            t = Tick::start(c.prof);
             add_bias(&mut up[..nm * 4 * d], &blk.ffn_up_b);
             for v in up[..nm * 4 * d].iter_mut() {
                 *v = v.max(0.0);
             }
-            observe(&mut observer, &blk.ffn_down, nm, up);
-            blk.ffn_down
-                .matmul(isa, &up[..nm * 4 * d], nm, &mut tmp[..nm * d]);
+            t.lap(c.prof, Op::Elementwise);
+            c.matmul(
+                &blk.ffn_down,
+                &up[..nm * 4 * d],
+                nm,
+                &mut tmp[..nm * d],
+                obs,
+            );
+            t = Tick::start(c.prof);
             add_bias(&mut tmp[..nm * d], &blk.ffn_down_b);
             for r in 0..nm * d {
                 x[r] = h[r] + tmp[r];
             }
+            t.lap(c.prof, Op::Elementwise);
+            break;
         }
+
+        // Attention of every row, split by (head, query block).
+        if parts == 1 {
+            let qs = Queries {
+                q: qkv_all,
+                ldq: 3 * d,
+                pos: None,
+            };
+            attend(
+                &c,
+                qkv_all,
+                n,
+                heads,
+                qs,
+                n,
+                window,
+                kt_all,
+                &mut scores[..QB * n],
+                &mut attn[..n * d],
+            );
+        } else {
+            attend_split(
+                &c, threads, parts, qkv_all, n, heads, window, kt_all, scores, attn,
+            );
+        }
+
+        let next = stage_at(si + 1);
+        if si < n_enc && capture_wanted {
+            // A boundary to record: the stretch in two, the state in between.
+            let post = Stretch {
+                embed: false,
+                post: Some(stage),
+                finish_encoder: false,
+                pre: None,
+            };
+            row_stretch(post, x, h, qkv, attn, tmp, up, act, &mut observer);
+            capture_x(x);
+            let pre = Stretch {
+                embed: false,
+                post: None,
+                finish_encoder: si + 1 == n_enc,
+                pre: next,
+            };
+            row_stretch(pre, x, h, qkv, attn, tmp, up, act, &mut observer);
+            continue;
+        }
+        row_stretch(
+            Stretch {
+                embed: false,
+                post: Some(stage),
+                finish_encoder: si + 1 == n_enc,
+                pre: next,
+            },
+            x,
+            h,
+            qkv,
+            attn,
+            tmp,
+            up,
+            act,
+            &mut observer,
+        );
     }
     if model.head.is_empty() {
         for (r, &m) in markers.iter().enumerate() {
@@ -654,17 +1274,22 @@ fn forward_body<'w>(
         x[..nm * d].copy_from_slice(&h[..nm * d]);
     }
     // Scorer on the marker rows (now x[..nm*d]).
-    layer_norm(
-        isa,
+    let mut t = Tick::start(c.prof);
+    c.norm(
         &x[..nm * d],
         &mut h[..nm * d],
-        d,
         &model.cls_norm.0,
         Some(&model.cls_norm.1),
-        c.eps,
     );
-    observe(&mut observer, &model.cls, nm, h);
-    model.cls.matmul(isa, &h[..nm * d], nm, &mut tmp[..nm * d]);
+    t.lap(c.prof, Op::Scorer);
+    c.matmul(
+        &model.cls,
+        &h[..nm * d],
+        nm,
+        &mut tmp[..nm * d],
+        &mut observer,
+    );
+    t = Tick::start(c.prof);
     add_bias(&mut tmp[..nm * d], &model.cls_b);
     out.clear();
     for r in 0..nm {
@@ -675,5 +1300,6 @@ fn forward_body<'w>(
         }
         out.push(s + model.cls_out_b);
     }
+    t.lap(c.prof, Op::Scorer);
     Ok(&out[..])
 }

@@ -32,12 +32,16 @@ pub use sky_quant::OUTLIER_RATIO;
 /// outlier column with its exact weight, as quantizing at load does.
 pub use sky_quant::META_OUTLIER_WEIGHTS_PREFIX;
 
+/// Activation buffers a kernel keeps for concurrent callers (the threads of one pass).
+const SCRATCHES: usize = 4;
+
 /// A [`Q8Matrix`] as an engine matmul kernel, with its activation mode.
 pub struct Q8Kernel {
     matrix: Q8Matrix,
     mode: ActQuant,
-    /// Activation buffers reused between calls; a concurrent caller gets fresh ones.
-    scratch: Mutex<Scratch>,
+    /// Activation buffers reused between calls, one per concurrent caller; a caller that
+    /// finds all of them busy gets fresh ones.
+    scratch: [Mutex<Scratch>; SCRATCHES],
 }
 
 impl Q8Kernel {
@@ -46,7 +50,7 @@ impl Q8Kernel {
         Q8Kernel {
             matrix,
             mode,
-            scratch: Mutex::new(Scratch::new()),
+            scratch: std::array::from_fn(|_| Mutex::new(Scratch::new())),
         }
     }
 
@@ -58,9 +62,9 @@ impl Q8Kernel {
 
 impl MatmulKernel for Q8Kernel {
     fn matmul(&self, x: &[f32], rows: usize, out: &mut [f32]) {
-        let res = match self.scratch.try_lock() {
-            Ok(mut s) => self.matrix.matmul(x, rows, out, self.mode, &mut s),
-            Err(_) => self
+        let res = match self.scratch.iter().find_map(|m| m.try_lock().ok()) {
+            Some(mut s) => self.matrix.matmul(x, rows, out, self.mode, &mut s),
+            None => self
                 .matrix
                 .matmul(x, rows, out, self.mode, &mut Scratch::new()),
         };

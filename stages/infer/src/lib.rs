@@ -38,6 +38,7 @@ pub mod load;
 pub mod model;
 pub mod pyjson;
 pub mod sequence;
+pub mod threads;
 pub mod weights;
 
 pub use config::{ModelConfig, QType, Temperatures};

@@ -1,0 +1,128 @@
+//! One forward pass on several threads gives the scores of one thread bit for bit, on every
+//! compute path (f32, int8 Q8x2, int8 Q8) and instruction set this CPU runs (the portable
+//! one on pico only), for the golden cases of every reference checkpoint (micro: the cases
+//! up to 160 tokens, to keep the debug-profile run short).
+
+mod common;
+
+use sky_infer::forward::{forward, Workspace};
+use sky_infer::int8::{self, ComputeOptions};
+use sky_infer::kernels::Isa;
+use sky_infer::QType;
+use sky_quant::ActQuant;
+
+struct Case {
+    ids: Vec<u32>,
+    markers: Vec<usize>,
+    qtype: QType,
+}
+
+fn cases(model: &str, max_len: usize) -> Vec<Case> {
+    let path = common::repo_root().join(format!("fixtures/laya-ref/goldens/{model}.f64.jsonl"));
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut out = Vec::new();
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let rec: serde_json::Value = serde_json::from_str(line).unwrap();
+        let ids: Vec<u32> = rec["input_ids"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_u64().unwrap() as u32)
+            .collect();
+        if ids.len() > max_len {
+            continue;
+        }
+        let markers = rec["markers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_u64().unwrap() as usize)
+            .collect();
+        let qtype = QType::parse(rec["type"].as_str().unwrap()).unwrap();
+        out.push(Case {
+            ids,
+            markers,
+            qtype,
+        });
+    }
+    out
+}
+
+fn check(model: &str, max_len: usize, isas: &[Isa]) {
+    let cases = cases(model, max_len);
+    assert!(cases.len() >= 10, "{model}: too few cases");
+    for act in [None, Some(ActQuant::Q8x2), Some(ActQuant::Q8)] {
+        let opts = ComputeOptions {
+            act,
+            ..Default::default()
+        };
+        let (mut e, _) = int8::open(&common::model_dir(model), &opts, None).unwrap();
+        for &isa in isas {
+            if !isa.available() {
+                continue;
+            }
+            e.isa = isa;
+            let mut one = Workspace::new();
+            let mut many: Vec<Workspace> = (2..=3)
+                .map(|n| {
+                    let mut w = Workspace::new();
+                    w.set_threads(n).unwrap();
+                    w
+                })
+                .collect();
+            for (i, c) in cases.iter().enumerate() {
+                let want: Vec<u32> =
+                    forward(&e.model, isa, &mut one, &c.ids, &c.markers, c.qtype, None)
+                        .unwrap()
+                        .iter()
+                        .map(|v| v.to_bits())
+                        .collect();
+                for ws in &mut many {
+                    let got: Vec<u32> =
+                        forward(&e.model, isa, ws, &c.ids, &c.markers, c.qtype, None)
+                            .unwrap()
+                            .iter()
+                            .map(|v| v.to_bits())
+                            .collect();
+                    assert_eq!(
+                        got,
+                        want,
+                        "{model} {act:?} {isa:?} case {i} ({} tokens), {} threads",
+                        c.ids.len(),
+                        ws.threads()
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn pico_threads_give_the_scores_of_one_thread() {
+    check(
+        "s1-pico",
+        usize::MAX,
+        &[Isa::Avx512, Isa::Avx2, Isa::Scalar],
+    );
+}
+
+#[test]
+fn nano_threads_give_the_scores_of_one_thread() {
+    check("s1-nano", usize::MAX, &[Isa::Avx512, Isa::Avx2]);
+}
+
+#[test]
+fn micro_threads_give_the_scores_of_one_thread() {
+    check("s1-micro", 160, &[Isa::Avx512, Isa::Avx2]);
+}
+
+#[test]
+fn thread_counts_out_of_range_are_refused() {
+    let mut ws = Workspace::new();
+    assert!(ws.set_threads(0).is_err());
+    assert!(ws.set_threads(sky_infer::threads::MAX_THREADS + 1).is_err());
+    ws.set_threads(2).unwrap();
+    assert_eq!(ws.threads(), 2);
+    ws.set_threads(1).unwrap();
+    assert_eq!(ws.threads(), 1);
+}

@@ -317,7 +317,7 @@ pub(crate) fn dot_packed(
 /// the Q8x2 residual pass.
 ///
 /// Panics unless `x`, `q`, `r` are `32 * scales.len()` long and the CPU has AVX-512 F/BW.
-#[cfg(target_arch = "x86_64")]
+#[cfg(all(test, target_arch = "x86_64"))]
 pub(crate) fn quantize_row_avx512(
     x: &[f32],
     q: &mut [i8],
@@ -332,7 +332,34 @@ pub(crate) fn quantize_row_avx512(
         "AVX-512 not available"
     );
     // SAFETY: features checked just above (Avx512Vnni implies F and BW); lengths asserted.
-    unsafe { x86::quantize_row_avx512(x, q, r, scales, x2) }
+    unsafe { x86::quantize_row_avx512::<false>(x, &[], q, r, scales, x2) }
+}
+
+/// [`quantize_row_avx512`] straight from the unmasked activation row, for the packed kernel:
+/// the lanes set in `zero[b]` (block `b`'s outlier channels) are read as 0.0, exactly as if
+/// the row had been copied with those channels zeroed, and the bytes are stored biased to
+/// unsigned (`q ^ 0x80`, i.e. `q + 128`). One pass instead of copy, quantize and bias.
+///
+/// Panics unless `x`, `q`, `r` are `32 * scales.len()` long, `zero` is empty (no outliers)
+/// or `scales.len()` long, and the CPU has AVX-512 F/BW.
+#[cfg(target_arch = "x86_64")]
+pub(crate) fn quantize_row_biased_avx512(
+    x: &[f32],
+    zero: &[u32],
+    q: &mut [i8],
+    r: &mut [i8],
+    scales: &mut [f32],
+    x2: bool,
+) {
+    let k = scales.len() * 32;
+    assert!(x.len() == k && q.len() == k && r.len() == k);
+    assert!(zero.is_empty() || zero.len() == scales.len());
+    assert!(
+        KernelPath::Avx512Vnni.is_available(),
+        "AVX-512 not available"
+    );
+    // SAFETY: features checked just above (Avx512Vnni implies F and BW); lengths asserted.
+    unsafe { x86::quantize_row_avx512::<true>(x, zero, q, r, scales, x2) }
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -617,19 +644,28 @@ mod x86 {
 
     /// # Safety
     /// The CPU must support AVX-512 F/BW; lengths as asserted by `super::quantize_row_avx512`.
+    /// `BIASED`: store `q ^ 0x80` (and `r ^ 0x80`) and read the lanes of `zero[b]` as 0.0
+    /// (`zero` empty: none).
     #[target_feature(enable = "avx512f,avx512bw")]
-    pub(super) unsafe fn quantize_row_avx512(
+    pub(super) unsafe fn quantize_row_avx512<const BIASED: bool>(
         x: &[f32],
+        zero: &[u32],
         q: &mut [i8],
         r: &mut [i8],
         scales: &mut [f32],
         x2: bool,
     ) {
+        let flip = _mm_set1_epi8(if BIASED { i8::MIN } else { 0 });
         for (b, s) in scales.iter_mut().enumerate() {
-            // SAFETY: block b of x (32 floats) lies inside x (32 * scales.len() long).
+            let keep = !zero.get(b).copied().unwrap_or(0);
+            // SAFETY: block b of x (32 floats) lies inside x (32 * scales.len() long); the
+            // masked-off lanes are not read.
             let v = unsafe {
                 let p = x.as_ptr().add(b * 32);
-                [_mm512_loadu_ps(p), _mm512_loadu_ps(p.add(16))]
+                [
+                    _mm512_maskz_loadu_ps(keep as u16, p),
+                    _mm512_maskz_loadu_ps((keep >> 16) as u16, p.add(16)),
+                ]
             };
             let amax =
                 _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v[0]), _mm512_abs_ps(v[1])));
@@ -640,12 +676,15 @@ mod x86 {
             let dv = _mm512_set1_ps(d);
             for (h, &vh) in v.iter().enumerate() {
                 let qf = round_clamp_512(_mm512_mul_ps(vh, idv));
-                let qb = _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(qf));
+                let qb = _mm_xor_si128(_mm512_cvtepi32_epi8(_mm512_cvttps_epi32(qf)), flip);
                 // SAFETY: bytes b * 32 + 16 * h .. + 16 lie inside q (and r), as x above.
                 unsafe { _mm_storeu_si128(q.as_mut_ptr().add(b * 32 + h * 16).cast(), qb) };
                 if x2 {
                     let res = _mm512_mul_ps(_mm512_sub_ps(vh, _mm512_mul_ps(dv, qf)), id128);
-                    let rb = _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(round_clamp_512(res)));
+                    let rb = _mm_xor_si128(
+                        _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(round_clamp_512(res))),
+                        flip,
+                    );
                     // SAFETY: as above.
                     unsafe { _mm_storeu_si128(r.as_mut_ptr().add(b * 32 + h * 16).cast(), rb) };
                 }
@@ -694,22 +733,17 @@ mod x86 {
             };
             for (t, a) in acc.iter_mut().enumerate() {
                 let at = (i0 + t) * k + b * 32;
-                // Two chains of 4 `dpbusd` each, to halve the dependency latency.
+                // One chain of 8 `dpbusd` per pass (T tokens give T independent chains, enough
+                // to keep both VNNI pipes busy); integer sums, so the order changes nothing.
                 let dot = |src: &[u8]| {
-                    let (mut d0, mut d1) = (corr, _mm512_setzero_si512());
-                    for c in 0..4 {
+                    let mut acc_i = corr;
+                    for (c, wc) in w.iter().enumerate() {
                         // SAFETY: bytes at..at + 32 of row i0 + t lie inside the activations.
-                        let (x0, x1) = unsafe {
-                            let ptr = src.as_ptr().add(at + c * 8);
-                            (
-                                ptr.cast::<i32>().read_unaligned(),
-                                ptr.add(4).cast::<i32>().read_unaligned(),
-                            )
-                        };
-                        d0 = _mm512_dpbusd_epi32(d0, _mm512_set1_epi32(x0), w[2 * c]);
-                        d1 = _mm512_dpbusd_epi32(d1, _mm512_set1_epi32(x1), w[2 * c + 1]);
+                        let xc =
+                            unsafe { src.as_ptr().add(at + c * 4).cast::<i32>().read_unaligned() };
+                        acc_i = _mm512_dpbusd_epi32(acc_i, _mm512_set1_epi32(xc), *wc);
                     }
-                    _mm512_add_epi32(d0, d1)
+                    acc_i
                 };
                 let mut idot = dot(uq);
                 if X2 {
@@ -750,7 +784,7 @@ mod x86 {
         n: usize,
         out: &mut [f32],
     ) {
-        const T: usize = 4;
+        const T: usize = 8;
         for g in 0..rows.div_ceil(16) {
             let lanes = (rows - g * 16).min(16);
             let mask: __mmask16 = if lanes == 16 {
@@ -770,6 +804,16 @@ mod x86 {
                     }
                 }
                 i += T;
+            }
+            while i + 4 <= n {
+                unsafe {
+                    if x2 {
+                        packed_tile::<4, true>(p, g, nb, act, outl, i, rows, mask, out);
+                    } else {
+                        packed_tile::<4, false>(p, g, nb, act, outl, i, rows, mask, out);
+                    }
+                }
+                i += 4;
             }
             while i < n {
                 unsafe {

@@ -153,6 +153,9 @@ pub struct Q8Matrix {
     /// The same int8 weights repacked for the AVX-512 VNNI kernel; built at construction only
     /// where this CPU can run that path.
     packed: Option<Packed16>,
+    /// Per activation block, the lanes of the outlier channels (bit `c % 32` of block
+    /// `c / 32`), which the packed path's quantizer reads as 0; empty without outliers.
+    zero_masks: Vec<u32>,
 }
 
 impl Q8Matrix {
@@ -231,6 +234,10 @@ impl Q8Matrix {
         let packed = KernelPath::Avx512Vnni
             .is_available()
             .then(|| Packed16::new(&qs, &scales, rows, k));
+        let mut zero_masks = vec![0u32; if outliers.is_empty() { 0 } else { nb }];
+        for &o in outliers {
+            zero_masks[o as usize / QK8_0] |= 1 << (o as usize % QK8_0);
+        }
         Ok(Q8Matrix {
             rows,
             k,
@@ -239,6 +246,7 @@ impl Q8Matrix {
             outliers: outliers.to_vec(),
             outlier_cols,
             packed,
+            zero_masks,
         })
     }
 
@@ -336,10 +344,40 @@ impl Q8Matrix {
         } = scratch;
         let row = &mut row[..k];
         #[cfg(target_arch = "x86_64")]
-        let packed = self
+        if let Some(p) = self
             .packed
             .as_ref()
-            .filter(|_| *path == KernelPath::Avx512Vnni);
+            .filter(|_| *path == KernelPath::Avx512Vnni)
+        {
+            let x2 = mode == ActQuant::Q8x2;
+            // Quantized straight from `x`, outlier channels read as 0, bytes biased to
+            // unsigned for `dpbusd` (q + 128 == q ^ 0x80): what copying the row, zeroing the
+            // outliers, quantizing and biasing gave, in one pass.
+            for i in 0..n {
+                crate::kernels::quantize_row_biased_avx512(
+                    &x[i * k..(i + 1) * k],
+                    &self.zero_masks,
+                    &mut q[i * k..(i + 1) * k],
+                    &mut r[i * k..(i + 1) * k],
+                    &mut scales[i * nb..(i + 1) * nb],
+                    x2,
+                );
+            }
+            let as_u8 = |v: &[i8]| -> &[u8] {
+                // SAFETY: i8 and u8 have the same size and alignment, and every bit pattern
+                // is valid for both.
+                unsafe { std::slice::from_raw_parts(v.as_ptr().cast::<u8>(), v.len()) }
+            };
+            let uq = as_u8(&q[..n * k]);
+            let ur = x2.then(|| as_u8(&r[..n * k]));
+            let outl = crate::kernels::OutlierTerms {
+                channels: &self.outliers,
+                cols: &self.outlier_cols,
+                x,
+            };
+            crate::kernels::dot_packed(p, rows, nb, (uq, ur, &scales[..n * nb]), outl, n, out);
+            return Ok(());
+        }
         for i in 0..n {
             let xi = &x[i * k..(i + 1) * k];
             let (qi, ri, si) = (
@@ -357,34 +395,7 @@ impl Q8Matrix {
                 }
                 &*row
             };
-            #[cfg(target_arch = "x86_64")]
-            if packed.is_some() {
-                crate::kernels::quantize_row_avx512(src, qi, ri, si, mode == ActQuant::Q8x2);
-                continue;
-            }
             quantize_act_row(src, qi, ri, si, mode);
-        }
-        #[cfg(target_arch = "x86_64")]
-        if let Some(p) = packed {
-            // The packed kernel takes the activations biased to unsigned: q + 128 == q ^ 0x80
-            // as a byte.
-            let bias = |v: &mut [i8]| -> &[u8] {
-                for b in v.iter_mut() {
-                    *b ^= i8::MIN;
-                }
-                // SAFETY: i8 and u8 have the same size and alignment, and every bit pattern
-                // is valid for both.
-                unsafe { std::slice::from_raw_parts(v.as_ptr().cast::<u8>(), v.len()) }
-            };
-            let uq = bias(&mut q[..n * k]);
-            let ur = (mode == ActQuant::Q8x2).then(|| bias(&mut r[..n * k]));
-            let outl = crate::kernels::OutlierTerms {
-                channels: &self.outliers,
-                cols: &self.outlier_cols,
-                x,
-            };
-            crate::kernels::dot_packed(p, rows, nb, (uq, ur, &scales[..n * nb]), outl, n, out);
-            return Ok(());
         }
         for i in 0..n {
             let act = ActRow {
@@ -742,6 +753,33 @@ mod tests {
             );
             if mode == ActQuant::Q8x2 {
                 assert_eq!(r1, r2, "residuals");
+            }
+            // The packed path's quantizer: outlier lanes read as 0, bytes biased by 0x80.
+            let outliers = [3usize, 40, 45, 161, 300];
+            let mut zeroed = x.clone();
+            let mut zero = vec![0u32; nb];
+            for &o in &outliers {
+                zeroed[o] = 0.0;
+                zero[o / 32] |= 1 << (o % 32);
+            }
+            quantize_act_row(&zeroed, &mut q1, &mut r1, &mut s1, mode);
+            crate::kernels::quantize_row_biased_avx512(
+                &x,
+                &zero,
+                &mut q2,
+                &mut r2,
+                &mut s2,
+                mode == ActQuant::Q8x2,
+            );
+            let flip = |v: &[i8]| v.iter().map(|&b| b ^ i8::MIN).collect::<Vec<_>>();
+            assert_eq!(flip(&q1), q2, "{mode:?} biased q");
+            assert_eq!(
+                s1.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                s2.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                "{mode:?} biased scales"
+            );
+            if mode == ActQuant::Q8x2 {
+                assert_eq!(flip(&r1), r2, "biased residuals");
             }
         }
     }

@@ -32,6 +32,9 @@ pub struct Args {
     /// Compute path: --q8, --q8-fast, --no-calib.
     #[command(flatten)]
     pub path: super::ComputeFlags,
+    /// Threads of one question's forward pass (the same answers bit for bit as one thread).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=16))]
+    pub threads: u32,
 }
 
 /// The bytes of `path`, or of standard input for `-`.
@@ -52,6 +55,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         eprintln_err(&format!("note: {note}"));
     }
     let mut ws = Workspace::new();
+    ws.set_threads(args.threads as usize)?;
     let mut out = std::io::stdout().lock();
     if let Some(path) = &args.request {
         let what = path.display().to_string();

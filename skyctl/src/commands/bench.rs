@@ -1,5 +1,5 @@
 //! `skyctl bench MODEL [--q8 | --q8-fast] [--no-calib] [--questions N] [--iters N]
-//! [--rounds N] [--json]`: per-question latency of one compute path, best median of rounds.
+//! [--rounds N] [--threads N] [--json]`: per-question latency of one compute path, best median of rounds.
 //!
 //! A frame is one request of `--questions` questions (the built-in calibration prompts, in
 //! order, cycled), each answered from scratch: tokenization, sequence, forward pass,
@@ -28,6 +28,9 @@ pub struct Args {
     /// Rounds; the best round median is reported.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
     pub rounds: u32,
+    /// Threads of one question's forward pass (same answers bit for bit).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=16))]
+    pub threads: u32,
     /// Print one JSON object instead of text.
     #[arg(long)]
     pub json: bool,
@@ -44,6 +47,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         questions: args.questions,
         iters: args.iters,
         rounds: args.rounds,
+        threads: args.threads,
     };
     let r = bench_engine(&engine, &report, cfg)?;
     let mut out = std::io::stdout().lock();

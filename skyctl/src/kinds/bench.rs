@@ -1,7 +1,7 @@
 //! `bench`: per-question latency of a model's variants, per compute mode (exclusive: runs
 //! alone; volatile: re-run by `--rerun bench`).
 //!
-//! Params: the model's `bench = {modes, questions, iters, rounds}`. Modes: `f32` (the F16
+//! Params: the model's `bench = {modes, questions, iters, rounds, threads}`. Modes: `f32` (the F16
 //! file, else the F32 one, computed in f32), `q8` (alias `int8`: that file quantized at load,
 //! Q8x2 activations), `q8-fast` (Q8 activations), `q8_0` (the Q8_0 file on its default int8
 //! path), `tuned` (the tuned file on its default path); an empty list means the first four,
@@ -33,6 +33,17 @@ pub struct Params {
     pub iters: u32,
     /// Rounds.
     pub rounds: u32,
+    /// Threads of one forward pass (absent: 1, and then not part of the key).
+    #[serde(default = "one_thread", skip_serializing_if = "is_one_thread")]
+    pub threads: u32,
+}
+
+fn one_thread() -> u32 {
+    1
+}
+
+fn is_one_thread(n: &u32) -> bool {
+    *n == 1
 }
 
 fn variant_of(input: &StageInput) -> Option<&str> {
@@ -74,6 +85,7 @@ impl Kind for Bench {
             questions: p.questions,
             iters: p.iters,
             rounds: p.rounds,
+            threads: p.threads,
         };
         let mut results = Map::new();
         for mode in modes {

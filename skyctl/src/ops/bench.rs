@@ -95,6 +95,8 @@ pub struct BenchConfig {
     pub iters: u32,
     /// Rounds.
     pub rounds: u32,
+    /// Threads of one forward pass (1: the calling thread alone; answers are the same).
+    pub threads: u32,
 }
 
 /// One measurement.
@@ -146,6 +148,7 @@ pub fn bench_engine(
     anyhow::ensure!(!questions.is_empty(), "no benchmark questions");
     let q = cfg.questions.max(1) as usize;
     let mut ws = Workspace::new();
+    ws.set_threads(cfg.threads.max(1) as usize)?;
     let mut next = 0usize;
     let mut frame = |ws: &mut Workspace| -> anyhow::Result<f64> {
         let t = Instant::now();

@@ -291,6 +291,7 @@ impl Expander<'_> {
                 questions: *b.questions.get_ref(),
                 iters: *b.iters.get_ref(),
                 rounds: *b.rounds.get_ref(),
+                threads: *b.threads.get_ref(),
             };
             let mut n = NodeSpec::new::<bench::Bench>(node("bench"), &params, span.clone())?
                 .group(&name)

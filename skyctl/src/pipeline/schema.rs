@@ -309,6 +309,13 @@ pub struct BenchSettings {
     /// Rounds (the median round is reported).
     #[serde(default = "default_rounds")]
     pub rounds: Spanned<u32>,
+    /// Threads of one question's forward pass (1 to 16; default 1).
+    #[serde(default = "default_threads")]
+    pub threads: Spanned<u32>,
+}
+
+fn default_threads() -> Spanned<u32> {
+    Spanned::new(0..0, 1)
 }
 
 fn default_questions() -> Spanned<u32> {
@@ -635,6 +642,7 @@ impl Manifest {
                 ("questions", &b.questions),
                 ("iters", &b.iters),
                 ("rounds", &b.rounds),
+                ("threads", &b.threads),
             ] {
                 if *v.get_ref() == 0 {
                     return Err(self.error_at(
@@ -642,6 +650,15 @@ impl Manifest {
                         format!("model `{name}`: bench.{key} must be at least 1"),
                     ));
                 }
+            }
+            if *b.threads.get_ref() > sky_infer::threads::MAX_THREADS as u32 {
+                return Err(self.error_at(
+                    b.threads.span(),
+                    format!(
+                        "model `{name}`: bench.threads must be at most {}",
+                        sky_infer::threads::MAX_THREADS
+                    ),
+                ));
             }
         }
         for p in &m.publish {

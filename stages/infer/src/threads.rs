@@ -228,7 +228,7 @@ mod pool {
     #[inline]
     fn relax(spins: &mut u32) {
         *spins = spins.wrapping_add(1);
-        if *spins % 64 == 0 {
+        if spins.is_multiple_of(64) {
             std::thread::yield_now();
         } else {
             std::hint::spin_loop();

@@ -312,6 +312,84 @@ pub(crate) fn dot_packed(
     unsafe { x86::dot_packed_avx512(packed, rows, nb, (uq, ur, x_scales), outl, n, out) }
 }
 
+/// Weights repacked for the 256-bit packed kernels ([`dot_packed8`], AVX-VNNI and AVX2): rows
+/// in groups of 8 (one int32 lane per row), per group and block 8 chunks of 8 rows x 4 bytes
+/// (one 256-bit vector each), the 8 f32 row scales, and `-128 * sum(w)` of each row's block
+/// for the AVX-VNNI path's unsigned activations. Rows past `rows` are zero.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub(crate) struct Packed8 {
+    qs: Vec<i8>,
+    scales: Vec<f32>,
+    neg_sums: Vec<i32>,
+}
+
+impl Packed8 {
+    /// Repacks `rows x k` Q8_0 values (`qs`, row-major) and their block scales.
+    pub(crate) fn new(qs: &[i8], scales: &[f32], rows: usize, k: usize) -> Packed8 {
+        let nb = k / 32;
+        let groups = rows.div_ceil(8);
+        let mut p = Packed8 {
+            qs: vec![0; groups * nb * 256],
+            scales: vec![0.0; groups * nb * 8],
+            neg_sums: vec![0; groups * nb * 8],
+        };
+        for row in 0..rows {
+            let (g, lane) = (row / 8, row % 8);
+            for b in 0..nb {
+                let base = g * nb + b;
+                let w = &qs[row * k + b * 32..row * k + (b + 1) * 32];
+                for (i, &v) in w.iter().enumerate() {
+                    p.qs[base * 256 + (i / 4) * 32 + lane * 4 + i % 4] = v;
+                }
+                p.scales[base * 8 + lane] = scales[row * nb + b];
+                p.neg_sums[base * 8 + lane] = -128 * w.iter().map(|&v| i32::from(v)).sum::<i32>();
+            }
+        }
+        p
+    }
+}
+
+/// [`dot_packed`] on the 256-bit paths: `path` is [`KernelPath::AvxVnni`] (activations biased
+/// to unsigned, `q ^ 0x80`, as for [`dot_packed`]) or [`KernelPath::Avx2`] (activations as
+/// signed bytes, the sign trick of the module docs). Every output is summed in the portable
+/// path's order with its roundings (multiply, then add), so the results equal it bit for bit.
+///
+/// Panics if the lengths disagree, `path` is another path or this CPU cannot run it: internal
+/// invariants that [`crate::Q8Matrix::matmul`] establishes before calling.
+#[cfg(target_arch = "x86_64")]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn dot_packed8(
+    path: KernelPath,
+    packed: &Packed8,
+    rows: usize,
+    nb: usize,
+    act: (&[u8], Option<&[u8]>, &[f32]),
+    outl: OutlierTerms<'_>,
+    n: usize,
+    out: &mut [f32],
+) {
+    let (uq, ur, x_scales) = act;
+    let k = nb * 32;
+    assert!(outl.x.len() == n * k && outl.cols.len() == outl.channels.len() * rows);
+    assert!(outl.channels.iter().all(|&c| (c as usize) < k));
+    let groups = rows.div_ceil(8);
+    assert!(uq.len() == n * k && ur.is_none_or(|r| r.len() == n * k));
+    assert!(x_scales.len() == n * nb && out.len() == n * rows);
+    assert!(packed.qs.len() == groups * nb * 256 && packed.scales.len() == groups * nb * 8);
+    assert!(packed.neg_sums.len() == groups * nb * 8);
+    assert!(path.is_available(), "kernel path {path} not available");
+    let a = (uq, ur, x_scales);
+    match path {
+        // SAFETY: features checked just above; the asserts pin every length the kernel indexes.
+        KernelPath::AvxVnni => unsafe {
+            x86::dot_packed8_avxvnni(packed, rows, nb, a, outl, n, out)
+        },
+        // SAFETY: as above.
+        KernelPath::Avx2 => unsafe { x86::dot_packed8_avx2(packed, rows, nb, a, outl, n, out) },
+        _ => panic!("dot_packed8 runs on the 256-bit paths only, not {path}"),
+    }
+}
+
 /// Vectorized twin of `quantize_act_row` in `matmul.rs` (same operations in the same order,
 /// so bit-identical results): one 32-value block per pair of 512-bit vectors. `x2` selects
 /// the Q8x2 residual pass.
@@ -368,7 +446,7 @@ mod x86 {
     //! `#[target_feature]`: the callers in the parent module check the features at run time
     //! and the slice lengths with asserts before calling.
 
-    use super::{ActRow, OutlierTerms, Packed16};
+    use super::{ActRow, OutlierTerms, Packed16, Packed8};
     use std::arch::x86_64::*;
 
     #[cfg(test)]
@@ -518,6 +596,178 @@ mod x86 {
 
     rows_kernel_256!(dot_rows_avx2, "avx2,fma", block_avx2);
     rows_kernel_256!(dot_rows_avxvnni, "avx2,fma,avxvnni", block_avxvnni);
+
+    /// The 256-bit packed kernels, from one source: `T` activation rows from `i0` against the
+    /// 8-row weight group `g` (see `Packed8`), per block 8 chunks of 4 activation bytes
+    /// broadcast against 8 rows, then the portable path's f32 steps: `s = w_scale * x_scale`,
+    /// `acc = acc + s * idot` (no FMA), the outliers added in order the same way.
+    macro_rules! packed8_kernel {
+        ($tile:ident, $driver:ident, $features:literal, $chunk:ident, $biased:literal) => {
+            /// # Safety
+            /// The CPU must support the enabled features; rows `i0..i0 + T` exist; lengths as
+            /// asserted by `super::dot_packed8`; `lanes` (1..=8) rows of group `g` exist.
+            #[target_feature(enable = $features)]
+            #[allow(clippy::too_many_arguments)]
+            unsafe fn $tile<const T: usize, const X2: bool>(
+                p: &Packed8,
+                g: usize,
+                nb: usize,
+                act: (&[u8], Option<&[u8]>, &[f32]),
+                outl: OutlierTerms<'_>,
+                i0: usize,
+                rows: usize,
+                lanes: usize,
+                out: &mut [f32],
+            ) {
+                let (uq, ur, xs) = act;
+                let k = nb * 32;
+                let ur = ur.unwrap_or(uq);
+                let mut acc = [_mm256_setzero_ps(); T];
+                for b in 0..nb {
+                    let base = g * nb + b;
+                    // SAFETY: group g, block b: 256 bytes, 8 scales, 8 sums inside the packed
+                    // arrays (g < groups, b < nb).
+                    let (corr, ws, wp) = unsafe {
+                        (
+                            // Unsigned (biased) activations: start at -128 * sum(w).
+                            if $biased {
+                                _mm256_loadu_si256(p.neg_sums.as_ptr().add(base * 8).cast())
+                            } else {
+                                _mm256_setzero_si256()
+                            },
+                            _mm256_loadu_ps(p.scales.as_ptr().add(base * 8)),
+                            p.qs.as_ptr().add(base * 256),
+                        )
+                    };
+                    let mut dq = [corr; T];
+                    let mut dr = [corr; T];
+                    for c in 0..8 {
+                        // SAFETY: chunk c of the block lies inside the 256 bytes above.
+                        let w = unsafe { _mm256_loadu_si256(wp.add(c * 32).cast()) };
+                        for t in 0..T {
+                            let at = (i0 + t) * k + b * 32 + c * 4;
+                            // SAFETY: bytes at..at + 4 of row i0 + t lie inside the
+                            // activations (n x k).
+                            let (xq, xr) = unsafe {
+                                (
+                                    uq.as_ptr().add(at).cast::<i32>().read_unaligned(),
+                                    ur.as_ptr().add(at).cast::<i32>().read_unaligned(),
+                                )
+                            };
+                            dq[t] = $chunk(dq[t], xq, w);
+                            if X2 {
+                                dr[t] = $chunk(dr[t], xr, w);
+                            }
+                        }
+                    }
+                    for (t, a) in acc.iter_mut().enumerate() {
+                        let mut idot = dq[t];
+                        if X2 {
+                            idot = _mm256_add_epi32(_mm256_slli_epi32::<7>(idot), dr[t]);
+                        }
+                        let s = _mm256_mul_ps(ws, _mm256_set1_ps(xs[(i0 + t) * nb + b]));
+                        *a = _mm256_add_ps(*a, _mm256_mul_ps(s, _mm256_cvtepi32_ps(idot)));
+                    }
+                }
+                let mask = _mm256_cmpgt_epi32(
+                    _mm256_set1_epi32(lanes as i32),
+                    _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+                );
+                for (t, a) in acc.iter_mut().enumerate() {
+                    for (o, &c) in outl.channels.iter().enumerate() {
+                        let xo = _mm256_set1_ps(outl.x[(i0 + t) * k + c as usize]);
+                        // SAFETY: the mask limits the load to rows < rows of column o, which
+                        // lies inside cols (channels.len() x rows).
+                        let col = unsafe {
+                            _mm256_maskload_ps(outl.cols.as_ptr().add(o * rows + g * 8), mask)
+                        };
+                        *a = _mm256_add_ps(*a, _mm256_mul_ps(xo, col));
+                    }
+                    let at = (i0 + t) * rows + g * 8;
+                    // SAFETY: the mask limits the store to the rows of the group that exist,
+                    // which lie inside out (row i0 + t < n, out is n x rows).
+                    unsafe { _mm256_maskstore_ps(out.as_mut_ptr().add(at), mask, *a) };
+                }
+            }
+
+            /// # Safety
+            /// The CPU must support the enabled features; lengths as asserted by
+            /// `super::dot_packed8`.
+            #[target_feature(enable = $features)]
+            pub(super) unsafe fn $driver(
+                p: &Packed8,
+                rows: usize,
+                nb: usize,
+                act: (&[u8], Option<&[u8]>, &[f32]),
+                outl: OutlierTerms<'_>,
+                n: usize,
+                out: &mut [f32],
+            ) {
+                let x2 = act.1.is_some();
+                for g in 0..rows.div_ceil(8) {
+                    let lanes = (rows - g * 8).min(8);
+                    let mut i = 0;
+                    // SAFETY (all calls): tokens i..i + 4 (or i) < n; as the caller guarantees.
+                    while i + 4 <= n {
+                        unsafe {
+                            if x2 {
+                                $tile::<4, true>(p, g, nb, act, outl, i, rows, lanes, out);
+                            } else {
+                                $tile::<4, false>(p, g, nb, act, outl, i, rows, lanes, out);
+                            }
+                        }
+                        i += 4;
+                    }
+                    while i < n {
+                        unsafe {
+                            if x2 {
+                                $tile::<1, true>(p, g, nb, act, outl, i, rows, lanes, out);
+                            } else {
+                                $tile::<1, false>(p, g, nb, act, outl, i, rows, lanes, out);
+                            }
+                        }
+                        i += 1;
+                    }
+                }
+            }
+        };
+    }
+
+    /// AVX-VNNI: `dpbusd` of 4 unsigned activation bytes (broadcast) with 8 rows' 4 weights.
+    #[inline]
+    #[target_feature(enable = "avx2,avxvnni")]
+    fn chunk_avxvnni(acc: __m256i, x: i32, w: __m256i) -> __m256i {
+        _mm256_dpbusd_avx_epi32(acc, _mm256_set1_epi32(x), w)
+    }
+
+    /// AVX2: the sign trick on 4 signed activation bytes (broadcast) and 8 rows' 4 weights,
+    /// `maddubs(|w|, x * sign(w))` then pairs summed to int32 (no saturation: see the module
+    /// docs; the AVX2 activations are not biased).
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn chunk_avx2(acc: __m256i, x: i32, w: __m256i) -> __m256i {
+        let sx = _mm256_sign_epi8(_mm256_set1_epi32(x), w);
+        let p = _mm256_madd_epi16(
+            _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), sx),
+            _mm256_set1_epi16(1),
+        );
+        _mm256_add_epi32(acc, p)
+    }
+
+    packed8_kernel!(
+        packed8_tile_avxvnni,
+        dot_packed8_avxvnni,
+        "avx2,fma,avxvnni",
+        chunk_avxvnni,
+        true
+    );
+    packed8_kernel!(
+        packed8_tile_avx2,
+        dot_packed8_avx2,
+        "avx2,fma",
+        chunk_avx2,
+        false
+    );
 
     // ---- AVX-VNNI ---------------------------------------------------------------------
 

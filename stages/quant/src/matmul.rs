@@ -13,7 +13,7 @@
 //! unchanged.
 
 use crate::error::{Error, Result};
-use crate::kernels::{dot_rows, ActRow, KernelPath, Packed16};
+use crate::kernels::{dot_rows, ActRow, KernelPath, Packed16, Packed8};
 use crate::q8::{
     check_finite, check_shape, f16_bits_to_f32, f32_to_f16_bits, outlier_mask, quantize_q8_0,
     Q8_0_BLOCK_BYTES, QK8_0,
@@ -153,6 +153,9 @@ pub struct Q8Matrix {
     /// The same int8 weights repacked for the AVX-512 VNNI kernel; built at construction only
     /// where this CPU can run that path.
     packed: Option<Packed16>,
+    /// The same int8 weights repacked for the 256-bit packed kernels (AVX-VNNI, AVX2), built
+    /// on the first product that runs on one of those paths.
+    packed8: std::sync::OnceLock<Packed8>,
     /// Per activation block, the lanes of the outlier channels (bit `c % 32` of block
     /// `c / 32`), which the packed path's quantizer reads as 0; empty without outliers.
     zero_masks: Vec<u32>,
@@ -246,6 +249,7 @@ impl Q8Matrix {
             outliers: outliers.to_vec(),
             outlier_cols,
             packed,
+            packed8: std::sync::OnceLock::new(),
             zero_masks,
         })
     }
@@ -378,6 +382,11 @@ impl Q8Matrix {
             crate::kernels::dot_packed(p, rows, nb, (uq, ur, &scales[..n * nb]), outl, n, out);
             return Ok(());
         }
+        #[cfg(target_arch = "x86_64")]
+        let packed8 = matches!(*path, KernelPath::AvxVnni | KernelPath::Avx2).then(|| {
+            self.packed8
+                .get_or_init(|| Packed8::new(&self.qs, &self.scales, rows, k))
+        });
         for i in 0..n {
             let xi = &x[i * k..(i + 1) * k];
             let (qi, ri, si) = (
@@ -396,6 +405,32 @@ impl Q8Matrix {
                 &*row
             };
             quantize_act_row(src, qi, ri, si, mode);
+        }
+        #[cfg(target_arch = "x86_64")]
+        if let Some(p8) = packed8 {
+            let x2 = mode == ActQuant::Q8x2;
+            if *path == KernelPath::AvxVnni {
+                // `dpbusd` takes unsigned activations: q + 128 == q ^ 0x80 as a byte.
+                q[..n * k].iter_mut().for_each(|b| *b ^= i8::MIN);
+                if x2 {
+                    r[..n * k].iter_mut().for_each(|b| *b ^= i8::MIN);
+                }
+            }
+            let as_u8 = |v: &[i8]| -> &[u8] {
+                // SAFETY: i8 and u8 have the same size and alignment, and every bit pattern
+                // is valid for both.
+                unsafe { std::slice::from_raw_parts(v.as_ptr().cast::<u8>(), v.len()) }
+            };
+            let uq = as_u8(&q[..n * k]);
+            let ur = x2.then(|| as_u8(&r[..n * k]));
+            let outl = crate::kernels::OutlierTerms {
+                channels: &self.outliers,
+                cols: &self.outlier_cols,
+                x,
+            };
+            let act = (uq, ur, &scales[..n * nb]);
+            crate::kernels::dot_packed8(*path, p8, rows, nb, act, outl, n, out);
+            return Ok(());
         }
         for i in 0..n {
             let act = ActRow {
@@ -622,8 +657,8 @@ mod tests {
                     &mut Scratch::with_path(path).unwrap(),
                 )
                 .unwrap();
-                if path == KernelPath::Avx512Vnni {
-                    // The packed kernel sums in the scalar path's order with its roundings.
+                if path != KernelPath::Scalar {
+                    // The packed kernels sum in the scalar path's order with its roundings.
                     let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
                     assert_eq!(bits(&got), bits(&want), "{path} {mode:?} not bit-identical");
                 }

@@ -10,7 +10,8 @@
 //! With [`Workspace::set_threads`] one pass runs on several threads. Everything between two
 //! attentions is row-wise (LayerNorm, the matrix products, RoPE, GeGLU, residuals), so each
 //! thread takes a contiguous range of token rows through that whole stretch; attention is
-//! split by query rows (after Kᵀ is built, split by heads). Two synchronisations per layer.
+//! split by (head, query block) after Kᵀ is built (split by heads): three synchronisations
+//! per layer.
 //! Each output element is computed by the same operations in the same order as on one thread
 //! (the matrix kernels sum every element along `k` independently of the row tiling), so the
 //! scores are bit for bit those of one thread. An observer (calibration) runs the pass on one
@@ -124,6 +125,8 @@ impl OpTimes {
         self.passes.load(Ordering::Relaxed)
     }
 
+    // wasm32 has no clock, so nothing is ever timed there.
+    #[cfg_attr(target_arch = "wasm32", allow(dead_code))]
     fn add(&self, op: Op, ns: u64) {
         self.ns[op as usize].fetch_add(ns, Ordering::Relaxed);
     }

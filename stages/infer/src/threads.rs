@@ -6,8 +6,8 @@
 //! one thread. The calling thread takes the first part of every split and `n - 1` worker
 //! threads the others. A pass synchronises about twice per layer, a few microseconds apart, so
 //! the workers wait for the next part spinning (about 100 µs, then they sleep until the next
-//! pass): waking a sleeping thread costs tens of microseconds on a virtual machine, as much as
-//! a small layer. On wasm32 there are no workers and only one thread.
+//! pass), so that a pass does not wait for a sleeping thread to be woken at every stretch. On
+//! wasm32 there are no workers and only one thread.
 
 use crate::error::{InferError, Result};
 
@@ -138,6 +138,8 @@ mod pool {
         /// Per worker: asleep (or about to be), so the caller must unpark it.
         sleeping: Vec<AtomicBool>,
         stop: AtomicBool,
+        /// A worker's part panicked (the caller re-raises it once all parts are done).
+        panicked: AtomicBool,
     }
 
     /// A fat pointer behind a thin one, so that it fits an `AtomicPtr`.
@@ -156,6 +158,7 @@ mod pool {
                 job: AtomicPtr::new(std::ptr::null_mut()),
                 sleeping: (0..workers).map(|_| AtomicBool::new(false)).collect(),
                 stop: AtomicBool::new(false),
+                panicked: AtomicBool::new(false),
             });
             let mut pool = Pool {
                 shared: shared.clone(),
@@ -198,12 +201,21 @@ mod pool {
                     self.workers[w].thread().unpark();
                 }
             }
-            f(0);
+            // The workers may use `f` until `pending` is 0: a panic in the caller's part waits
+            // for them too before it unwinds.
+            let mine = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(0)));
             let mut spins = 0u32;
             while s.pending.load(Ordering::Acquire) != 0 {
                 relax(&mut spins);
             }
             s.job.store(std::ptr::null_mut(), Ordering::SeqCst);
+            if let Err(payload) = mine {
+                s.panicked.store(false, Ordering::SeqCst);
+                std::panic::resume_unwind(payload);
+            }
+            if s.panicked.swap(false, Ordering::SeqCst) {
+                panic!("a worker thread of the forward pass panicked");
+            }
         }
     }
 
@@ -273,7 +285,11 @@ mod pool {
                     // worker's part is still pending, so the pointer and the closure behind
                     // it are valid here.
                     let f = unsafe { &*(*job).0 };
-                    f(part);
+                    // A panicking part must still count as done, or the caller waits forever.
+                    let run = std::panic::AssertUnwindSafe(|| f(part));
+                    if std::panic::catch_unwind(run).is_err() {
+                        s.panicked.store(true, Ordering::SeqCst);
+                    }
                 }
                 s.pending.fetch_sub(1, Ordering::AcqRel);
             }
@@ -320,6 +336,22 @@ mod tests {
             assert_eq!(hits.load(Ordering::Relaxed), 4);
             assert_eq!(out, [1, 1, 1, 2, 2, 2, 3, 3, 3, 4]);
         }
+        // A panic on a worker reaches the caller (after every part is done), and the pool
+        // keeps working.
+        let t = Threads::new(2).unwrap();
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            t.for_each(0..2usize, |i| assert!(i == 0, "part {i}"));
+        }));
+        assert!(r.is_err());
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            t.for_each(0..2usize, |i| assert!(i == 1, "part {i}"));
+        }));
+        assert!(r.is_err());
+        let hits = AtomicUsize::new(0);
+        t.for_each(0..2usize, |_| {
+            hits.fetch_add(1, Ordering::Relaxed);
+        });
+        assert_eq!(hits.load(Ordering::Relaxed), 2);
         assert!(Threads::new(0).is_err());
         assert!(Threads::new(MAX_THREADS + 1).is_err());
     }

@@ -6,8 +6,10 @@
 //! repacked at construction into groups of 16 rows ([`Packed16`]), activations biased to
 //! unsigned bytes, all tokens of a call at once (4 at a time), the outlier channels fused in,
 //! and every output summed in the scalar path's order with its roundings (no FMA), so its
-//! results equal the scalar path's bit for bit;
-//! [`dot_rows`] (one activation row against every weight row) serves the other paths.
+//! results equal the scalar path's bit for bit; the AVX-VNNI and AVX2 paths do the same 256
+//! bits wide through [`dot_packed8`] (groups of 8 rows, [`Packed8`]). [`dot_rows`] (one
+//! activation row against every weight row) is the scalar path's kernel and the 256-bit
+//! paths' row kernel, kept for the tests.
 //!
 //! All paths compute the same int32 block dot products bit for bit (integer arithmetic, no
 //! saturation possible: see [`KernelPath`]); they differ only in the order in which the f32
@@ -323,6 +325,8 @@ pub(crate) struct Packed8 {
     neg_sums: Vec<i32>,
 }
 
+// Only the x86-64 256-bit kernels build one; other targets (wasm32) never do.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 impl Packed8 {
     /// Repacks `rows x k` Q8_0 values (`qs`, row-major) and their block scales.
     pub(crate) fn new(qs: &[i8], scales: &[f32], rows: usize, k: usize) -> Packed8 {

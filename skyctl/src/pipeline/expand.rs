@@ -585,6 +585,30 @@ mod tests {
     }
 
     #[test]
+    fn bench_threads_reach_the_params_and_bad_counts_are_located() {
+        let src = "[[model]]\nname = \"m\"\nsource = \"models/m\"\nbench = { threads = 2 }\n";
+        let g = graph(src).unwrap();
+        let bench = &g.nodes[g.by_id["m/bench"]].params;
+        assert_eq!(bench["threads"], serde_json::json!(2));
+        // One thread (the default) stays out of the params, so existing keys do not move.
+        let g = graph("[[model]]\nname = \"m\"\nsource = \"models/m\"\nbench = {}\n").unwrap();
+        assert!(g.nodes[g.by_id["m/bench"]].params.get("threads").is_none());
+        for (v, needle) in [("0", "at least 1"), ("17", "at most 16")] {
+            let e = graph(&format!(
+                "[[model]]\nname = \"m\"\nsource = \"models/m\"\nbench = {{ threads = {v} }}\n"
+            ))
+            .unwrap_err()
+            .to_string();
+            assert!(
+                e.starts_with("pipeline.toml:4:")
+                    && e.contains("bench.threads")
+                    && e.contains(needle),
+                "{e}"
+            );
+        }
+    }
+
+    #[test]
     fn unknown_bench_mode_is_located() {
         let e = graph(
             "[[model]]\nname = \"m\"\nsource = \"models/m\"\nbench = { modes = [\"fp8\"] }\n",

@@ -382,7 +382,18 @@ fn a_token_guarded_server_accepts_authenticated_writes_only() {
     // An anonymous reader gets it all.
     let c = model_workspace(&MODELS);
     let run = build(&c, &server.url(), &[], &[]);
-    assert_eq!(run.count("executed"), 0, "{}", run.stderr);
+    assert_eq!(
+        run.count("executed"),
+        0,
+        "executed {:?}, why {:?}, warnings {:?}: {}",
+        run.executed(),
+        run.executed()
+            .iter()
+            .map(|n| run.why(n))
+            .collect::<Vec<_>>(),
+        warnings(&run),
+        run.stderr
+    );
     // An anonymous build that runs something: its writes are refused (one warning), its
     // reads go on: nano's chain still comes from the remote.
     let d = model_workspace(&MODELS);
@@ -472,7 +483,18 @@ fn signed_records_are_required_when_a_signing_key_is_set() {
     // Same key: everything is used.
     let b = model_workspace(&MODELS);
     let run = build(&b, &server.url(), &[], &[key]);
-    assert_eq!(run.count("executed"), 0, "{}", run.stderr);
+    assert_eq!(
+        run.count("executed"),
+        0,
+        "executed {:?}, why {:?}, warnings {:?}: {}",
+        run.executed(),
+        run.executed()
+            .iter()
+            .map(|n| run.why(n))
+            .collect::<Vec<_>>(),
+        warnings(&run),
+        run.stderr
+    );
     // Another key: nothing is trusted; one warning.
     let c = model_workspace(&MODELS);
     let run = build(
@@ -668,7 +690,18 @@ fn https_with_the_caches_own_ca() {
     assert_eq!(remote(&run, "uploaded"), NODES as u64);
     let b = model_workspace(&MODELS);
     let run = build(&b, &server.url(), &[], &[ca]);
-    assert_eq!(run.count("executed"), 0, "{}", run.stderr);
+    assert_eq!(
+        run.count("executed"),
+        0,
+        "executed {:?}, why {:?}, warnings {:?}: {}",
+        run.executed(),
+        run.executed()
+            .iter()
+            .map(|n| run.why(n))
+            .collect::<Vec<_>>(),
+        warnings(&run),
+        run.stderr
+    );
     assert_eq!(snapshot(&a.p("site/public")), snapshot(&b.p("site/public")));
 
     // Without the CA the certificate is not trusted: one warning, a local build.

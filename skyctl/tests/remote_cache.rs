@@ -125,8 +125,13 @@ fn a_second_clone_with_an_empty_store_fetches_everything_and_a_noop_sends_nothin
     assert_eq!(
         second.count("executed"),
         0,
-        "{:?}; warnings {:?}",
+        "{:?}, why {:?}; warnings {:?}",
         second.executed(),
+        second
+            .executed()
+            .iter()
+            .map(|n| second.why(n))
+            .collect::<Vec<_>>(),
         warnings(&second)
     );
     assert_eq!(second.with_status("remote").len(), NODES);

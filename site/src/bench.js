@@ -8,8 +8,9 @@ const MODES = [
   ['q8', 'native q8'],
   ['q8-fast', 'native q8-fast'],
   ['q8_0', 'native Q8_0 file'],
+  ['tuned', 'native tuned file'],
 ];
-const VARIANTS = ['f32', 'f16', 'q8_0'];
+const VARIANTS = ['f32', 'f16', 'q8_0', 'tuned'];
 // Passes after the warm-up; ?iters=N changes it (the tests use 1).
 const ITERS = Math.max(1, Number(new URLSearchParams(location.search).get('iters')) || 5);
 
@@ -59,7 +60,7 @@ function render() {
 // browser's figure once measured. Log scale: the sizes differ by ~30x.
 function chart() {
   const series = [...MODES.map(([m, label]) => [m, label]), ['browser', 'this browser (WASM)']];
-  const colours = { f32: '#2f6fdf', q8: '#7aa1e8', 'q8-fast': '#a9c1ef', q8_0: '#5b7fae', browser: '#e07b39' };
+  const colours = { f32: '#2f6fdf', q8: '#7aa1e8', 'q8-fast': '#a9c1ef', q8_0: '#5b7fae', tuned: '#3f9f6f', browser: '#e07b39' };
   const items = [];
   for (const r of state.rows) {
     for (const [k, label] of series) {

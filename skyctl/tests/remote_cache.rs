@@ -331,7 +331,16 @@ fn read_only_mode_uploads_nothing_but_reads() {
         &[("SKYCTL_REMOTE_CACHE_READ_ONLY", "1")],
     );
     assert_eq!(run.code, 0, "{}", run.stderr);
-    assert_eq!(run.executed(), vec!["pico/bench"], "--rerun re-measures");
+    assert_eq!(
+        run.executed(),
+        vec!["pico/bench"],
+        "--rerun re-measures; why {:?}; warnings {:?}",
+        run.executed()
+            .iter()
+            .map(|n| run.why(n))
+            .collect::<Vec<_>>(),
+        warnings(&run)
+    );
     assert_eq!(run.with_status("remote").len(), NODES - 1);
     assert_eq!(puts(&server), before, "read-only uploaded");
     let bad = cmd(

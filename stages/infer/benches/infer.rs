@@ -176,6 +176,11 @@ fn main() {
             m => models.push(m.to_string()),
         }
     }
+    // A thread count the engine refuses is a message, not a panic later.
+    if let Err(e) = Workspace::new().set_threads(threads) {
+        eprintln!("infer bench: --threads {threads}: {e}");
+        std::process::exit(2);
+    }
     if models.iter().any(|m| m == "gemm") {
         fma_peak();
         weight_rate(isa);
@@ -222,7 +227,7 @@ fn main() {
             .map(|c| Question::parse("q", c).expect("question"))
             .collect();
         let mut ws = Workspace::new();
-        ws.set_threads(threads).expect("threads");
+        ws.set_threads(threads).expect("checked after the arguments");
         // Warm-up: one pass over every case.
         for (q, c) in qs.iter().zip(&cases) {
             engine

@@ -497,24 +497,14 @@ fn reference_set(
         .iter()
         .enumerate()
         .map(|(i, case)| {
-            let id = case_id(case, i);
-            let prep = || -> sky_infer::Result<Prepared> {
-                let path = case.get("id").and_then(Value::as_str).unwrap_or("case");
-                let question = Question::parse(path, case)?;
-                let state = case
-                    .get("state")
-                    .ok_or_else(|| sky_infer::InferError::BadRequest {
-                        path: format!("{path}.state"),
-                        message: "missing".into(),
-                    })?;
-                let seq = engine.sequence(&question, state, path)?;
-                Ok(Prepared {
-                    id: id.clone(),
-                    question,
-                    seq,
-                })
-            };
-            prep().map_err(|e| anyhow::anyhow!("case {id}: {e}"))
+            let (name, question, seq) = engine
+                .case_sequence(case)
+                .map_err(|e| anyhow::anyhow!("case {}: {e}", case_id(case, i)))?;
+            Ok(Prepared {
+                id: format!("`{name}`"),
+                question,
+                seq,
+            })
         })
         .collect::<anyhow::Result<_>>()?;
     let mut order: Vec<usize> = (0..prepared.len()).collect();
@@ -558,7 +548,7 @@ fn run_set(
                 capture: capture.then_some(&mut tail),
             };
             let scores = engine
-                .scores_from(ws, &p.seq, p.question.qtype, bounds)
+                .scores_from(ws, &p.seq, p.question.qtype, None, bounds)
                 .map_err(|e| anyhow::anyhow!("case {}: {e}", p.id))?;
             let probs = engine.probabilities(&p.question, &p.seq, &scores);
             let e = match set.reference.get(i) {

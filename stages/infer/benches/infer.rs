@@ -5,7 +5,7 @@
 //! answered round-robin. Reported: median / p10 / p90 of the whole question (sequence build +
 //! forward + softmax) and of the forward alone, and the median sequence length.
 
-#![allow(clippy::print_stdout)]
+#![allow(clippy::print_stdout, clippy::print_stderr)]
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -227,7 +227,8 @@ fn main() {
             .map(|c| Question::parse("q", c).expect("question"))
             .collect();
         let mut ws = Workspace::new();
-        ws.set_threads(threads).expect("checked after the arguments");
+        ws.set_threads(threads)
+            .expect("checked after the arguments");
         // Warm-up: one pass over every case.
         for (q, c) in qs.iter().zip(&cases) {
             engine

@@ -3,7 +3,7 @@
 use crate::answer::{answer, probabilities};
 use crate::config::{ModelConfig, QType, Temperatures};
 use crate::error::{bad_request, InferError, Result};
-use crate::forward::{forward, forward_from, Boundaries, Observer, Workspace};
+use crate::forward::{forward_from, Boundaries, Observer, Workspace};
 use crate::kernels::Isa;
 use crate::model::Model;
 use crate::sequence::{
@@ -162,16 +162,7 @@ impl Engine {
         qtype: QType,
         observer: Option<Observer<'_>>,
     ) -> Result<Vec<f32>> {
-        Ok(forward(
-            &self.model,
-            self.isa,
-            ws,
-            &seq.ids,
-            &seq.markers,
-            qtype,
-            observer,
-        )?
-        .to_vec())
+        self.scores_from(ws, seq, qtype, observer, Boundaries::default())
     }
 
     /// [`Engine::scores`] from a layer boundary and/or recording the boundaries (see
@@ -181,6 +172,7 @@ impl Engine {
         ws: &mut Workspace,
         seq: &Sequence,
         qtype: QType,
+        observer: Option<Observer<'_>>,
         bounds: Boundaries<'_>,
     ) -> Result<Vec<f32>> {
         Ok(forward_from(
@@ -190,7 +182,7 @@ impl Engine {
             &seq.ids,
             &seq.markers,
             qtype,
-            None,
+            observer,
             bounds,
         )?
         .to_vec())
@@ -227,17 +219,17 @@ impl Engine {
 
     /// One `--requests` case line (`{"id", "type", "instructions", "criteria", "state"}`).
     pub fn run_case(&self, ws: &mut Workspace, case: &Value) -> Result<(String, CaseResult)> {
-        let id = match case.get("id") {
-            Some(Value::String(s)) => s.clone(),
-            Some(other) => other.to_string(),
-            None => return Err(bad_request("id", "missing")),
-        };
-        let q = Question::parse(&id, case)?;
-        let state = case
-            .get("state")
-            .ok_or_else(|| bad_request(format!("{id}.state"), "missing"))?;
+        let (id, q, state) = case_parts(case)?;
         let r = self.run_question(ws, &q, state, &id)?;
         Ok((id, r))
+    }
+
+    /// One case line built into its sequence (what [`Engine::run_case`] runs), for callers that
+    /// run the same cases many times: `(id, question, sequence)`.
+    pub fn case_sequence(&self, case: &Value) -> Result<(String, Question, Sequence)> {
+        let (id, q, state) = case_parts(case)?;
+        let seq = self.sequence(&q, state, &id)?;
+        Ok((id, q, seq))
     }
 
     /// Answer a `/v1/systemone` request (spec 5.1) with the response shape (5.2).
@@ -293,6 +285,20 @@ impl Engine {
             "usage": {"input_tokens": tokens, "output_tokens": 0},
         }))
     }
+}
+
+/// The id, question and state of one `--requests` case line.
+fn case_parts(case: &Value) -> Result<(String, Question, &Value)> {
+    let id = match case.get("id") {
+        Some(Value::String(s)) => s.clone(),
+        Some(other) => other.to_string(),
+        None => return Err(bad_request("id", "missing")),
+    };
+    let q = Question::parse(&id, case)?;
+    let state = case
+        .get("state")
+        .ok_or_else(|| bad_request(format!("{id}.state"), "missing"))?;
+    Ok((id, q, state))
 }
 
 /// The JSON error object of spec 5.4 for an error of this crate.

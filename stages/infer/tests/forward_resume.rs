@@ -2,15 +2,11 @@
 //! there, gives the whole pass's scores bit for bit (what `skyctl tune` relies on to skip the
 //! layers a lowered tensor does not touch); bad resume states are refused.
 
+mod common;
+use common::numbers;
+
 use sky_infer::config::QType;
 use sky_infer::forward::{forward, forward_from, Boundaries, Resume, Workspace};
-
-fn numbers<T>(v: &serde_json::Value, key: &str, conv: impl Fn(u64) -> T) -> Vec<T> {
-    let arr = v[key].as_array().unwrap_or_else(|| panic!("golden {key}"));
-    arr.iter()
-        .map(|x| conv(x.as_u64().unwrap_or_else(|| panic!("golden {key}: {x}"))))
-        .collect()
-}
 
 #[test]
 fn resumed_passes_equal_whole_passes() {

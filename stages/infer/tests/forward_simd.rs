@@ -2,16 +2,12 @@
 //! kernels) against the f64 PyTorch goldens and against the scalar build, on every s1-pico
 //! case.
 
+mod common;
+use common::numbers;
+
 use sky_infer::config::QType;
 use sky_infer::forward::{forward, Workspace};
 use sky_infer::kernels::Isa;
-
-fn numbers<T>(v: &serde_json::Value, key: &str, conv: impl Fn(u64) -> T) -> Vec<T> {
-    let arr = v[key].as_array().unwrap_or_else(|| panic!("golden {key}"));
-    arr.iter()
-        .map(|x| conv(x.as_u64().unwrap_or_else(|| panic!("golden {key}: {x}"))))
-        .collect()
-}
 
 #[test]
 fn simd_forward_matches_goldens_and_scalar() {

@@ -8,6 +8,14 @@ use serde_json::Value;
 use sky_infer::{Model, ModelConfig};
 use sky_laya::gguf_name;
 
+/// The unsigned integers of a golden record's array `key`, converted.
+pub fn numbers<T>(v: &Value, key: &str, conv: impl Fn(u64) -> T) -> Vec<T> {
+    let arr = v[key].as_array().unwrap_or_else(|| panic!("golden {key}"));
+    arr.iter()
+        .map(|x| conv(x.as_u64().unwrap_or_else(|| panic!("golden {key}: {x}"))))
+        .collect()
+}
+
 pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }

@@ -53,6 +53,17 @@ fn warnings(run: &BuildRun) -> Vec<String> {
         .collect()
 }
 
+/// The executed nodes, their `why` and the remote warnings, for a failed assertion.
+fn explain(run: &BuildRun) -> String {
+    let why: Vec<_> = run.executed().iter().map(|n| run.why(n)).collect();
+    format!(
+        "executed {:?}, why {:?}, warnings {:?}",
+        run.executed(),
+        why,
+        warnings(run)
+    )
+}
+
 fn remote(run: &BuildRun, what: &str) -> u64 {
     run.summary["remote"][what].as_u64().unwrap_or(u64::MAX)
 }
@@ -287,7 +298,7 @@ fn a_corrupted_object_is_detected_the_node_reruns_and_the_server_is_repaired() {
     let c = model_workspace(&MODELS);
     let run = build(&c, &server.url(), &[], &[]);
     assert_eq!(run.code, 0, "{}", run.stderr);
-    assert_eq!(run.count("executed"), 1, "{:?}", run.executed());
+    assert_eq!(run.count("executed"), 1, "{}", explain(&run));
     let w = warnings(&run);
     assert!(
         w.len() == 1 && w[0].contains(": the record names another key; ignored"),
@@ -479,7 +490,7 @@ fn two_clones_uploading_at_once_leave_a_consistent_cache() {
     assert_consistent(&server);
     let c = model_workspace(&MODELS);
     let run = build(&c, &server.url(), &[], &[]);
-    assert_eq!(run.count("executed"), 0, "{:?}", run.executed());
+    assert_eq!(run.count("executed"), 0, "{}", explain(&run));
     let check = cmd(&c, &["store", "check"], &[]).output().unwrap();
     assert_eq!(check.status.code(), Some(0));
 }
@@ -658,7 +669,7 @@ fn the_projects_own_pipeline_from_a_second_clone_runs_nothing_and_is_byte_identi
     let b = project_clone();
     let second = build(&b, &server.url(), &[], &[]);
     assert_eq!(second.code, 0, "{}", second.stderr);
-    assert_eq!(second.count("executed"), 0, "{:?}", second.executed());
+    assert_eq!(second.count("executed"), 0, "{}", explain(&second));
     assert_eq!(remote(&second, "restored"), nodes);
     assert_eq!(warnings(&second), Vec::<String>::new());
     let release = snapshot(&a.p("site/public"));
@@ -682,7 +693,7 @@ fn the_projects_own_pipeline_from_a_second_clone_runs_nothing_and_is_byte_identi
     .unwrap();
     let run = parse_build(out);
     assert_eq!(run.code, 0, "{}", run.stderr);
-    assert_eq!(run.count("executed"), 0, "{:?}", run.executed());
+    assert_eq!(run.count("executed"), 0, "{}", explain(&run));
     assert!(run
         .with_status("remote")
         .iter()
@@ -811,7 +822,7 @@ fn store_push_uploads_what_was_built_before_the_remote() {
     assert_consistent(&server);
     let b = model_workspace(&MODELS);
     let run = build(&b, &server.url(), &[], &[]);
-    assert_eq!(run.count("executed"), 0, "{:?}", run.executed());
+    assert_eq!(run.count("executed"), 0, "{}", explain(&run));
     // Nothing to push to: exit 2, said plainly.
     let err = cmd(&a, &["store", "push"], &[]).output().unwrap();
     assert_eq!(err.status.code(), Some(2));
@@ -819,4 +830,48 @@ fn store_push_uploads_what_was_built_before_the_remote() {
         String::from_utf8_lossy(&err.stderr).trim(),
         "skyctl: no remote cache: give --remote-cache URL, SKYCTL_REMOTE_CACHE or [cache] remote"
     );
+}
+
+/// Nodes whose outputs share one directory that a fresh clone does not have yet: restored
+/// side by side, every one of them is a hit (one creating the directory while another waits
+/// for it used to make the other run instead, without a word).
+#[test]
+fn hits_restored_side_by_side_into_one_new_directory_all_come_from_the_remote() {
+    let _turn = nginx::one_at_a_time();
+    let server = Nginx::start(Mode::Open);
+    const WIDE: usize = 24;
+    const STRESS: usize = 30;
+    let mut pipeline = String::new();
+    for i in 0..WIDE {
+        pipeline += &format!(
+            "[[command]]\nname = \"n{i}\"\nrun = \"echo {i} > out/shared/deep/{i}.txt\"\ninputs = [\"in.txt\"]\noutputs = [\"out/shared/deep/{i}.txt\"]\n\n"
+        );
+    }
+    let clone = || {
+        let ws = Ws::new();
+        ws.write("pipeline.toml", &pipeline);
+        ws.write("in.txt", "x\n");
+        ws
+    };
+    let a = clone();
+    let first = build(&a, &server.url(), &["-j", "8"], &[]);
+    assert_eq!(
+        (first.code, first.count("executed")),
+        (0, WIDE as u64),
+        "{}",
+        first.stderr
+    );
+    for _ in 0..STRESS {
+        let b = clone();
+        let run = build(&b, &server.url(), &["-j", "8"], &[]);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        assert_eq!(
+            (run.count("executed"), run.with_status("remote").len()),
+            (0, WIDE),
+            "executed {:?}, warnings {:?}",
+            run.executed(),
+            warnings(&run)
+        );
+        assert_eq!(snapshot(&a.p("out")), snapshot(&b.p("out")));
+    }
 }

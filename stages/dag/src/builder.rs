@@ -657,7 +657,12 @@ impl Job<'_> {
             .collect();
         let rec = remote.fetch(self.store, &self.key, &declared)?;
         for o in &rec.outputs {
-            self.store.restore(o, &self.root.join(&o.path), true).ok()?;
+            if let Err(e) = self.store.restore(o, &self.root.join(&o.path), true) {
+                // A hit that cannot be put in place is run instead; say so, a silent rerun
+                // looks like a cache miss.
+                remote.note_unusable(&node.id, &format!("restoring `{}`: {e}", o.path));
+                return None;
+            }
         }
         remote.note_restored();
         Some(rec.outputs)

@@ -138,13 +138,17 @@ pub fn set_readonly(path: &Path, exec: bool) -> std::io::Result<()> {
 
 /// Run `op` (which creates `path`); when it fails because the parent directory is missing,
 /// create the parent and run it once more. Saves a `mkdir` per file where parents exist.
+///
+/// The retry does not depend on whether the parent is missing *now*: another thread may
+/// have created it between the failure and the check (two nodes restoring into one fresh
+/// directory), and giving up then made a remote-cache hit run the node instead.
 pub fn with_parent<T>(
     path: &Path,
     mut op: impl FnMut() -> std::io::Result<T>,
 ) -> std::io::Result<T> {
     match op() {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => match path.parent() {
-            Some(parent) if !parent.as_os_str().is_empty() && !parent.is_dir() => {
+            Some(parent) if !parent.as_os_str().is_empty() => {
                 std::fs::create_dir_all(parent)?;
                 op()
             }
@@ -201,4 +205,43 @@ pub fn remove_path(path: &Path) -> std::io::Result<()> {
 /// fsync a directory (so a rename inside it is durable).
 pub fn sync_dir(dir: &Path) -> std::io::Result<()> {
     std::fs::File::open(dir)?.sync_all()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn with_parent_retries_when_another_thread_made_the_parent_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let dest = dir.path().join("fresh/sub/file");
+        let mut calls = 0;
+        // The interleaving of two restores into one new directory: the first try fails for
+        // want of the parent, which the other thread creates before this one looks.
+        let res = with_parent(&dest, || {
+            calls += 1;
+            if calls == 1 {
+                std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
+                return Err(std::io::Error::from(std::io::ErrorKind::NotFound));
+            }
+            std::fs::write(&dest, b"x")
+        });
+        assert!(res.is_ok(), "{res:?}");
+        assert_eq!(calls, 2);
+        assert_eq!(std::fs::read(&dest).unwrap(), b"x");
+    }
+
+    #[test]
+    fn with_parent_reports_a_missing_source_after_one_retry() {
+        let dir = tempfile::tempdir().unwrap();
+        let dest = dir.path().join("d/file");
+        let mut calls = 0;
+        let res = with_parent(&dest, || {
+            calls += 1;
+            std::fs::rename(dir.path().join("no-such-source"), &dest)
+        });
+        assert_eq!(res.unwrap_err().kind(), std::io::ErrorKind::NotFound);
+        assert_eq!(calls, 2);
+        assert!(dest.parent().unwrap().is_dir());
+    }
 }

@@ -452,10 +452,16 @@ impl RemoteCache {
                 rec.log = None;
             }
         }
-        if store.put_action(key, &rec).is_err() {
+        if let Err(e) = store.put_action(key, &rec) {
+            self.note_unusable(&rec.node, &format!("recording it locally: {e}"));
             return None;
         }
         Some(rec)
+    }
+
+    /// A hit for `node` that could not be used locally (`what` failed): it runs instead.
+    pub fn note_unusable(&self, node: &str, what: &str) {
+        self.warn(format!("node `{node}`: {what}; it runs here instead"));
     }
 
     /// A fetched result was materialized in the workspace (counted as restored).

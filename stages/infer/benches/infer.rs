@@ -1,5 +1,6 @@
 //! Per-question latency of the engine: `cargo bench -p sky-infer --bench infer
-//! [-- MODEL... --iters N --q8|--q8-fast --threads N --profile]` (one thread by default;
+//! [-- MODEL... --iters N --q8|--q8-fast --threads N --split auto|rows|columns --profile]` (one
+//! thread by default; `--split`: how several threads split the pass, `Workspace::set_split`;
 //! `--profile`: the per-op timers of the forward pass, µs per forward). Each model directory is converted to an F16 GGUF (the shipping
 //! format) in a temp dir and loaded from it; the golden cases (golden/laya/cases.jsonl) are
 //! answered round-robin. Reported: median / p10 / p90 of the whole question (sequence build +
@@ -11,7 +12,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use sky_gguf::GgmlType;
-use sky_infer::forward::{Op, Workspace};
+use sky_infer::forward::{Op, Split, Workspace};
 use sky_infer::kernels::Isa;
 use sky_infer::sequence::Question;
 
@@ -162,6 +163,7 @@ fn main() {
     let mut act = None;
     let mut threads = 1usize;
     let mut profile = false;
+    let mut split = Split::Auto;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -172,6 +174,17 @@ fn main() {
             "--q8-fast" => act = Some(sky_quant::ActQuant::Q8),
             "--threads" => threads = args.next().and_then(|v| v.parse().ok()).unwrap_or(1),
             "--profile" => profile = true,
+            "--split" => {
+                split = match args.next().as_deref() {
+                    Some("auto") => Split::Auto,
+                    Some("rows") => Split::Rows,
+                    Some("columns") => Split::Columns,
+                    other => {
+                        eprintln!("infer bench: --split {other:?}: not auto, rows or columns");
+                        std::process::exit(2);
+                    }
+                }
+            }
             "--bench" => {}
             m => models.push(m.to_string()),
         }
@@ -198,7 +211,7 @@ fn main() {
             .collect();
     let tmp = tempfile::tempdir().expect("tempdir");
     println!(
-        "isa {isa:?}, {iters} questions per model (the 41 golden cases round-robin), {threads} thread(s)"
+        "isa {isa:?}, {iters} questions per model (the 41 golden cases round-robin), {threads} thread(s), split {split:?}"
     );
     println!("| model | file | median µs/question | p10 | p90 | forward median µs | CPU µs/question (mean) | median tokens | 64 tokens forward median / p10 µs |");
     println!("|---|---|---|---|---|---|---|---|---|");
@@ -229,6 +242,7 @@ fn main() {
         let mut ws = Workspace::new();
         ws.set_threads(threads)
             .expect("checked after the arguments");
+        ws.set_split(split);
         // Warm-up: one pass over every case.
         for (q, c) in qs.iter().zip(&cases) {
             engine

@@ -8,14 +8,20 @@
 //! # Threads
 //!
 //! With [`Workspace::set_threads`] one pass runs on several threads. Everything between two
-//! attentions is row-wise (LayerNorm, the matrix products, RoPE, GeGLU, residuals), so each
-//! thread takes a contiguous range of token rows through that whole stretch; attention is
-//! split by (head, query block) after Kᵀ is built (split by heads): three synchronisations
-//! per layer.
+//! attentions is row-wise (LayerNorm, the matrix products, RoPE, GeGLU, residuals), and is
+//! split one of two ways ([`Split`]): by rows, each thread taking a contiguous range of token
+//! rows through that whole stretch (one synchronisation, but every thread streams every
+//! weight), or by columns, each f32 weight product cut into ranges of its 32-column panels
+//! (each thread streams its share of the weight over all rows) and the steps between the
+//! products by rows (a synchronisation per step). By default a stretch with at least 1 MiB
+//! of f32 weights is split by columns (s1-micro's f32 layers: 1.9x one thread where rows
+//! gave 1.5-1.7x), smaller ones by rows (there the synchronisations cost more than the
+//! weight traffic). Attention is split by (head, query block) after Kᵀ is built (split by
+//! heads).
 //! Each output element is computed by the same operations in the same order as on one thread
-//! (the matrix kernels sum every element along `k` independently of the row tiling), so the
-//! scores are bit for bit those of one thread. An observer (calibration) runs the pass on one
-//! thread.
+//! (the matrix kernels sum every element along `k` independently of the row tiling, and a
+//! column split makes the very kernel calls of one thread, panel by panel), so the scores are
+//! bit for bit those of one thread. An observer (calibration) runs the pass on one thread.
 //!
 //! # Per-op timers
 //!
@@ -29,7 +35,7 @@ use crate::config::QType;
 use crate::error::{InferError, Result};
 use crate::kernels::{geglu_row, gelu_erf, gemm, layer_norm, softmax_scaled, Gemm, Isa};
 use crate::model::Model;
-use crate::threads::{split_even, Threads};
+use crate::threads::{split_even, SharedOut, Threads};
 use crate::weights::{Weight, WeightData};
 
 /// Query rows per attention block (bounds the score buffer to `QB x n` per thread).
@@ -183,8 +189,47 @@ pub struct Workspace {
     /// Raw scores of the last call.
     out: Vec<f32>,
     threads: Threads,
+    split: Split,
     profile: Option<Box<OpTimes>>,
 }
+
+/// How a pass on several threads splits the row-wise stretches between two attentions
+/// ([`Workspace::set_split`]). Both give the scores of one thread bit for bit.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Split {
+    /// Columns where the stretch multiplies f32 weights big enough to matter, rows elsewhere
+    /// (the default).
+    #[default]
+    Auto,
+    /// By token rows: each thread runs the whole stretch on its rows, streaming every weight
+    /// (one synchronisation per stretch).
+    Rows,
+    /// By the output columns of each f32 weight product (each thread streams its share of
+    /// the weight over every row), the steps between the products by rows: a synchronisation
+    /// per step.
+    Columns,
+}
+
+impl Split {
+    /// Whether stretch `what` runs split by columns.
+    fn columns(self, model: &Model, what: Stretch) -> bool {
+        match self {
+            Split::Rows => false,
+            Split::Columns => true,
+            Split::Auto => {
+                let f32_bytes: usize = what
+                    .weights(model)
+                    .filter(|w| w.is_f32())
+                    .map(|w| w.k * w.n * 4)
+                    .sum();
+                f32_bytes >= COLUMN_SPLIT_BYTES
+            }
+        }
+    }
+}
+
+/// Bytes of f32 weights from which [`Split::Auto`] splits a stretch by columns.
+const COLUMN_SPLIT_BYTES: usize = 1 << 20;
 
 impl Workspace {
     /// An empty workspace; buffers grow on first use.
@@ -203,6 +248,17 @@ impl Workspace {
             self.threads = Threads::new(n)?;
         }
         Ok(())
+    }
+
+    /// How passes on several threads split their row-wise stretches ([`Split::Auto`] by
+    /// default); the answers are the same bit for bit.
+    pub fn set_split(&mut self, split: Split) {
+        self.split = split;
+    }
+
+    /// The split set by [`Workspace::set_split`].
+    pub fn split(&self) -> Split {
+        self.split
     }
 
     /// Threads a pass runs on.
@@ -359,12 +415,84 @@ struct Rows<'b> {
     act: &'b mut [f32],
 }
 
-/// Cuts the row buffers into the parts of `ranges` (contiguous, ascending, from 0).
+/// Row widths of the buffers a stretch cuts into row ranges: the hidden width `d`, and the
+/// widths of its `up` and `act` rows (its stage's MLP; 0 when it has none). Every step of the
+/// stretch, whichever thread runs it, sees rows `r` of a buffer at `r.start * width`.
+#[derive(Clone, Copy)]
+struct Widths {
+    d: usize,
+    up: usize,
+    act: usize,
+}
+
+/// Which buffer of [`Rows`] a weight product reads or writes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Buf {
+    X,
+    H,
+    Qkv,
+    Attn,
+    Tmp,
+    Up,
+    Act,
+}
+
+impl<'b> Rows<'b> {
+    /// Cuts these rows into the parts of `ranges` (contiguous, ascending, covering `r`).
+    fn split(
+        &mut self,
+        ranges: impl Iterator<Item = Range<usize>>,
+        w: Widths,
+    ) -> impl Iterator<Item = Rows<'_>> {
+        split_rows(
+            ranges,
+            w,
+            &mut self.x[..],
+            &mut self.h[..],
+            &mut self.qkv[..],
+            &mut self.attn[..],
+            &mut self.tmp[..],
+            &mut self.up[..],
+            &mut self.act[..],
+        )
+    }
+
+    /// The input (`src`) and the output (`dst`) of a weight product, two distinct buffers.
+    fn pair(&mut self, src: Buf, dst: Buf) -> (&[f32], &mut [f32]) {
+        let mut all = [
+            Some(&mut *self.x),
+            Some(&mut *self.h),
+            Some(&mut *self.qkv),
+            Some(&mut *self.attn),
+            Some(&mut *self.tmp),
+            Some(&mut *self.up),
+            Some(&mut *self.act),
+        ];
+        let slot = |b: Buf| match b {
+            Buf::X => 0,
+            Buf::H => 1,
+            Buf::Qkv => 2,
+            Buf::Attn => 3,
+            Buf::Tmp => 4,
+            Buf::Up => 5,
+            Buf::Act => 6,
+        };
+        let s = all[slot(src)].take();
+        let d = all[slot(dst)].take();
+        match (s, d) {
+            (Some(s), Some(d)) => (s, d),
+            // Internal invariant: every product of the pass names two different buffers.
+            _ => panic!("a weight product reads and writes one buffer"),
+        }
+    }
+}
+
+/// Cuts the row buffers into the parts of `ranges` (contiguous, ascending, from the buffers'
+/// first row).
 #[allow(clippy::too_many_arguments)]
 fn split_rows<'b>(
     ranges: impl Iterator<Item = Range<usize>>,
-    d: usize,
-    wide: usize,
+    w: Widths,
     mut x: &'b mut [f32],
     mut h: &'b mut [f32],
     mut qkv: &'b mut [f32],
@@ -373,6 +501,7 @@ fn split_rows<'b>(
     mut up: &'b mut [f32],
     mut act: &'b mut [f32],
 ) -> impl Iterator<Item = Rows<'b>> {
+    let d = w.d;
     ranges.map(move |r| {
         let m = r.len();
         fn cut<'s>(v: &mut &'s mut [f32], len: usize) -> &'s mut [f32] {
@@ -386,11 +515,80 @@ fn split_rows<'b>(
             qkv: cut(&mut qkv, m * 3 * d),
             attn: cut(&mut attn, m * d),
             tmp: cut(&mut tmp, m * d),
-            up: cut(&mut up, m * wide),
-            act: cut(&mut act, m * wide),
+            up: cut(&mut up, m * w.up),
+            act: cut(&mut act, m * w.act),
             r,
         }
     })
+}
+
+/// How a row-wise stretch runs. Row split (`cols` none): the whole stretch on one range of
+/// rows, the part of one thread (or all rows on one thread). Column split: all rows on the
+/// calling thread, each step spread over the threads, the f32 weight products by output
+/// panels (each thread streams its share of the weight over every row) and the steps between
+/// them by rows; an external (int8) product by rows.
+struct Run<'r, 'b> {
+    rows: Rows<'b>,
+    widths: Widths,
+    /// Column split: the threads, and the parts each step is cut into.
+    cols: Option<(&'r Threads, usize)>,
+}
+
+impl Run<'_, '_> {
+    /// Runs `f` on these rows, or (column split) on row ranges of them across the threads.
+    #[inline(always)]
+    fn rows(&mut self, f: impl Fn(&mut Rows<'_>) + Sync) {
+        match self.cols {
+            None => f(&mut self.rows),
+            Some((threads, parts)) => {
+                let r = self.rows.r.clone();
+                let ranges = split_even(r.len(), parts).map(|p| r.start + p.start..r.start + p.end);
+                let it = self.rows.split(ranges, self.widths);
+                threads.for_each(it, |mut p| f(&mut p));
+            }
+        }
+    }
+
+    /// `dst = src · Wᵀ` on these rows (observed and timed).
+    #[inline(always)]
+    fn matmul(
+        &mut self,
+        c: &Ctx<'_>,
+        w: &Weight,
+        src: Buf,
+        dst: Buf,
+        obs: &mut Option<Observer<'_>>,
+    ) {
+        let m = self.rows.r.len();
+        let cols = self.cols;
+        let (x, out) = self.rows.pair(src, dst);
+        let (x, out) = (&x[..m * w.k], &mut out[..m * w.n]);
+        let Some((threads, parts)) = cols else {
+            c.matmul(w, x, m, out, obs);
+            return;
+        };
+        if w.is_f32() {
+            let shared = SharedOut::new(out);
+            threads.for_each(split_even(w.panels(), parts), |panels| {
+                let mut t = Tick::start(c.prof);
+                // SAFETY: the panel ranges of `split_even` are disjoint, so each column of
+                // `shared` is written by one thread only, and `shared` holds the output's
+                // exclusive borrow until every part has returned.
+                unsafe { w.matmul_panels(c.isa, x, m, &shared, panels) };
+                t.lap(c.prof, Op::MatmulF32);
+            });
+        } else {
+            let (mut xs, mut outs) = (x, out);
+            let it = split_even(m, parts).map(move |r| {
+                let (a, rest) = xs.split_at(r.len() * w.k);
+                xs = rest;
+                let (o, rest) = std::mem::take(&mut outs).split_at_mut(r.len() * w.n);
+                outs = rest;
+                (r.len(), a, o)
+            });
+            threads.for_each(it, |(rows, a, o)| c.matmul(w, a, rows, o, &mut None));
+        }
+    }
 }
 
 /// One stage of the pass: an attention layer with what follows it up to the next one.
@@ -411,6 +609,44 @@ struct Stretch {
     finish_encoder: bool,
     /// Up to this stage's Q/K/V.
     pre: Option<Stage>,
+}
+
+impl Stretch {
+    /// The row widths of its buffers.
+    fn widths(self, model: &Model) -> Widths {
+        let c = &model.config;
+        let (up, act) = match self.post {
+            Some(Stage::Enc(_)) => (2 * c.intermediate, c.intermediate),
+            Some(Stage::Head(_)) => (4 * c.hidden, 0),
+            None => (0, 0),
+        };
+        Widths {
+            d: c.hidden,
+            up,
+            act,
+        }
+    }
+
+    /// The weight products it runs, in order.
+    fn weights(self, model: &Model) -> impl Iterator<Item = &Weight> {
+        let post: [Option<&Weight>; 3] = match self.post {
+            Some(Stage::Enc(li)) => {
+                let l = &model.layers[li];
+                [Some(&l.attn_out), Some(&l.ffn_up), Some(&l.ffn_down)]
+            }
+            Some(Stage::Head(bi)) => {
+                let b = &model.head[bi];
+                [Some(&b.attn_out), Some(&b.ffn_up), Some(&b.ffn_down)]
+            }
+            None => [None; 3],
+        };
+        let pre = match self.pre {
+            Some(Stage::Enc(li)) => Some(&model.layers[li].qkv),
+            Some(Stage::Head(bi)) => Some(&model.head[bi].qkv),
+            None => None,
+        };
+        post.into_iter().chain([pre]).flatten()
+    }
 }
 
 /// NEOX / Hugging Face rotate-half RoPE on the Q and K parts of every row of `qkv`, whose
@@ -434,131 +670,178 @@ fn apply_rope(qkv: &mut [f32], pos0: usize, d: usize, heads: usize, cos: &[f32],
     }
 }
 
-/// One row-wise stretch on the rows of `p`.
+/// One row-wise stretch: its weight products, and the row-wise steps between them (which
+/// [`Run`] runs on one range of rows, or splits across the threads).
 #[inline(always)]
-fn stretch(c: &Ctx<'_>, what: Stretch, p: Rows<'_>, obs: &mut Option<Observer<'_>>) {
+fn stretch(c: &Ctx<'_>, what: Stretch, run: &mut Run<'_, '_>, obs: &mut Option<Observer<'_>>) {
     let model = c.model;
     let cfg = &model.config;
     let (d, f) = (cfg.hidden, cfg.intermediate);
-    let m = p.r.len();
-    let Rows {
-        r,
-        x,
-        h,
-        qkv,
-        attn,
-        tmp,
-        up,
-        act,
-    } = p;
-    let mut t = Tick::start(c.prof);
-    if what.embed {
-        for (i, &id) in c.ids[r.clone()].iter().enumerate() {
-            let id = id as usize;
-            h[i * d..(i + 1) * d].copy_from_slice(&model.tok_embd[id * d..(id + 1) * d]);
-        }
-        c.norm(&h[..m * d], &mut x[..m * d], &model.embd_norm, None);
-        t.lap(c.prof, Op::Embed);
-    }
     match what.post {
         Some(Stage::Enc(li)) => {
             let layer = &model.layers[li];
-            c.matmul(&layer.attn_out, &attn[..m * d], m, &mut tmp[..m * d], obs);
-            t = Tick::start(c.prof);
-            add_into(&mut x[..m * d], &tmp[..m * d]);
-            t.lap(c.prof, Op::Elementwise);
-            c.norm(&x[..m * d], &mut h[..m * d], &layer.ffn_norm, None);
-            t.lap(c.prof, Op::Norm);
-            c.matmul(&layer.ffn_up, &h[..m * d], m, &mut up[..m * 2 * f], obs);
-            t = Tick::start(c.prof);
-            for i in 0..m {
-                geglu_row(
-                    c.isa,
-                    &up[i * 2 * f..(i + 1) * 2 * f],
-                    &mut act[i * f..(i + 1) * f],
-                );
-            }
-            t.lap(c.prof, Op::Geglu);
-            c.matmul(&layer.ffn_down, &act[..m * f], m, &mut tmp[..m * d], obs);
-            t = Tick::start(c.prof);
-            add_into(&mut x[..m * d], &tmp[..m * d]);
-            t.lap(c.prof, Op::Elementwise);
+            run.matmul(c, &layer.attn_out, Buf::Attn, Buf::Tmp, obs);
+            run.rows(|p| {
+                let m = p.r.len();
+                let mut t = Tick::start(c.prof);
+                add_into(&mut p.x[..m * d], &p.tmp[..m * d]);
+                t.lap(c.prof, Op::Elementwise);
+                c.norm(&p.x[..m * d], &mut p.h[..m * d], &layer.ffn_norm, None);
+                t.lap(c.prof, Op::Norm);
+            });
+            run.matmul(c, &layer.ffn_up, Buf::H, Buf::Up, obs);
+            run.rows(|p| {
+                let mut t = Tick::start(c.prof);
+                for i in 0..p.r.len() {
+                    geglu_row(
+                        c.isa,
+                        &p.up[i * 2 * f..(i + 1) * 2 * f],
+                        &mut p.act[i * f..(i + 1) * f],
+                    );
+                }
+                t.lap(c.prof, Op::Geglu);
+            });
+            run.matmul(c, &layer.ffn_down, Buf::Act, Buf::Tmp, obs);
         }
         Some(Stage::Head(bi)) => {
             let blk = &model.head[bi];
-            c.matmul(&blk.attn_out, &attn[..m * d], m, &mut tmp[..m * d], obs);
-            t = Tick::start(c.prof);
-            add_bias(&mut tmp[..m * d], &blk.attn_out_b);
-            add_into(&mut x[..m * d], &tmp[..m * d]);
+            run.matmul(c, &blk.attn_out, Buf::Attn, Buf::Tmp, obs);
+            run.rows(|p| {
+                let m = p.r.len();
+                let mut t = Tick::start(c.prof);
+                add_bias(&mut p.tmp[..m * d], &blk.attn_out_b);
+                add_into(&mut p.x[..m * d], &p.tmp[..m * d]);
+                t.lap(c.prof, Op::Elementwise);
+                c.norm(
+                    &p.x[..m * d],
+                    &mut p.h[..m * d],
+                    &blk.norm2.0,
+                    Some(&blk.norm2.1),
+                );
+                t.lap(c.prof, Op::Norm);
+            });
+            run.matmul(c, &blk.ffn_up, Buf::H, Buf::Up, obs);
+            run.rows(|p| {
+                let m = p.r.len();
+                let mut t = Tick::start(c.prof);
+                add_bias(&mut p.up[..m * 4 * d], &blk.ffn_up_b);
+                for v in p.up[..m * 4 * d].iter_mut() {
+                    *v = v.max(0.0);
+                }
+                t.lap(c.prof, Op::Elementwise);
+            });
+            run.matmul(c, &blk.ffn_down, Buf::Up, Buf::Tmp, obs);
+        }
+        None => {}
+    }
+    // The steps between the stage's last product and the next stage's first, in one go.
+    let pre_norm = match what.pre {
+        Some(Stage::Enc(li)) => model.layers[li].attn_norm.is_some(),
+        Some(Stage::Head(_)) => true,
+        None => false,
+    };
+    if what.embed || what.post.is_some() || what.finish_encoder || pre_norm {
+        run.rows(|p| boundary(c, what, p));
+    }
+    match what.pre {
+        Some(Stage::Enc(li)) => {
+            let layer = &model.layers[li];
+            let src = if layer.attn_norm.is_some() {
+                Buf::H
+            } else {
+                Buf::X
+            };
+            run.matmul(c, &layer.qkv, src, Buf::Qkv, obs);
+            run.rows(|p| {
+                let mut t = Tick::start(c.prof);
+                let m = p.r.len();
+                let (cos, sin) = if layer.global { &c.rope[0] } else { &c.rope[1] };
+                apply_rope(
+                    &mut p.qkv[..m * 3 * d],
+                    p.r.start,
+                    d,
+                    cfg.enc_heads,
+                    cos,
+                    sin,
+                );
+                t.lap(c.prof, Op::Rope);
+            });
+        }
+        Some(Stage::Head(bi)) => {
+            let blk = &model.head[bi];
+            run.matmul(c, &blk.qkv, Buf::H, Buf::Qkv, obs);
+            run.rows(|p| {
+                let m = p.r.len();
+                let mut t = Tick::start(c.prof);
+                add_bias(&mut p.qkv[..m * 3 * d], &blk.qkv_b);
+                t.lap(c.prof, Op::Elementwise);
+            });
+        }
+        None => {}
+    }
+}
+
+/// The row-wise steps of a stretch between its stage's last weight product and the next
+/// stage's first: the embeddings, the stage's last residual add, the final encoder norm with
+/// the type embedding, the next stage's input norm.
+#[inline(always)]
+fn boundary(c: &Ctx<'_>, what: Stretch, p: &mut Rows<'_>) {
+    let model = c.model;
+    let d = model.config.hidden;
+    let m = p.r.len();
+    let mut t = Tick::start(c.prof);
+    if what.embed {
+        for (i, &id) in c.ids[p.r.clone()].iter().enumerate() {
+            let id = id as usize;
+            p.h[i * d..(i + 1) * d].copy_from_slice(&model.tok_embd[id * d..(id + 1) * d]);
+        }
+        c.norm(&p.h[..m * d], &mut p.x[..m * d], &model.embd_norm, None);
+        t.lap(c.prof, Op::Embed);
+    }
+    match what.post {
+        Some(Stage::Enc(_)) => {
+            add_into(&mut p.x[..m * d], &p.tmp[..m * d]);
             t.lap(c.prof, Op::Elementwise);
-            c.norm(
-                &x[..m * d],
-                &mut h[..m * d],
-                &blk.norm2.0,
-                Some(&blk.norm2.1),
-            );
-            t.lap(c.prof, Op::Norm);
-            c.matmul(&blk.ffn_up, &h[..m * d], m, &mut up[..m * 4 * d], obs);
-            t = Tick::start(c.prof);
-            add_bias(&mut up[..m * 4 * d], &blk.ffn_up_b);
-            for v in up[..m * 4 * d].iter_mut() {
-                *v = v.max(0.0);
-            }
-            t.lap(c.prof, Op::Elementwise);
-            c.matmul(&blk.ffn_down, &up[..m * 4 * d], m, &mut tmp[..m * d], obs);
-            t = Tick::start(c.prof);
-            add_bias(&mut tmp[..m * d], &blk.ffn_down_b);
-            add_into(&mut x[..m * d], &tmp[..m * d]);
+        }
+        Some(Stage::Head(bi)) => {
+            add_bias(&mut p.tmp[..m * d], &model.head[bi].ffn_down_b);
+            add_into(&mut p.x[..m * d], &p.tmp[..m * d]);
             t.lap(c.prof, Op::Elementwise);
         }
         None => {}
     }
     if what.finish_encoder {
-        t = Tick::start(c.prof);
-        c.norm(&x[..m * d], &mut h[..m * d], &model.output_norm, None);
+        c.norm(&p.x[..m * d], &mut p.h[..m * d], &model.output_norm, None);
         t.lap(c.prof, Op::Norm);
         // Decision head input: last_hidden_state + type embedding.
         let q = c.qtype as usize;
         let temb = &model.token_types[q * d..(q + 1) * d];
-        for i in 0..m {
-            for j in 0..d {
-                x[i * d + j] = h[i * d + j] + temb[j];
+        let rows = p.x[..m * d]
+            .chunks_exact_mut(d)
+            .zip(p.h[..m * d].chunks_exact(d));
+        for (xr, hr) in rows {
+            for ((xv, hv), tv) in xr.iter_mut().zip(hr).zip(temb) {
+                *xv = *hv + *tv;
             }
         }
         t.lap(c.prof, Op::Elementwise);
     }
     match what.pre {
         Some(Stage::Enc(li)) => {
-            let layer = &model.layers[li];
-            t = Tick::start(c.prof);
-            let hin: &[f32] = match &layer.attn_norm {
-                Some(w) => {
-                    c.norm(&x[..m * d], &mut h[..m * d], w, None);
-                    t.lap(c.prof, Op::Norm);
-                    &h[..m * d]
-                }
-                None => &x[..m * d],
-            };
-            c.matmul(&layer.qkv, hin, m, &mut qkv[..m * 3 * d], obs);
-            t = Tick::start(c.prof);
-            let (cos, sin) = if layer.global { &c.rope[0] } else { &c.rope[1] };
-            apply_rope(&mut qkv[..m * 3 * d], r.start, d, cfg.enc_heads, cos, sin);
-            t.lap(c.prof, Op::Rope);
+            if let Some(w) = &model.layers[li].attn_norm {
+                c.norm(&p.x[..m * d], &mut p.h[..m * d], w, None);
+                t.lap(c.prof, Op::Norm);
+            }
         }
         Some(Stage::Head(bi)) => {
             let blk = &model.head[bi];
-            t = Tick::start(c.prof);
             c.norm(
-                &x[..m * d],
-                &mut h[..m * d],
+                &p.x[..m * d],
+                &mut p.h[..m * d],
                 &blk.norm1.0,
                 Some(&blk.norm1.1),
             );
             t.lap(c.prof, Op::Norm);
-            c.matmul(&blk.qkv, &h[..m * d], m, &mut qkv[..m * 3 * d], obs);
-            t = Tick::start(c.prof);
-            add_bias(&mut qkv[..m * 3 * d], &blk.qkv_b);
-            t.lap(c.prof, Op::Elementwise);
         }
         None => {}
     }
@@ -714,34 +997,6 @@ fn attend(
     }
 }
 
-/// The attention output `n x d` as a raw pointer, for the threads of [`attend_split`]: each
-/// writes the rectangles (query block x head columns) of its own blocks, which no other
-/// thread writes, and nobody reads the buffer until all are done.
-#[derive(Clone, Copy)]
-struct SharedOut {
-    ptr: *mut f32,
-    len: usize,
-}
-
-// SAFETY: `SharedOut` is only written through, at disjoint elements from each thread (see
-// `attend_split`), while the buffer it points into is exclusively borrowed for the whole
-// parallel region.
-unsafe impl Send for SharedOut {}
-// SAFETY: as above.
-unsafe impl Sync for SharedOut {}
-
-impl SharedOut {
-    /// Copies `src` to elements `at..at + src.len()`.
-    ///
-    /// # Safety
-    /// No other thread reads or writes those elements meanwhile.
-    unsafe fn write(&self, at: usize, src: &[f32]) {
-        assert!(at + src.len() <= self.len, "attention output out of bounds");
-        // SAFETY: in bounds (checked just above); exclusive by the caller's guarantee.
-        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), self.ptr.add(at), src.len()) }
-    }
-}
-
 /// [`attend`] on several threads: the (head, query block) units of the one-thread order,
 /// cut into `parts` contiguous runs of about equal rows. Every block is computed exactly as
 /// on one thread (same rows, same key window: the AVX2 kernel's column tail depends on the
@@ -777,10 +1032,9 @@ fn attend_split(
         }
         *b = if p == parts { units } else { u };
     }
-    let shared = SharedOut {
-        ptr: out.as_mut_ptr(),
-        len: out.len().min(n * d),
-    };
+    // Each thread writes the rectangles (query block x head columns) of its own blocks, which
+    // no other thread writes, and nobody reads `out` until all are done.
+    let shared = SharedOut::new(&mut out[..n * d]);
     let qs = Queries {
         q: qkv,
         ldq: 3 * d,
@@ -1006,9 +1260,11 @@ fn forward_body<'w>(
         rope,
         out,
         threads,
+        split,
         profile,
         ..
     } = ws;
+    let split = *split;
     let threads: &Threads = threads;
     let c = Ctx {
         model,
@@ -1048,10 +1304,11 @@ fn forward_body<'w>(
                        up: &mut [f32],
                        act: &mut [f32],
                        obs: &mut Option<Observer<'_>>| {
+        let widths = what.widths(model);
+        let columns = parts > 1 && split.columns(model, what);
         let it = split_rows(
-            split_even(n, parts),
-            d,
-            wide,
+            split_even(n, if columns { 1 } else { parts }),
+            widths,
             &mut x[..n * d],
             &mut h[..n * d],
             &mut qkv[..n * 3 * d],
@@ -1060,10 +1317,13 @@ fn forward_body<'w>(
             &mut up[..n * wide],
             &mut act[..n * wide],
         );
+        let run = |rows, cols| Run { rows, widths, cols };
         if parts == 1 {
-            it.for_each(|p| stretch(&c, what, p, obs));
+            it.for_each(|p| stretch(&c, what, &mut run(p, None), obs));
+        } else if columns {
+            it.for_each(|p| stretch(&c, what, &mut run(p, Some((threads, parts))), &mut None));
         } else {
-            threads.for_each(it, |p| stretch(&c, what, p, &mut None));
+            threads.for_each(it, |p| stretch(&c, what, &mut run(p, None), &mut None));
         }
     };
     // Where the pass starts: the embeddings, or a captured layer boundary.

@@ -82,7 +82,9 @@ pub struct Gemm {
 }
 
 impl Gemm {
-    fn check(&self, a: &[f32], b: &[f32], c: &[f32]) {
+    /// Asserts that A, B and a C of `c_len` elements hold every element the product reads
+    /// or writes.
+    fn check(&self, a: &[f32], b: &[f32], c_len: usize) {
         // Internal invariant (callers are this crate's forward pass): out-of-bounds strides
         // would be a bug here, not bad user input.
         if self.m == 0 || self.n == 0 {
@@ -97,7 +99,7 @@ impl Gemm {
             "gemm: B too short"
         );
         assert!(
-            c.len() >= (self.m - 1) * self.ldc + self.n,
+            c_len >= (self.m - 1) * self.ldc + self.n,
             "gemm: C too short"
         );
         assert!(self.lda >= self.k && self.ldb >= self.n && self.ldc >= self.n);
@@ -106,33 +108,59 @@ impl Gemm {
 
 /// `C (+)= A · B` on the given instruction set (falls back to scalar when unavailable).
 pub fn gemm(isa: Isa, g: Gemm, a: &[f32], b: &[f32], c: &mut [f32]) {
-    g.check(a, b, c);
+    // SAFETY: `c` is exclusively borrowed for the call and holds `c.len()` elements.
+    unsafe { gemm_raw(isa, g, a, b, c.as_mut_ptr(), c.len()) }
+}
+
+/// [`gemm`] into a C given as a pointer, so that threads can write disjoint column ranges of
+/// one row-major output (the column split of the forward pass's weight products). Same
+/// operations in the same order per element as [`gemm`].
+///
+/// # Safety
+/// `c` is valid for reads and writes of `c_len` elements, and no other thread reads or writes
+/// the elements this product touches (`c[i * ldc + j]`, `i < m`, `j < n`) during the call.
+pub(crate) unsafe fn gemm_raw(isa: Isa, g: Gemm, a: &[f32], b: &[f32], c: *mut f32, c_len: usize) {
+    g.check(a, b, c_len);
     if g.m == 0 || g.n == 0 {
         return;
     }
     match isa {
         #[cfg(target_arch = "x86_64")]
         Isa::Avx512 if Isa::Avx512.available() => {
-            // SAFETY: avx512f was detected on this CPU; bounds were checked by `g.check`.
+            // SAFETY: avx512f was detected on this CPU; bounds were checked by `g.check`, and
+            // the caller guarantees exclusive access to the touched elements of C.
             unsafe { x86::gemm_avx512(g, a, b, c) }
         }
         #[cfg(target_arch = "x86_64")]
         Isa::Avx2 if Isa::Avx2.available() => {
-            // SAFETY: avx2+fma were detected on this CPU; bounds were checked by `g.check`.
+            // SAFETY: avx2+fma were detected on this CPU; bounds and C as above.
             unsafe { x86::gemm_avx2(g, a, b, c) }
         }
         #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
         Isa::Simd128 => {
-            // SAFETY: bounds were checked by `g.check` (SIMD128 is a compile-time feature here).
+            // SAFETY: bounds were checked by `g.check` (SIMD128 is a compile-time feature
+            // here); C as above.
             unsafe { wasm::gemm_simd128(g, a, b, c) }
         }
-        _ => gemm_scalar(g, a, b, c),
+        // SAFETY: bounds were checked by `g.check`; C as above.
+        _ => unsafe { gemm_scalar_raw(g, a, b, c) },
     }
 }
 
 /// Portable matrix product: 4 rows x 16 columns per tile, the same loop order as the SIMD
 /// kernels (a `k`-panel of B stays in cache across all row tiles).
 pub fn gemm_scalar(g: Gemm, a: &[f32], b: &[f32], c: &mut [f32]) {
+    g.check(a, b, c.len());
+    // SAFETY: bounds were just checked; `c` is exclusively borrowed for the call.
+    unsafe { gemm_scalar_raw(g, a, b, c.as_mut_ptr()) }
+}
+
+/// [`gemm_scalar`] into a C given as a pointer (see [`gemm_raw`]).
+///
+/// # Safety
+/// `g.check(a, b, len)` passed for a C of `len` elements at `c`, and no other thread reads or
+/// writes the elements this product touches during the call.
+unsafe fn gemm_scalar_raw(g: Gemm, a: &[f32], b: &[f32], c: *mut f32) {
     const MR: usize = 4;
     const NR: usize = 16;
     let mut j0 = 0;
@@ -145,7 +173,10 @@ pub fn gemm_scalar(g: Gemm, a: &[f32], b: &[f32], c: &mut [f32]) {
             if g.accumulate {
                 for (r, acc_r) in acc.iter_mut().enumerate().take(rows) {
                     let base = (i0 + r) * g.ldc + j0;
-                    acc_r[..cols].copy_from_slice(&c[base..base + cols]);
+                    for (q, v) in acc_r.iter_mut().enumerate().take(cols) {
+                        // SAFETY: `base + q` is an element of this product (checked bounds).
+                        *v = unsafe { *c.add(base + q) };
+                    }
                 }
             }
             for p in 0..g.k {
@@ -159,7 +190,10 @@ pub fn gemm_scalar(g: Gemm, a: &[f32], b: &[f32], c: &mut [f32]) {
             }
             for (r, acc_r) in acc.iter().enumerate().take(rows) {
                 let base = (i0 + r) * g.ldc + j0;
-                c[base..base + cols].copy_from_slice(&acc_r[..cols]);
+                for (q, &v) in acc_r.iter().enumerate().take(cols) {
+                    // SAFETY: as above.
+                    unsafe { *c.add(base + q) = v };
+                }
             }
             i0 += rows;
         }
@@ -173,8 +207,12 @@ mod x86 {
     use std::arch::x86_64::*;
 
     /// AVX-512 driver: tiles of up to 8 rows x 32 columns (16 zmm accumulators).
+    ///
+    /// # Safety
+    /// avx512f is available; `g.check` passed for the C at `c`, and no other thread touches
+    /// this product's elements of C during the call.
     #[target_feature(enable = "avx512f")]
-    pub(super) unsafe fn gemm_avx512(g: Gemm, a: &[f32], b: &[f32], c: &mut [f32]) {
+    pub(super) unsafe fn gemm_avx512(g: Gemm, a: &[f32], b: &[f32], c: *mut f32) {
         let mut j0 = 0;
         while j0 < g.n {
             let cols = 32.min(g.n - j0);
@@ -204,7 +242,7 @@ mod x86 {
         g: Gemm,
         a: &[f32],
         b: &[f32],
-        c: &mut [f32],
+        c: *mut f32,
         i0: usize,
         j0: usize,
         cols: usize,
@@ -223,7 +261,7 @@ mod x86 {
         } else {
             0
         };
-        let cp = c.as_mut_ptr();
+        let cp = c;
         let ap = a.as_ptr();
         let bp = b.as_ptr();
         let mut acc0 = [_mm512_setzero_ps(); R];
@@ -258,8 +296,11 @@ mod x86 {
 
     /// AVX2 driver: tiles of up to [`AVX2_ROWS`] rows x 16 columns; column tails narrower
     /// than 16 go through the portable kernel.
+    ///
+    /// # Safety
+    /// avx2 and fma are available; C as for [`gemm_avx512`].
     #[target_feature(enable = "avx2,fma")]
-    pub(super) unsafe fn gemm_avx2(g: Gemm, a: &[f32], b: &[f32], c: &mut [f32]) {
+    pub(super) unsafe fn gemm_avx2(g: Gemm, a: &[f32], b: &[f32], c: *mut f32) {
         let full = g.n / 16 * 16;
         let mut j0 = 0;
         while j0 < full {
@@ -282,7 +323,7 @@ mod x86 {
         if full < g.n {
             // Column tail: the portable kernel on the remaining columns.
             let rest = Gemm { n: g.n - full, ..g };
-            super::gemm_scalar(rest, a, &b[full..], &mut c[full..]);
+            super::gemm_scalar_raw(rest, a, &b[full..], c.add(full));
         }
     }
 
@@ -292,11 +333,11 @@ mod x86 {
         g: Gemm,
         a: &[f32],
         b: &[f32],
-        c: &mut [f32],
+        c: *mut f32,
         i0: usize,
         j0: usize,
     ) {
-        let cp = c.as_mut_ptr();
+        let cp = c;
         let ap = a.as_ptr();
         let bp = b.as_ptr();
         let mut acc0 = [_mm256_setzero_ps(); R];
@@ -1039,8 +1080,9 @@ mod wasm {
     /// narrower than [`COLS`] goes through the portable kernel.
     ///
     /// # Safety
-    /// `g.check(a, b, c)` must have passed.
-    pub(super) unsafe fn gemm_simd128(g: Gemm, a: &[f32], b: &[f32], c: &mut [f32]) {
+    /// `g.check` must have passed for the C at `c`, and no other thread touches this
+    /// product's elements of C during the call.
+    pub(super) unsafe fn gemm_simd128(g: Gemm, a: &[f32], b: &[f32], c: *mut f32) {
         let full = g.n / COLS * COLS;
         let mut j0 = 0;
         while j0 < full {
@@ -1060,7 +1102,7 @@ mod wasm {
         }
         if full < g.n {
             let rest = Gemm { n: g.n - full, ..g };
-            super::gemm_scalar(rest, a, &b[full..], &mut c[full..]);
+            super::gemm_scalar_raw(rest, a, &b[full..], c.add(full));
         }
     }
 
@@ -1071,11 +1113,11 @@ mod wasm {
         g: Gemm,
         a: &[f32],
         b: &[f32],
-        c: &mut [f32],
+        c: *mut f32,
         i0: usize,
         j0: usize,
     ) {
-        let cp = c.as_mut_ptr();
+        let cp = c;
         let ap = a.as_ptr();
         let bp = b.as_ptr();
         let mut acc = [[f32x4_splat(0.0); VECS]; R];

@@ -2,7 +2,8 @@
 //!
 //! The pass is split, never reordered: every output element is computed by exactly the same
 //! operations in the same order whichever thread computes it (matrix products split by rows
-//! of their input, attention by (head, query block)), so the scores are bit for bit those of
+//! of their input or by panels of output columns, attention by (head, query block)), so the
+//! scores are bit for bit those of
 //! one thread. The calling thread takes the first part of every split and `n - 1` worker
 //! threads the others. A pass synchronises about twice per layer, a few microseconds apart, so
 //! the workers wait for the next part spinning (about 100 µs, then they sleep until the next
@@ -294,6 +295,53 @@ mod pool {
                 s.pending.fetch_sub(1, Ordering::AcqRel);
             }
         }
+    }
+}
+
+/// An output buffer that the threads of one split write at disjoint elements, through a raw
+/// pointer (the column split of a weight product writes column ranges of one row-major
+/// output; attention writes (query block, head) rectangles). It holds the buffer's exclusive
+/// borrow for as long as it lives, so nothing else reads or writes the buffer meanwhile.
+pub(crate) struct SharedOut<'a> {
+    ptr: *mut f32,
+    len: usize,
+    _borrow: std::marker::PhantomData<&'a mut [f32]>,
+}
+
+// SAFETY: a `SharedOut` is only written through, by the threads of one split at disjoint
+// elements (the callers of `write` and `ptr` guarantee that), while the buffer it points into
+// is exclusively borrowed by it.
+unsafe impl Send for SharedOut<'_> {}
+// SAFETY: as above.
+unsafe impl Sync for SharedOut<'_> {}
+
+impl<'a> SharedOut<'a> {
+    pub(crate) fn new(out: &'a mut [f32]) -> SharedOut<'a> {
+        SharedOut {
+            ptr: out.as_mut_ptr(),
+            len: out.len(),
+            _borrow: std::marker::PhantomData,
+        }
+    }
+
+    /// Elements of the buffer.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// The buffer's first element. Writing through it needs what [`SharedOut::write`] needs.
+    pub(crate) fn ptr(&self) -> *mut f32 {
+        self.ptr
+    }
+
+    /// Copies `src` to elements `at..at + src.len()`.
+    ///
+    /// # Safety
+    /// No other thread reads or writes those elements meanwhile.
+    pub(crate) unsafe fn write(&self, at: usize, src: &[f32]) {
+        assert!(at + src.len() <= self.len, "shared output out of bounds");
+        // SAFETY: in bounds (checked just above); exclusive by the caller's guarantee.
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), self.ptr.add(at), src.len()) }
     }
 }
 

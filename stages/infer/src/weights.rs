@@ -5,8 +5,10 @@
 //! int8 matrices of sky-quant). Each weight carries its site name (`blk.0.attn_qkv`, the GGUF
 //! tensor name without `.weight`), under which calibration observers see its input.
 
-use crate::kernels::{gemm, Gemm, Isa};
+use crate::kernels::{gemm_raw, Gemm, Isa};
+use crate::threads::SharedOut;
 use std::fmt;
+use std::ops::Range;
 
 /// A matrix product implemented outside this crate (quantized weights).
 pub trait MatmulKernel: Send + Sync {
@@ -92,30 +94,88 @@ impl Weight {
     pub fn matmul(&self, isa: Isa, x: &[f32], rows: usize, out: &mut [f32]) {
         match &self.data {
             WeightData::F32(t) => {
-                let k = self.k;
-                for (p, panel) in t.chunks_exact(k * PANEL).enumerate() {
-                    let j0 = p * PANEL;
-                    let cols = PANEL.min(self.n - j0);
-                    gemm(
-                        isa,
-                        Gemm {
-                            m: rows,
-                            n: cols,
-                            k,
-                            lda: k,
-                            ldb: PANEL,
-                            ldc: self.n,
-                            accumulate: false,
-                        },
-                        x,
-                        panel,
-                        &mut out[j0..],
-                    );
-                }
+                let (ptr, len) = (out.as_mut_ptr(), out.len());
+                // SAFETY: `out` is exclusively borrowed for the call and holds `len` elements.
+                unsafe { self.f32_panels(t, isa, x, rows, 0..self.panels(), ptr, len) }
             }
             WeightData::External(kern) => {
                 kern.matmul(&x[..rows * self.k], rows, &mut out[..rows * self.n])
             }
+        }
+    }
+
+    /// Panels of [`PANEL`] output columns (of an f32 weight; the last may be partial).
+    pub fn panels(&self) -> usize {
+        self.n.div_ceil(PANEL)
+    }
+
+    /// Whether the values are f32 (what [`Weight::matmul_panels`] multiplies).
+    pub fn is_f32(&self) -> bool {
+        matches!(self.data, WeightData::F32(_))
+    }
+
+    /// The output columns of panels `panels` of `out[rows][n] = x[rows][k] · Wᵀ`, into the
+    /// shared row-major output `out`: each output element is computed by exactly the
+    /// operations [`Weight::matmul`] computes it with. Nothing for an external kernel.
+    ///
+    /// # Safety
+    /// No other thread reads or writes those columns of the first `rows` rows of `out` during
+    /// the call.
+    pub(crate) unsafe fn matmul_panels(
+        &self,
+        isa: Isa,
+        x: &[f32],
+        rows: usize,
+        out: &SharedOut<'_>,
+        panels: Range<usize>,
+    ) {
+        if let WeightData::F32(t) = &self.data {
+            // SAFETY: `out` holds `out.len()` elements; the columns are the caller's alone.
+            unsafe { self.f32_panels(t, isa, x, rows, panels, out.ptr(), out.len()) }
+        }
+    }
+
+    /// Panels `panels` of the f32 product, one [`gemm`] call per panel (the same calls
+    /// whichever panels a thread takes).
+    ///
+    /// # Safety
+    /// `out` is valid for `len` elements, and no other thread reads or writes the columns of
+    /// these panels in the first `rows` rows during the call.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    unsafe fn f32_panels(
+        &self,
+        t: &[f32],
+        isa: Isa,
+        x: &[f32],
+        rows: usize,
+        panels: Range<usize>,
+        out: *mut f32,
+        len: usize,
+    ) {
+        let k = self.k;
+        for (p, panel) in t
+            .chunks_exact(k * PANEL)
+            .enumerate()
+            .take(panels.end)
+            .skip(panels.start)
+        {
+            let j0 = p * PANEL;
+            let cols = PANEL.min(self.n - j0);
+            let g = Gemm {
+                m: rows,
+                n: cols,
+                k,
+                lda: k,
+                ldb: PANEL,
+                ldc: self.n,
+                accumulate: false,
+            };
+            // The product's C starts at column j0 (checked against `len - j0` elements).
+            assert!(j0 <= len, "weight product: output too short");
+            // SAFETY: `out + j0` is valid for `len - j0` elements (the caller's guarantee and
+            // the check above), and this panel's columns are the caller's alone.
+            unsafe { gemm_raw(isa, g, x, panel, out.add(j0), len - j0) };
         }
     }
 }

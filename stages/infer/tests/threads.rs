@@ -1,11 +1,12 @@
 //! One forward pass on several threads gives the scores of one thread bit for bit, on every
-//! compute path (f32, int8 Q8x2, int8 Q8) and instruction set this CPU runs (the portable
-//! one on pico only), for the golden cases of every reference checkpoint (micro: the cases
-//! up to 160 tokens, to keep the debug-profile run short).
+//! compute path (f32, int8 Q8x2, int8 Q8), instruction set this CPU runs (the portable one on
+//! pico only) and split of the row-wise stretches (by rows, by weight columns, the default's
+//! mix), for the golden cases of every reference checkpoint (micro: the cases up to 160
+//! tokens, to keep the debug-profile run short).
 
 mod common;
 
-use sky_infer::forward::{forward, Workspace};
+use sky_infer::forward::{forward, Split, Workspace};
 use sky_infer::int8::{self, ComputeOptions};
 use sky_infer::kernels::Isa;
 use sky_infer::QType;
@@ -63,11 +64,15 @@ fn check(model: &str, max_len: usize, isas: &[Isa]) {
             }
             e.isa = isa;
             let mut one = Workspace::new();
-            let mut many: Vec<Workspace> = (2..=3)
-                .map(|n| {
-                    let mut w = Workspace::new();
-                    w.set_threads(n).unwrap();
-                    w
+            let mut many: Vec<Workspace> = [Split::Auto, Split::Rows, Split::Columns]
+                .into_iter()
+                .flat_map(|split| {
+                    (2..=3).map(move |n| {
+                        let mut w = Workspace::new();
+                        w.set_threads(n).unwrap();
+                        w.set_split(split);
+                        w
+                    })
                 })
                 .collect();
             for (i, c) in cases.iter().enumerate() {
@@ -87,9 +92,10 @@ fn check(model: &str, max_len: usize, isas: &[Isa]) {
                     assert_eq!(
                         got,
                         want,
-                        "{model} {act:?} {isa:?} case {i} ({} tokens), {} threads",
+                        "{model} {act:?} {isa:?} case {i} ({} tokens), {} threads, {:?}",
                         c.ids.len(),
-                        ws.threads()
+                        ws.threads(),
+                        ws.split()
                     );
                 }
             }

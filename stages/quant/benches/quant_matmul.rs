@@ -1,4 +1,4 @@
-//! int8 matmul throughput for s1-micro-like shapes, every available kernel path.
+//! int8 matmul throughput for s1-micro-like and s1-pico-like shapes, every available kernel path.
 //!
 //! `cargo bench -p sky-quant --bench quant_matmul` prints a Markdown table: µs per
 //! call and the GFLOP/s-equivalent (2·n·k·rows / time) of the naive f32 reference, and of
@@ -102,7 +102,14 @@ fn main() {
         "| shape (n x k -> rows) | variant | path | median µs | min µs | CPU µs (median) | GFLOP/s-eq (CPU) |"
     );
     println!("|---|---|---|---:|---:|---:|---:|");
-    for (n, k, rows) in [(64usize, 256usize, 768usize), (64, 512, 256)] {
+    // s1-micro's shapes, then s1-pico's (k = 64 and 128: two and four blocks a row, where
+    // the activation quantizer and the outlier terms weigh the most).
+    for (n, k, rows) in [
+        (64usize, 256usize, 768usize),
+        (64, 512, 256),
+        (118, 64, 192),
+        (118, 128, 64),
+    ] {
         let shape = format!("{n} x {k} -> {rows}");
         let flops = 2.0 * (n * k * rows) as f64;
         let x = data(n * k, 1, 1.0);

@@ -394,9 +394,9 @@ pub(crate) fn dot_packed8(
     }
 }
 
-/// Vectorized twin of `quantize_act_row` in `matmul.rs` (same operations in the same order,
-/// so bit-identical results): one 32-value block per pair of 512-bit vectors. `x2` selects
-/// the Q8x2 residual pass.
+/// Vectorized twin of `quantize_act_row` in `matmul.rs` (same operations in the same order
+/// per value, so bit-identical results for finite input) on one row. `x2` selects the Q8x2
+/// residual pass.
 ///
 /// Panics unless `x`, `q`, `r` are `32 * scales.len()` long and the CPU has AVX-512 F/BW.
 #[cfg(all(test, target_arch = "x86_64"))]
@@ -414,20 +414,40 @@ pub(crate) fn quantize_row_avx512(
         "AVX-512 not available"
     );
     // SAFETY: features checked just above (Avx512Vnni implies F and BW); lengths asserted.
-    unsafe { x86::quantize_row_avx512::<false>(x, &[], q, r, scales, x2) }
+    unsafe { x86::quantize_rows_avx512::<false>(x, &[], scales.len(), q, r, scales, x2) }
 }
 
-/// [`quantize_row_avx512`] straight from the unmasked activation row, for the packed kernel:
-/// the lanes set in `zero[b]` (block `b`'s outlier channels) are read as 0.0, exactly as if
-/// the row had been copied with those channels zeroed, and the bytes are stored biased to
-/// unsigned (`q ^ 0x80`, i.e. `q + 128`). One pass instead of copy, quantize and bias.
+/// The AVX-512 quantizer's rounding of `v` (16 lanes) to -127..=127, half away from zero,
+/// as i32: through the float path of the Q8x2 values and the truncating one of the others
+/// (both, for the test to compare with `round_away`).
 ///
-/// Panics unless `x`, `q`, `r` are `32 * scales.len()` long, `zero` is empty (no outliers)
-/// or `scales.len()` long, and the CPU has AVX-512 F/BW.
+/// Panics unless the CPU has AVX-512 F.
+#[cfg(all(test, target_arch = "x86_64"))]
+pub(crate) fn round_clamp_avx512(v: &[f32; 16]) -> ([i32; 16], [i32; 16]) {
+    assert!(
+        KernelPath::Avx512Vnni.is_available(),
+        "AVX-512 not available"
+    );
+    // SAFETY: the feature was checked just above; the arrays hold 16 lanes each.
+    unsafe { x86::round_clamp_lanes(v) }
+}
+
+/// [`quantize_row_avx512`] on `scales.len() / nb` rows of `nb` blocks at once, straight from
+/// the unmasked activations, for the packed kernel: the lanes set in `zero[b]` (block `b` of
+/// every row: the outlier channels) are read as 0.0, exactly as if the rows had been copied
+/// with those channels zeroed, and the bytes are stored biased to unsigned (`q ^ 0x80`, i.e.
+/// `q + 128`). One pass instead of copy, quantize and bias, and the blocks go 16 at a time:
+/// their maxima, the two divisions of the scale and its inverse, then the values, so that no
+/// block waits on the divisions of the one before (at k = 64, two blocks a row, that wait was
+/// most of the quantizer's time).
+///
+/// Panics unless `x`, `q`, `r` are `32 * scales.len()` long, `nb > 0` divides `scales.len()`,
+/// `zero` is empty (no outliers) or `nb` long, and the CPU has AVX-512 F/BW.
 #[cfg(target_arch = "x86_64")]
-pub(crate) fn quantize_row_biased_avx512(
+pub(crate) fn quantize_rows_biased_avx512(
     x: &[f32],
     zero: &[u32],
+    nb: usize,
     q: &mut [i8],
     r: &mut [i8],
     scales: &mut [f32],
@@ -435,13 +455,14 @@ pub(crate) fn quantize_row_biased_avx512(
 ) {
     let k = scales.len() * 32;
     assert!(x.len() == k && q.len() == k && r.len() == k);
-    assert!(zero.is_empty() || zero.len() == scales.len());
+    assert!(nb > 0 && scales.len().is_multiple_of(nb));
+    assert!(zero.is_empty() || zero.len() == nb);
     assert!(
         KernelPath::Avx512Vnni.is_available(),
         "AVX-512 not available"
     );
     // SAFETY: features checked just above (Avx512Vnni implies F and BW); lengths asserted.
-    unsafe { x86::quantize_row_avx512::<true>(x, zero, q, r, scales, x2) }
+    unsafe { x86::quantize_rows_avx512::<true>(x, zero, nb, q, r, scales, x2) }
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -879,71 +900,242 @@ mod x86 {
         }
     }
 
+    /// The largest f32 below 0.5 (0.49999997).
+    const BELOW_HALF: u32 = 0x3EFF_FFFF;
+
+    /// `round_away` of `matmul.rs` lane-wise, clamped to -127..=127, short of its final
+    /// truncation: `min(|v| + 0.49999997, 127)` with the sign of `v`, which truncated toward
+    /// zero (`cvtt`, [`round_clamp_512`]) is `round_away(v)` clamped for every non-NaN `v`.
+    /// That `trunc(|v| + 0.49999997)` rounds half away from zero holds for every f32 (checked
+    /// for all of them up to 2^25; above, both sides exceed 127): the sum is exact except
+    /// where it carries into the next binade, and there its rounding cannot reach the next
+    /// integer (with 0.5 itself, 0.49999997 would round to 1). Three operations fewer than
+    /// truncating, comparing the fraction with 0.5 and adding 1.
+    #[target_feature(enable = "avx512f")]
+    fn round_clamp_untruncated_512(v: __m512) -> __m512 {
+        let t = _mm512_add_ps(
+            _mm512_abs_ps(v),
+            _mm512_castsi512_ps(_mm512_set1_epi32(BELOW_HALF as i32)),
+        );
+        with_sign_512(_mm512_min_ps(t, _mm512_set1_ps(127.0)), v)
+    }
+
     /// f32 rounding half away from zero, then clamped to -127..=127: `round_away` of
-    /// `matmul.rs` lane-wise (truncate, add 1 where the fraction is >= 0.5, copy the sign).
+    /// `matmul.rs` lane-wise, as a float (see [`round_clamp_untruncated_512`]).
     #[target_feature(enable = "avx512f")]
     fn round_clamp_512(v: __m512) -> __m512 {
-        let t = _mm512_abs_ps(v);
+        let t = _mm512_add_ps(
+            _mm512_abs_ps(v),
+            _mm512_castsi512_ps(_mm512_set1_epi32(BELOW_HALF as i32)),
+        );
         // 0x0B: round toward zero, suppress the precision exception.
-        let i = _mm512_roundscale_ps::<0x0B>(t);
-        let up = _mm512_cmp_ps_mask::<_CMP_GE_OQ>(_mm512_sub_ps(t, i), _mm512_set1_ps(0.5));
-        let r = _mm512_mask_add_ps(i, up, i, _mm512_set1_ps(1.0));
+        let r = _mm512_roundscale_ps::<0x0B>(_mm512_min_ps(t, _mm512_set1_ps(127.0)));
+        with_sign_512(r, v)
+    }
+
+    /// `r` (>= 0) with the sign bit of `v`.
+    #[target_feature(enable = "avx512f")]
+    fn with_sign_512(r: __m512, v: __m512) -> __m512 {
         let sign = _mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32(i32::MIN));
-        let r = _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(r), sign));
-        _mm512_min_ps(
-            _mm512_max_ps(r, _mm512_set1_ps(-127.0)),
-            _mm512_set1_ps(127.0),
-        )
+        _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(r), sign))
     }
 
     /// # Safety
-    /// The CPU must support AVX-512 F/BW; lengths as asserted by `super::quantize_row_avx512`.
-    /// `BIASED`: store `q ^ 0x80` (and `r ^ 0x80`) and read the lanes of `zero[b]` as 0.0
-    /// (`zero` empty: none).
+    /// The CPU must support AVX-512 F.
+    #[cfg(test)]
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn round_clamp_lanes(v: &[f32; 16]) -> ([i32; 16], [i32; 16]) {
+        let (mut a, mut b) = ([0i32; 16], [0i32; 16]);
+        // SAFETY: 16 floats in, 16 i32 out, each array 64 bytes.
+        unsafe {
+            let x = _mm512_loadu_ps(v.as_ptr());
+            let fa = _mm512_cvttps_epi32(round_clamp_512(x));
+            let fb = _mm512_cvttps_epi32(round_clamp_untruncated_512(x));
+            _mm512_storeu_si512(a.as_mut_ptr().cast(), fa);
+            _mm512_storeu_si512(b.as_mut_ptr().cast(), fb);
+        }
+        (a, b)
+    }
+
+    /// Lane `t` of the result is lane `4 * (t % 4) + t / 4` of the input: the order of
+    /// [`amax16`]'s reduction tree and of [`pack64`]'s saturating packs, undone.
+    #[target_feature(enable = "avx512f")]
+    fn transpose_lanes_idx() -> __m512i {
+        _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15)
+    }
+
+    /// Lane `j` of the result: the largest lane of `m[j]` (all lanes >= 0 or NaN). A tree of
+    /// 15 shuffle-and-max steps instead of 16 horizontal reductions; the maximum of finite
+    /// values does not depend on the order it is taken in.
+    #[target_feature(enable = "avx512f")]
+    fn amax16(m: &[__m512; 16]) -> __m512 {
+        let mut c = [_mm512_setzero_ps(); 8];
+        for (i, ci) in c.iter_mut().enumerate() {
+            let (a, b) = (m[2 * i], m[2 * i + 1]);
+            *ci = _mm512_max_ps(
+                _mm512_shuffle_f32x4::<0x44>(a, b),
+                _mm512_shuffle_f32x4::<0xEE>(a, b),
+            );
+        }
+        let mut f = [_mm512_setzero_ps(); 4];
+        for (i, fi) in f.iter_mut().enumerate() {
+            let (a, b) = (c[2 * i], c[2 * i + 1]);
+            *fi = _mm512_max_ps(
+                _mm512_shuffle_f32x4::<0x88>(a, b),
+                _mm512_shuffle_f32x4::<0xDD>(a, b),
+            );
+        }
+        let g = [
+            _mm512_max_ps(
+                _mm512_shuffle_ps::<0x44>(f[0], f[1]),
+                _mm512_shuffle_ps::<0xEE>(f[0], f[1]),
+            ),
+            _mm512_max_ps(
+                _mm512_shuffle_ps::<0x44>(f[2], f[3]),
+                _mm512_shuffle_ps::<0xEE>(f[2], f[3]),
+            ),
+        ];
+        let h = _mm512_max_ps(
+            _mm512_shuffle_ps::<0x88>(g[0], g[1]),
+            _mm512_shuffle_ps::<0xDD>(g[0], g[1]),
+        );
+        _mm512_permutexvar_ps(transpose_lanes_idx(), h)
+    }
+
+    /// The 64 bytes of four 16-lane i32 vectors (values in -127..=127, so the saturating
+    /// packs are exact), in order, xor `flip`: what four `vpmovdb` give, in 4 instructions.
     #[target_feature(enable = "avx512f,avx512bw")]
-    pub(super) unsafe fn quantize_row_avx512<const BIASED: bool>(
+    fn pack64(v: [__m512i; 4], flip: __m512i) -> __m512i {
+        let b = _mm512_packs_epi16(
+            _mm512_packs_epi32(v[0], v[1]),
+            _mm512_packs_epi32(v[2], v[3]),
+        );
+        _mm512_xor_si512(_mm512_permutexvar_epi32(transpose_lanes_idx(), b), flip)
+    }
+
+    /// # Safety
+    /// The CPU must support AVX-512 F/BW; lengths as asserted by
+    /// `super::quantize_rows_biased_avx512` (rows of `nb` blocks). `BIASED`: store `q ^ 0x80`
+    /// (and `r ^ 0x80`) and read the lanes of `zero[b]` as 0.0 (`zero` empty: none).
+    #[target_feature(enable = "avx512f,avx512bw")]
+    pub(super) unsafe fn quantize_rows_avx512<const BIASED: bool>(
         x: &[f32],
         zero: &[u32],
+        nb: usize,
         q: &mut [i8],
         r: &mut [i8],
         scales: &mut [f32],
         x2: bool,
     ) {
-        let flip = _mm_set1_epi8(if BIASED { i8::MIN } else { 0 });
-        for (b, s) in scales.iter_mut().enumerate() {
-            let keep = !zero.get(b).copied().unwrap_or(0);
-            // SAFETY: block b of x (32 floats) lies inside x (32 * scales.len() long); the
-            // masked-off lanes are not read.
-            let v = unsafe {
-                let p = x.as_ptr().add(b * 32);
-                [
-                    _mm512_maskz_loadu_ps(keep as u16, p),
-                    _mm512_maskz_loadu_ps((keep >> 16) as u16, p.add(16)),
-                ]
+        let flip8 = if BIASED { i8::MIN } else { 0 };
+        let (flip, flip64) = (_mm_set1_epi8(flip8), _mm512_set1_epi8(flip8));
+        let blocks = scales.len();
+        // Block `b` of a row (the outlier lanes' index) of the next block to load.
+        let mut b = 0;
+        let mut c0 = 0;
+        while c0 < blocks {
+            let cnt = (blocks - c0).min(16);
+            // Block c0 + j's two halves, outlier lanes read as 0.
+            let mut keep = [!0u32; 16];
+            for kj in keep.iter_mut().take(cnt) {
+                *kj = !zero.get(b).copied().unwrap_or(0);
+                b = if b + 1 == nb { 0 } else { b + 1 };
+            }
+            let load = |j: usize| {
+                // SAFETY: block c0 + j < blocks of x (32 floats each) lies inside x
+                // (32 * blocks long); the masked-off lanes are not read.
+                unsafe {
+                    let p = x.as_ptr().add((c0 + j) * 32);
+                    [
+                        _mm512_maskz_loadu_ps(keep[j] as u16, p),
+                        _mm512_maskz_loadu_ps((keep[j] >> 16) as u16, p.add(16)),
+                    ]
+                }
             };
-            let amax =
-                _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v[0]), _mm512_abs_ps(v[1])));
-            let d = amax / 127.0;
-            let id = if d != 0.0 { 1.0 / d } else { 0.0 };
-            let idv = _mm512_set1_ps(id);
-            let id128 = _mm512_set1_ps(id * 128.0);
-            let dv = _mm512_set1_ps(d);
-            for (h, &vh) in v.iter().enumerate() {
-                let qf = round_clamp_512(_mm512_mul_ps(vh, idv));
-                let qb = _mm_xor_si128(_mm512_cvtepi32_epi8(_mm512_cvttps_epi32(qf)), flip);
-                // SAFETY: bytes b * 32 + 16 * h .. + 16 lie inside q (and r), as x above.
-                unsafe { _mm_storeu_si128(q.as_mut_ptr().add(b * 32 + h * 16).cast(), qb) };
-                if x2 {
-                    let res = _mm512_mul_ps(_mm512_sub_ps(vh, _mm512_mul_ps(dv, qf)), id128);
-                    let rb = _mm_xor_si128(
-                        _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(round_clamp_512(res))),
-                        flip,
-                    );
-                    // SAFETY: as above.
-                    unsafe { _mm_storeu_si128(r.as_mut_ptr().add(b * 32 + h * 16).cast(), rb) };
+            let mut m = [_mm512_setzero_ps(); 16];
+            for (j, mj) in m.iter_mut().enumerate().take(cnt) {
+                let v = load(j);
+                *mj = _mm512_max_ps(_mm512_abs_ps(v[0]), _mm512_abs_ps(v[1]));
+            }
+            // Per block, as the scalar quantizer: d = amax / 127, id = 1 / d (0 where d is
+            // 0), the Q8x2 residual's id * 128, the stored scale d (or d / 128): the same
+            // IEEE operations, 16 lanes at once.
+            let amax = amax16(&m);
+            let d = _mm512_div_ps(amax, _mm512_set1_ps(127.0));
+            let nonzero = _mm512_cmp_ps_mask::<_CMP_NEQ_UQ>(d, _mm512_setzero_ps());
+            let id = _mm512_maskz_div_ps(nonzero, _mm512_set1_ps(1.0), d);
+            let id128 = _mm512_mul_ps(id, _mm512_set1_ps(128.0));
+            let sc = if x2 {
+                _mm512_div_ps(d, _mm512_set1_ps(128.0))
+            } else {
+                d
+            };
+            let lanes: __mmask16 = if cnt == 16 { 0xFFFF } else { (1 << cnt) - 1 };
+            let (mut ds, mut ids, mut id128s) = ([0f32; 16], [0f32; 16], [0f32; 16]);
+            // SAFETY: scales c0..c0 + cnt exist (the mask covers cnt lanes); the arrays
+            // hold 16 floats.
+            unsafe {
+                _mm512_mask_storeu_ps(scales.as_mut_ptr().add(c0), lanes, sc);
+                _mm512_storeu_ps(ds.as_mut_ptr(), d);
+                _mm512_storeu_ps(ids.as_mut_ptr(), id);
+                _mm512_storeu_ps(id128s.as_mut_ptr(), id128);
+            }
+            // Block j's values: (q, r) as i32, 16 lanes per half.
+            let values = |j: usize| {
+                let v = load(j);
+                let (idv, dv, i128v) = (
+                    _mm512_set1_ps(ids[j]),
+                    _mm512_set1_ps(ds[j]),
+                    _mm512_set1_ps(id128s[j]),
+                );
+                let mut qi = [_mm512_setzero_si512(); 2];
+                let mut ri = [_mm512_setzero_si512(); 2];
+                for h in 0..2 {
+                    let y = _mm512_mul_ps(v[h], idv);
+                    if x2 {
+                        // The residual needs q as a float.
+                        let qf = round_clamp_512(y);
+                        qi[h] = _mm512_cvttps_epi32(qf);
+                        let res = _mm512_mul_ps(_mm512_sub_ps(v[h], _mm512_mul_ps(dv, qf)), i128v);
+                        ri[h] = _mm512_cvttps_epi32(round_clamp_untruncated_512(res));
+                    } else {
+                        qi[h] = _mm512_cvttps_epi32(round_clamp_untruncated_512(y));
+                    }
+                }
+                (qi, ri)
+            };
+            let mut j = 0;
+            while j + 2 <= cnt {
+                let (qa, ra) = values(j);
+                let (qb, rb) = values(j + 1);
+                let at = (c0 + j) * 32;
+                // SAFETY: bytes at..at + 64 (blocks c0 + j, c0 + j + 1) lie inside q and r.
+                unsafe {
+                    let qp = q.as_mut_ptr().add(at).cast();
+                    _mm512_storeu_si512(qp, pack64([qa[0], qa[1], qb[0], qb[1]], flip64));
+                    if x2 {
+                        let rp = r.as_mut_ptr().add(at).cast();
+                        _mm512_storeu_si512(rp, pack64([ra[0], ra[1], rb[0], rb[1]], flip64));
+                    }
+                }
+                j += 2;
+            }
+            if j < cnt {
+                let (qa, ra) = values(j);
+                for h in 0..2 {
+                    let at = (c0 + j) * 32 + h * 16;
+                    let qb = _mm_xor_si128(_mm512_cvtepi32_epi8(qa[h]), flip);
+                    // SAFETY: bytes at..at + 16 of block c0 + j lie inside q and r.
+                    unsafe {
+                        _mm_storeu_si128(q.as_mut_ptr().add(at).cast(), qb);
+                        if x2 {
+                            let rb = _mm_xor_si128(_mm512_cvtepi32_epi8(ra[h]), flip);
+                            _mm_storeu_si128(r.as_mut_ptr().add(at).cast(), rb);
+                        }
+                    }
                 }
             }
-            *s = if x2 { d / 128.0 } else { d };
+            c0 += cnt;
         }
     }
 
@@ -985,40 +1177,67 @@ mod x86 {
                     _mm512_loadu_ps(p.scales.as_ptr().add(base * 16)),
                 )
             };
-            for (t, a) in acc.iter_mut().enumerate() {
-                let at = (i0 + t) * k + b * 32;
-                // One chain of 8 `dpbusd` per pass (T tokens give T independent chains, enough
-                // to keep both VNNI pipes busy); integer sums, so the order changes nothing.
-                let dot = |src: &[u8]| {
-                    let mut acc_i = corr;
-                    for (c, wc) in w.iter().enumerate() {
-                        // SAFETY: bytes at..at + 32 of row i0 + t lie inside the activations.
-                        let xc =
-                            unsafe { src.as_ptr().add(at + c * 4).cast::<i32>().read_unaligned() };
-                        acc_i = _mm512_dpbusd_epi32(acc_i, _mm512_set1_epi32(xc), *wc);
+            // One chain of 8 `dpbusd` per token and pass (integer sums: the order changes
+            // nothing). With X2 the T tokens' two chains go side by side, the links of a chain
+            // 2T instructions apart, so that their latency hides behind each other (token
+            // after token left the VNNI pipes waiting at small k); a single pass measured
+            // faster token after token, each chain's 8 links in a row.
+            let mut dq = [corr; T];
+            let mut dr = [corr; T];
+            if X2 {
+                for (c, wc) in w.iter().enumerate() {
+                    for t in 0..T {
+                        let at = (i0 + t) * k + b * 32 + c * 4;
+                        // SAFETY: bytes at..at + 4 of row i0 + t lie inside the activations
+                        // and the residuals (block b of a row of k bytes).
+                        let (xq, xr) = unsafe {
+                            (
+                                uq.as_ptr().add(at).cast::<i32>().read_unaligned(),
+                                ur.as_ptr().add(at).cast::<i32>().read_unaligned(),
+                            )
+                        };
+                        dq[t] = _mm512_dpbusd_epi32(dq[t], _mm512_set1_epi32(xq), *wc);
+                        dr[t] = _mm512_dpbusd_epi32(dr[t], _mm512_set1_epi32(xr), *wc);
                     }
-                    acc_i
-                };
-                let mut idot = dot(uq);
-                if X2 {
-                    idot = _mm512_add_epi32(_mm512_slli_epi32::<7>(idot), dot(ur));
                 }
+            } else {
+                for (t, d) in dq.iter_mut().enumerate() {
+                    let at = (i0 + t) * k + b * 32;
+                    for (c, wc) in w.iter().enumerate() {
+                        // SAFETY: bytes at + 4c..at + 4c + 4 of row i0 + t lie inside the
+                        // activations (block b of a row of k bytes).
+                        let xq =
+                            unsafe { uq.as_ptr().add(at + c * 4).cast::<i32>().read_unaligned() };
+                        *d = _mm512_dpbusd_epi32(*d, _mm512_set1_epi32(xq), *wc);
+                    }
+                }
+            }
+            for (t, a) in acc.iter_mut().enumerate() {
+                let idot = if X2 {
+                    _mm512_add_epi32(_mm512_slli_epi32::<7>(dq[t]), dr[t])
+                } else {
+                    dq[t]
+                };
                 let s = _mm512_mul_ps(ws, _mm512_set1_ps(xs[(i0 + t) * nb + b]));
                 // Multiply, then add (no FMA): the scalar path's rounding and order, so the
                 // result is bit-identical to it.
                 *a = _mm512_add_ps(*a, _mm512_mul_ps(s, _mm512_cvtepi32_ps(idot)));
             }
         }
-        for (t, a) in acc.iter_mut().enumerate() {
-            for (o, &c) in outl.channels.iter().enumerate() {
+        // The outlier columns, each loaded once for the T tokens; per token still one after
+        // the other, in order (at k = 64 a token's own 4-outlier chain cost as much as its
+        // dots).
+        for (o, &c) in outl.channels.iter().enumerate() {
+            // SAFETY: the mask limits the load to rows < rows of column o, which lies inside
+            // cols (channels.len() x rows).
+            let col =
+                unsafe { _mm512_maskz_loadu_ps(mask, outl.cols.as_ptr().add(o * rows + g * 16)) };
+            for (t, a) in acc.iter_mut().enumerate() {
                 let xo = _mm512_set1_ps(outl.x[(i0 + t) * k + c as usize]);
-                // SAFETY: the mask limits the load to rows < rows of column o, which lies
-                // inside cols (channels.len() x rows).
-                let col = unsafe {
-                    _mm512_maskz_loadu_ps(mask, outl.cols.as_ptr().add(o * rows + g * 16))
-                };
                 *a = _mm512_add_ps(*a, _mm512_mul_ps(xo, col));
             }
+        }
+        for (t, a) in acc.iter_mut().enumerate() {
             let at = (i0 + t) * rows + g * 16;
             // SAFETY: the mask limits the store to the rows of the group that exist, which lie
             // inside out (row i0 + t < n, out is n x rows).

@@ -90,6 +90,7 @@ pub fn build_preloaded(
     })?;
     let store = ws.store()?;
     let store_lock = store.lock(false)?;
+    crate::timings::mark("lock + store open");
     // A build killed with SIGKILL may have left command nodes running; end them first.
     crate::interrupt::track_children(&ws.state.children());
     // What a killed build left: temp files beside the outputs and the release tree (this
@@ -108,7 +109,9 @@ pub fn build_preloaded(
         crate::fsutil::sweep_temps(d);
     }
     store.sweep_dead_temps();
+    crate::timings::mark("sweep temps");
     let (last, statcache) = state.current(&ws.state);
+    crate::timings::mark("state current");
     let stamp = StoreStamp {
         dir: ws.store_dir.display().to_string(),
         id: store.id(),
@@ -122,6 +125,7 @@ pub fn build_preloaded(
             scanner.prefetch(n)?;
         }
     }
+    crate::timings::mark("check kinds + prefetch");
     reporter.event(&Event::Plan { total: plan.len() });
     let remote_before = opts.remote.as_ref().map(|r| r.stats());
 
@@ -145,6 +149,7 @@ pub fn build_preloaded(
         scanner,
         reporter,
         outputs: vec![None; graph.nodes.len()],
+        keys: vec![None; graph.nodes.len()],
         materials: vec![None; graph.nodes.len()],
         reasons: vec![None; graph.nodes.len()],
         last: &last,
@@ -168,13 +173,14 @@ pub fn build_preloaded(
         keep_going: opts.keep_going,
     };
     scheduler.run(&plan.selected, &graph.order, &mut driver);
+    crate::timings::mark("schedule (fresh checks)");
 
     let BuildDriver {
         mut scanner,
         new_last: delta,
         mut summary,
         outputs,
-        materials,
+        keys,
         reporter,
         stored,
         ..
@@ -199,6 +205,7 @@ pub fn build_preloaded(
         }
     }
     let mut statcache = std::mem::take(&mut scanner.statcache);
+    crate::timings::mark("release");
     drop(scanner);
     if let (Some(remote), Some(before)) = (&opts.remote, remote_before) {
         // Uploads read blobs: finish them while the store lock keeps gc away.
@@ -209,7 +216,7 @@ pub fn build_preloaded(
         summary.remote = Some(remote.stats().since(&before));
     }
     // Record: workspace state, stat cache, and the keys of this build for gc.
-    let keys: Vec<Digest> = materials.iter().flatten().map(|(_, k)| *k).collect();
+    let keys: Vec<Digest> = keys.into_iter().flatten().collect();
     // `delta` holds only nodes whose key or outputs differ from the last build.
     let nodes_before = last.nodes.len();
     let last_store = last.store.clone();
@@ -258,10 +265,12 @@ pub fn build_preloaded(
             .map_err(|e| DagError::io("write", ws.state.last_build(), e))?;
         store.put_build(keys)?;
     }
+    crate::timings::mark("save last-build");
     // Everything the journal noted is now recorded or in `made`; no child runs.
     journal.clear();
     crate::interrupt::untrack_children();
     let _ = statcache.save(&ws.state.statcache());
+    crate::timings::mark("save statcache");
     drop(store_lock);
     if summary.executed > 0 {
         // Bounded lookups: merge the per-build action logs once they pile up (only when no
@@ -282,7 +291,10 @@ struct BuildDriver<'a> {
     scanner: Scanner<'a>,
     reporter: &'a mut dyn Reporter,
     outputs: Vec<Option<Vec<OutputRecord>>>,
-    materials: Vec<Option<(KeyMaterial, Digest)>>,
+    /// Each node's key, once known.
+    keys: Vec<Option<Digest>>,
+    /// The key material of nodes that run (built only where it is needed).
+    materials: Vec<Option<KeyMaterial>>,
     reasons: Vec<Option<DirtyReason>>,
     last: &'a LastBuild,
     new_last: LastBuild,
@@ -325,7 +337,7 @@ impl BuildDriver<'_> {
             node: node.id.clone(),
             kind: node.kind.clone(),
             status,
-            key: self.materials[n].as_ref().map(|(_, k)| *k),
+            key: self.keys[n],
             why: self.reasons[n].clone(),
             seconds,
             error,
@@ -345,20 +357,28 @@ impl BuildDriver<'_> {
 
     fn record(&mut self, n: NodeIdx, outputs: Vec<OutputRecord>) {
         let id = &self.graph.nodes[n].id;
-        let same = |st: &NodeState| {
-            self.materials[n]
-                .as_ref()
-                .is_some_and(|(_, k)| st.key == *k)
-                && st.outputs == outputs
+        let Some(key) = self.keys[n] else {
+            self.outputs[n] = Some(outputs);
+            return;
         };
+        let same = |st: &NodeState| st.key == key && st.outputs == outputs;
         if self.last.nodes.get(id).is_some_and(same) {
             self.outputs[n] = Some(outputs);
             return;
         }
-        if let Some((material, key)) = &self.materials[n] {
+        let material = match self.materials[n].take() {
+            Some(m) => Some(m),
+            // Upstream outputs are known (the key was computed from them).
+            None => self
+                .scanner
+                .material(n, &self.outputs)
+                .ok()
+                .and_then(Result::ok),
+        };
+        if let Some(material) = material {
             self.new_last.nodes.insert(
                 self.graph.nodes[n].id.clone(),
-                NodeState::new(*key, material, outputs.clone()),
+                NodeState::new(key, &material, outputs.clone()),
             );
         }
         self.outputs[n] = Some(outputs);
@@ -433,8 +453,8 @@ impl BuildDriver<'_> {
 
 impl<'a> Driver<'a, JobOutput> for BuildDriver<'a> {
     fn start(&mut self, n: NodeIdx) -> Start<'a, JobOutput> {
-        let material = match self.scanner.material(n, &self.outputs) {
-            Ok(Ok(m)) => m,
+        let key = match self.scanner.key(n, &self.outputs) {
+            Ok(Ok(k)) => k,
             Ok(Err(up)) => {
                 let msg = format!("internal: outputs of `{}` unknown", self.graph.nodes[up].id);
                 self.finished(n, NodeStatus::Failed, 0.0, Some(msg), None);
@@ -445,11 +465,10 @@ impl<'a> Driver<'a, JobOutput> for BuildDriver<'a> {
                 return Start::Done(false);
             }
         };
-        let key = material.key();
-        let (fresh, outs) = self
-            .scanner
-            .freshness(n, &material, &key, self.plan.forced[n]);
-        self.materials[n] = Some((material, key));
+        let (fresh, outs) =
+            self.scanner
+                .freshness_of_key(n, &key, self.plan.forced[n], &self.outputs);
+        self.keys[n] = Some(key);
         let reason = match fresh {
             Freshness::Fresh => {
                 let outs = outs.unwrap_or_default();
@@ -501,9 +520,23 @@ impl<'a> Driver<'a, JobOutput> for BuildDriver<'a> {
             self.finished(n, NodeStatus::Failed, 0.0, Some(msg), None);
             return Start::Done(false);
         };
+        let material = match self.scanner.material(n, &self.outputs) {
+            Ok(Ok(m)) => m,
+            Ok(Err(up)) => {
+                let msg = format!("internal: outputs of `{}` unknown", self.graph.nodes[up].id);
+                self.finished(n, NodeStatus::Failed, 0.0, Some(msg), None);
+                return Start::Done(false);
+            }
+            Err(e) => {
+                self.finished(n, NodeStatus::Failed, 0.0, Some(e.to_string()), None);
+                return Start::Done(false);
+            }
+        };
+        debug_assert_eq!(material.key(), key, "node `{}`", node.id);
         for o in &node.outputs {
             self.scanner.statcache.forget(&o.path);
         }
+        self.materials[n] = Some(material.clone());
         let job = Job {
             graph: self.graph,
             n,
@@ -514,10 +547,7 @@ impl<'a> Driver<'a, JobOutput> for BuildDriver<'a> {
             root: self.root,
             release_abs: self.release_abs,
             release_rel: &self.graph.release_dir,
-            material: match &self.materials[n] {
-                Some((m, _)) => m.clone(),
-                None => return Start::Done(false),
-            },
+            material,
             key,
             // A local miss asks the remote; `--rerun` does not.
             fetch: !self.plan.forced[n] && self.remote.is_some_and(|r| r.readable()),
@@ -729,7 +759,7 @@ impl Job<'_> {
             outputs: out_paths,
             log,
         };
-        let run = self.kind.run(&node.params, &mut ctx);
+        let run = self.kind.run(node.params.value(), &mut ctx);
         let log_digest = if ctx.log.is_empty() {
             None
         } else {

@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use crate::error::{DagError, Result};
 use crate::graph::{Graph, Input, NodeIdx};
-use crate::key::{Digest, KeyInput, KeyMaterial};
+use crate::key::{key_head, key_input, Digest, KeyInput, KeyMaterial};
 use crate::kind::Registry;
 use crate::statcache::StatCache;
 use crate::state::{LastBuild, NodeState};
@@ -172,9 +172,12 @@ impl<'a> Scanner<'a> {
         for (n, sel) in selected.iter().enumerate() {
             if *sel {
                 self.version(n)?;
+                if self.graph.params_checked {
+                    continue;
+                }
                 let node = &self.graph.nodes[n];
                 if let Some(k) = self.registry.get(&node.kind) {
-                    k.check_params(&node.params)
+                    k.check_params(node.params.value())
                         .map_err(|message| DagError::Params {
                             node: node.id.clone(),
                             message,
@@ -267,12 +270,16 @@ impl<'a> Scanner<'a> {
     }
 
     fn glob(&mut self, n: NodeIdx, input: usize, g: &crate::glob::Glob) -> Result<Vec<KeyInput>> {
-        if let Some(hit) = self.globs.get(g.as_str()) {
-            return Ok(hit.clone());
+        self.glob_ref(n, input, g).map(<[KeyInput]>::to_vec)
+    }
+
+    /// The files a glob matches (memoised).
+    fn glob_ref(&mut self, n: NodeIdx, input: usize, g: &crate::glob::Glob) -> Result<&[KeyInput]> {
+        if !self.globs.contains_key(g.as_str()) {
+            let found = self.walk_glob(n, input, g)?;
+            self.globs.insert(g.as_str().to_string(), found);
         }
-        let found = self.walk_glob(n, input, g)?;
-        self.globs.insert(g.as_str().to_string(), found.clone());
-        Ok(found)
+        Ok(self.globs.get(g.as_str()).map_or(&[][..], Vec::as_slice))
     }
 
     fn walk_glob(
@@ -343,7 +350,53 @@ impl<'a> Scanner<'a> {
         Ok(())
     }
 
-    /// The key material of node `n`, given the outputs of finished upstream nodes; `Ok(None)`
+    /// The key of node `n` (the key of its [`Scanner::material`], computed from the canonical
+    /// parameters the graph holds, without building the material), given the outputs of
+    /// finished upstream nodes; `Ok(Err(up))` names an upstream node whose outputs are not
+    /// known yet.
+    pub fn key(
+        &mut self,
+        n: NodeIdx,
+        known: &[Option<Vec<OutputRecord>>],
+    ) -> Result<std::result::Result<Digest, NodeIdx>> {
+        let graph = self.graph;
+        let node = &graph.nodes[n];
+        // The number of key inputs goes first: a glob stands for every file it matches.
+        let mut count = 0;
+        for (i, input) in node.inputs.iter().enumerate() {
+            count += match input {
+                Input::Glob(g) => self.glob_ref(n, i, g)?.len(),
+                _ => 1,
+            };
+        }
+        let mut h = key_head(&node.kind, self.version(n)?, node.params.canonical(), count);
+        for (i, input) in node.inputs.iter().enumerate() {
+            match input {
+                Input::Source(rel) => {
+                    let digest = self.source(n, i, rel)?;
+                    key_input(&mut h, rel, &digest);
+                }
+                Input::Glob(g) => {
+                    for k in self.glob_ref(n, i, g)? {
+                        key_input(&mut h, &k.path, &k.digest);
+                    }
+                }
+                Input::Output { node: up, output } => {
+                    let Some(o) = known
+                        .get(*up)
+                        .and_then(|o| o.as_ref())
+                        .and_then(|outs| outs.get(*output))
+                    else {
+                        return Ok(Err(*up));
+                    };
+                    key_input(&mut h, &o.path, &o.digest);
+                }
+            }
+        }
+        Ok(Ok(h.finish()))
+    }
+
+    /// The key material of node `n`, given the outputs of finished upstream nodes; `Ok(Err(up))`
     /// names an upstream node whose outputs are not known yet.
     pub fn material(
         &mut self,
@@ -382,7 +435,7 @@ impl<'a> Scanner<'a> {
         Ok(Ok(KeyMaterial {
             kind: node.kind.clone(),
             version: self.version(n)?,
-            params: node.params.clone(),
+            params: node.params.value().clone(),
             inputs,
         }))
     }
@@ -424,6 +477,35 @@ impl<'a> Scanner<'a> {
         key: &Digest,
         forced: bool,
     ) -> (Freshness, Option<Vec<OutputRecord>>) {
+        self.freshness_with(n, key, forced, |s| s.why(n, material, key))
+    }
+
+    /// [`Scanner::freshness`] from the key alone ([`Scanner::key`]): the material is only
+    /// built when the node is dirty and the reason needs it.
+    pub fn freshness_of_key(
+        &mut self,
+        n: NodeIdx,
+        key: &Digest,
+        forced: bool,
+        known: &[Option<Vec<OutputRecord>>],
+    ) -> (Freshness, Option<Vec<OutputRecord>>) {
+        self.freshness_with(n, key, forced, |s| match s.last_state(n) {
+            None => DirtyReason::NewNode,
+            Some(st) if st.key == *key => DirtyReason::NoRecord,
+            Some(_) => match s.material(n, known) {
+                Ok(Ok(material)) => s.why(n, &material, key),
+                _ => DirtyReason::NoRecord,
+            },
+        })
+    }
+
+    fn freshness_with(
+        &mut self,
+        n: NodeIdx,
+        key: &Digest,
+        forced: bool,
+        why: impl FnOnce(&mut Self) -> DirtyReason,
+    ) -> (Freshness, Option<Vec<OutputRecord>>) {
         if forced {
             return (Freshness::Dirty(DirtyReason::Forced), None);
         }
@@ -435,7 +517,7 @@ impl<'a> Scanner<'a> {
                     Some(outputs),
                 ),
             },
-            None => (Freshness::Dirty(self.why(n, material, key)), None),
+            None => (Freshness::Dirty(why(self)), None),
         }
     }
 

@@ -106,6 +106,11 @@ impl StatePaths {
     pub fn last_build(&self) -> PathBuf {
         self.dir.join("last-build.json")
     }
+    /// The compiled graph of the last manifest built (a front end's cache,
+    /// [`crate::compiled`]).
+    pub fn compiled_graph(&self) -> PathBuf {
+        self.dir.join("graph.bin")
+    }
     /// The workspace lock file.
     pub fn lock(&self) -> PathBuf {
         self.dir.join("lock")

@@ -88,7 +88,8 @@ pub fn racy_window_ns(mtime_ns: i64) -> i64 {
     }
 }
 
-fn now_ns() -> i64 {
+/// Now, in nanoseconds since the epoch.
+pub fn now_ns() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_nanos() as i64)

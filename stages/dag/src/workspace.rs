@@ -1,7 +1,7 @@
 //! A workspace: the folder a pipeline is declared in, where its store lives, its own state,
 //! and the lock that keeps two builds in it from interleaving.
 
-use std::io::Write;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use crate::error::{DagError, Result};
@@ -20,10 +20,32 @@ pub struct Workspace {
     pub state: StatePaths,
 }
 
-/// Holds the workspace lock until dropped.
+/// Holds the workspace lock until dropped. The lock file holds the pid of the process that
+/// holds it; a build that ends cleanly replaces it with `clean <ns since the epoch>`
+/// ([`WorkspaceLock::ended_cleanly`]), so the next build knows since when nothing of its own
+/// is half written.
 #[derive(Debug)]
 pub struct WorkspaceLock {
-    _file: std::fs::File,
+    file: std::fs::File,
+    clean_since: Option<i64>,
+}
+
+impl WorkspaceLock {
+    /// When the last holder of the lock said it ended cleanly; `None` for a new workspace, a
+    /// killed, failed or interrupted build, or any other command that held the lock.
+    pub fn clean_since(&self) -> Option<i64> {
+        self.clean_since
+    }
+
+    /// Say this build ended cleanly now: nothing it wrote is half done.
+    pub fn ended_cleanly(&self) {
+        use std::os::unix::fs::FileExt;
+        let now = crate::statcache::now_ns();
+        let _ = self.file.set_len(0);
+        let _ = self
+            .file
+            .write_all_at(format!("clean {now}\n").as_bytes(), 0);
+    }
 }
 
 impl Workspace {
@@ -61,7 +83,7 @@ impl Workspace {
         if flock(&file, FlockOperation::NonBlockingLockExclusive).is_err() {
             let holder = std::fs::read_to_string(&p).unwrap_or_default();
             let holder = holder.trim();
-            let who = if holder.is_empty() {
+            let who = if holder.is_empty() || holder.parse::<u32>().is_err() {
                 String::new()
             } else {
                 format!(" (pid {holder})")
@@ -72,9 +94,14 @@ impl Workspace {
             flock(&file, FlockOperation::LockExclusive)
                 .map_err(|e| DagError::io("lock", &p, e.into()))?;
         }
+        let mut before = String::new();
+        let _ = std::io::Read::read_to_string(&mut file, &mut before);
+        let clean_since = before
+            .strip_prefix("clean ")
+            .and_then(|t| t.trim().parse::<i64>().ok());
         let _ = file.set_len(0);
-        let _ = write!(file, "{}", std::process::id());
-        Ok(WorkspaceLock { _file: file })
+        let _ = file.write_all_at(std::process::id().to_string().as_bytes(), 0);
+        Ok(WorkspaceLock { file, clean_since })
     }
 }
 

@@ -35,36 +35,23 @@ impl Store {
         Ok(out)
     }
 
-    pub(super) fn with_index<T>(
-        &self,
-        f: impl FnOnce(&mut HashMap<Digest, ActionRecord>) -> T,
-    ) -> T {
+    pub(super) fn with_index<T>(&self, f: impl FnOnce(&mut ActionIndex) -> T) -> T {
         let mut guard = self
             .shared
             .index
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let index = guard.get_or_insert_with(|| {
-            let mut index = HashMap::new();
-            for p in self.logs() {
-                // An unreadable log only costs cache misses.
-                if let Ok(content) = Self::read_log(&p) {
-                    index.extend(content.records);
-                }
-            }
-            index
-        });
-        f(index)
+        f(guard.get_or_insert_with(|| ActionIndex::load(&self.logs())))
     }
 
     /// Whether an action record exists for `key` (blobs not checked).
     pub fn has_action(&self, key: &Digest) -> bool {
-        self.with_index(|ix| ix.contains_key(key))
+        self.with_index(|ix| ix.get(key).is_some())
     }
 
     /// The action record of `key`; `None` when absent (treated as a cache miss).
     pub fn get_action(&self, key: &Digest) -> Option<ActionRecord> {
-        self.with_index(|ix| ix.get(key).cloned())
+        self.with_index(|ix| ix.get(key))
     }
 
     /// Append (or supersede) the action record of `key` to this process's log.
@@ -102,7 +89,7 @@ impl Store {
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         if let Some(ix) = guard.as_mut() {
-            ix.insert(*key, rec.clone());
+            ix.added.insert(*key, rec.clone());
         }
         Ok(())
     }
@@ -112,6 +99,79 @@ impl Store {
         let name = name.to_string_lossy();
         let name = name.trim_end_matches(".tmp");
         self.root.join("actions").join(format!("{name}.log"))
+    }
+}
+
+/// Every action log of the store, read once, with where the last line of each key is: a
+/// lookup parses and checks only that line (a build that looks up one new key does not parse
+/// thousands of records). The later line wins; a last line that does not check (a damaged
+/// log) falls back to the key's last good line, as if the damaged one were not there.
+#[derive(Debug, Default)]
+pub(super) struct ActionIndex {
+    logs: Vec<Vec<u8>>,
+    /// Key -> (log, start, end) of its last complete line.
+    last: HashMap<Digest, (usize, usize, usize)>,
+    /// Records this process appended (they win).
+    added: HashMap<Digest, ActionRecord>,
+}
+
+/// A line's key, when it has the shape of a record line (`<key hex> <sum hex> <json>`).
+fn line_key(line: &[u8]) -> Option<Digest> {
+    if line.len() < 130 || line[64] != b' ' || line[129] != b' ' {
+        return None;
+    }
+    std::str::from_utf8(&line[..64])
+        .ok()
+        .and_then(Digest::from_hex)
+}
+
+/// The complete lines of a log (a last line without its newline is a write cut short).
+fn lines(bytes: &[u8]) -> impl Iterator<Item = (usize, usize)> + '_ {
+    let mut start = 0;
+    std::iter::from_fn(move || {
+        let end = start + bytes.get(start..)?.iter().position(|&b| b == b'\n')?;
+        let line = (start, end);
+        start = end + 1;
+        Some(line)
+    })
+}
+
+impl ActionIndex {
+    fn load(paths: &[PathBuf]) -> ActionIndex {
+        let mut ix = ActionIndex::default();
+        for p in paths {
+            // An unreadable log only costs cache misses.
+            let Ok(bytes) = std::fs::read(p) else {
+                continue;
+            };
+            let log = ix.logs.len();
+            for (start, end) in lines(&bytes) {
+                if let Some(key) = line_key(&bytes[start..end]) {
+                    ix.last.insert(key, (log, start, end));
+                }
+            }
+            ix.logs.push(bytes);
+        }
+        ix
+    }
+
+    fn get(&self, key: &Digest) -> Option<ActionRecord> {
+        if let Some(rec) = self.added.get(key) {
+            return Some(rec.clone());
+        }
+        let &(log, start, end) = self.last.get(key)?;
+        let line = self.logs.get(log)?.get(start..end)?;
+        if let Ok((_, rec)) = parse_line(line) {
+            return Some(rec);
+        }
+        // The last line of this key is damaged: the last good one counts.
+        self.logs
+            .iter()
+            .flat_map(|bytes| lines(bytes).map(move |(s, e)| &bytes[s..e]))
+            .filter(|l| line_key(l) == Some(*key))
+            .filter_map(|l| parse_line(l).ok())
+            .last()
+            .map(|(_, rec)| rec)
     }
 }
 

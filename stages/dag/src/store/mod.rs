@@ -149,8 +149,8 @@ pub struct Store {
 struct Shared {
     /// This process's action log, created with the first record.
     log: Mutex<Option<std::fs::File>>,
-    /// Every action record of every log, loaded on the first lookup.
-    index: Mutex<Option<HashMap<Digest, ActionRecord>>>,
+    /// Where every action record of every log is, loaded on the first lookup.
+    index: Mutex<Option<actions::ActionIndex>>,
     /// Whether `FICLONE` works here: 0 not tried yet, [`REFLINK_YES`] or [`REFLINK_NO`].
     reflink: AtomicU8,
 }

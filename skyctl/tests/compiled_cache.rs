@@ -278,3 +278,93 @@ fn a_command_folder_leading_out_is_refused_with_a_cached_graph() {
         run.stderr
     );
 }
+
+const LAST: &str = ".skyctl/state-v1/last-build.bin";
+const MATERIALS: &str = ".skyctl/state-v1/materials.log";
+
+#[test]
+fn a_damaged_build_state_is_never_trusted() {
+    let ws = built();
+    let good = std::fs::read(ws.p(LAST)).unwrap();
+    let mut flipped = good.clone();
+    let at = flipped.len() - 20;
+    flipped[at] ^= 0x01;
+    for bad in [
+        good[..good.len() - 1].to_vec(),
+        flipped,
+        b"garbage".to_vec(),
+    ] {
+        std::fs::write(ws.p(LAST), &bad).unwrap();
+        // Unchanged inputs: every node is checked against the store's records; none runs.
+        let (run, _) = build(&ws, &[], &[]);
+        assert_eq!(
+            (run.code, run.count("executed"), run.count("cached")),
+            (0, 0, 3)
+        );
+    }
+    // A damaged record and a changed input: the node still runs.
+    std::fs::write(ws.p(LAST), b"garbage").unwrap();
+    ws.write("in/a.txt", "ALPHA\n");
+    let (run, _) = build(&ws, &[], &[]);
+    assert_eq!(run.executed(), vec!["one", "three", "two"]);
+    assert_eq!(ws.read("out/three"), "ALPHA\nbeta\n\n");
+    let (run, _) = build(&ws, &[], &[]);
+    assert_eq!(run.count("executed"), 0);
+}
+
+#[test]
+fn damaged_key_materials_only_make_reasons_vaguer() {
+    let ws = built();
+    let mats = std::fs::read(ws.p(MATERIALS)).unwrap();
+    // The materials are in id order (one, three, two): the first survives the cut.
+    std::fs::write(ws.p(MATERIALS), &mats[..mats.len() / 2]).unwrap();
+    ws.write("in/a.txt", "a2\n");
+    let out = ws.run(&["explain", "two"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (run, _) = build(&ws, &[], &[]);
+    assert_eq!(run.executed(), vec!["one", "three", "two"]);
+    assert_eq!(run.why("one")["reason"], "input_changed");
+    assert_eq!(run.why("two")["reason"], "no_record");
+    std::fs::write(ws.p(MATERIALS), b"").unwrap();
+    ws.write("in/b.txt", "b3\n");
+    let (run, _) = build(&ws, &[], &[]);
+    assert_eq!(run.executed(), vec!["three", "two"]);
+    let (run, _) = build(&ws, &[], &[]);
+    assert_eq!(run.count("executed"), 0);
+}
+
+#[test]
+fn temp_files_are_swept_after_a_build_that_did_not_end_cleanly() {
+    let ws = built();
+    let lock = ".skyctl/state-v1/lock";
+    // After a clean build the lock file says since when; a killed one leaves its pid there.
+    assert!(ws.read(lock).starts_with("clean "), "{}", ws.read(lock));
+    ws.write("out/.skyctl-tmp-one.12345-1", "half");
+    std::fs::write(ws.p(lock), "999999").unwrap();
+    let (run, _) = build(&ws, &[], &[]);
+    assert_eq!(run.code, 0);
+    assert!(!ws.p("out/.skyctl-tmp-one.12345-1").exists());
+    assert!(ws.read(lock).starts_with("clean "));
+    // A folder changed since the clean end is listed too, whatever made the change.
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let (run, _) = build(&ws, &[], &[]);
+    assert_eq!(run.code, 0);
+    ws.write("out/.skyctl-tmp-two.12345-2", "half");
+    let (run, _) = build(&ws, &[], &[]);
+    assert_eq!(run.code, 0);
+    assert!(!ws.p("out/.skyctl-tmp-two.12345-2").exists());
+    // A failed build does not say it ended cleanly.
+    ws.write(
+        "pipeline.toml",
+        &ws.read("pipeline.toml")
+            .replace("cat in/a.txt", "false && cat in/a.txt"),
+    );
+    let (run, _) = build(&ws, &[], &[]);
+    assert_eq!(run.code, 1);
+    assert!(!ws.read(lock).starts_with("clean"), "{}", ws.read(lock));
+}

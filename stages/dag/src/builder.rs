@@ -83,7 +83,7 @@ pub fn build_preloaded(
     let targets = resolve(graph, &opts.targets)?;
     let rerun = resolve(graph, &opts.rerun)?;
     let plan = Plan::new(graph, &targets, &rerun);
-    let _lock = ws.lock(&mut |msg| {
+    let lock = ws.lock(&mut |msg| {
         reporter.event(&Event::Note {
             message: msg.to_string(),
         })
@@ -96,17 +96,33 @@ pub fn build_preloaded(
     // What a killed build left: temp files beside the outputs and the release tree (this
     // workspace's lock is held, so none is being written), and the store's temp files of
     // processes that no longer run.
-    let mut temp_dirs: std::collections::BTreeSet<PathBuf> = graph
+    let mut temp_dirs: Vec<&str> = graph
         .nodes
         .iter()
         .flat_map(|n| &n.outputs)
-        .filter_map(|o| ws.root.join(&o.path).parent().map(Path::to_path_buf))
+        .map(|o| o.path.rsplit_once('/').map_or("", |(parent, _)| parent))
+        .chain([graph
+            .release_dir
+            .rsplit_once('/')
+            .map_or("", |(parent, _)| parent)])
         .collect();
-    if let Some(p) = ws.root.join(&graph.release_dir).parent() {
-        temp_dirs.insert(p.to_path_buf());
-    }
-    for d in &temp_dirs {
-        crate::fsutil::sweep_temps(d);
+    temp_dirs.sort_unstable();
+    temp_dirs.dedup();
+    for d in temp_dirs {
+        let dir = ws.root.join(d);
+        // A folder unchanged since the last build ended cleanly cannot have gained a temp
+        // file: it is not listed (output folders can hold thousands of files). Its ctime says
+        // (no one can set it back); one recent enough to share a clock tick with that end is
+        // listed anyway.
+        let unchanged = lock.clean_since().is_some_and(|clean| {
+            std::fs::metadata(&dir).is_ok_and(|md| {
+                let ctime = crate::statcache::FileStat::of(&md).ctime_ns;
+                ctime.saturating_add(crate::statcache::racy_window_ns(ctime)) < clean
+            })
+        });
+        if !unchanged {
+            crate::fsutil::sweep_temps(&dir);
+        }
     }
     store.sweep_dead_temps();
     crate::timings::mark("sweep temps");
@@ -131,13 +147,8 @@ pub fn build_preloaded(
 
     let journal = crate::state::Journal::new(ws.state.journal());
     let journaled = journal.read();
-    let made: std::collections::HashSet<String> = last
-        .nodes
-        .values()
-        .flat_map(|st| st.outputs.iter().map(|o| o.path.clone()))
-        .chain(last.made.iter().cloned())
-        .chain(journaled.iter().cloned())
-        .collect();
+    // Paths the engine made: built when the first node runs (a no-op needs none).
+    let made = std::sync::OnceLock::new();
     let release_abs = ws.root.join(&graph.release_dir);
     let mut driver = BuildDriver {
         graph,
@@ -153,6 +164,7 @@ pub fn build_preloaded(
         materials: vec![None; graph.nodes.len()],
         reasons: vec![None; graph.nodes.len()],
         last: &last,
+        journaled: &journaled,
         new_last: LastBuild::default(),
         made: &made,
         journal: &journal,
@@ -205,6 +217,7 @@ pub fn build_preloaded(
         }
     }
     let mut statcache = std::mem::take(&mut scanner.statcache);
+    let last_matched = scanner.last_matched();
     crate::timings::mark("release");
     drop(scanner);
     if let (Some(remote), Some(before)) = (&opts.remote, remote_before) {
@@ -224,25 +237,29 @@ pub fn build_preloaded(
     let mut new_last = last;
     let changed = !delta.nodes.is_empty() || release_changed;
     new_last.nodes.extend(delta.nodes);
-    new_last.nodes.retain(|id, _| graph.by_id.contains_key(id));
+    if last_matched < nodes_before {
+        new_last.nodes.retain(|id, _| graph.by_id.contains_key(id));
+    }
     // Failed runs' outputs stay ours until a successful run records them or they are no
     // longer declared.
     let made_before = new_last.made.clone();
     new_last.made.extend(delta.made);
     new_last.made.extend(journaled);
-    let recorded: std::collections::HashSet<&str> = new_last
-        .nodes
-        .values()
-        .flat_map(|st| st.outputs.iter().map(|o| o.path.as_str()))
-        .collect();
-    let declared: std::collections::HashSet<&str> = graph
-        .nodes
-        .iter()
-        .flat_map(|n| n.outputs.iter().map(|o| o.path.as_str()))
-        .collect();
-    new_last
-        .made
-        .retain(|p| declared.contains(p.as_str()) && !recorded.contains(p.as_str()));
+    if !new_last.made.is_empty() {
+        let recorded: std::collections::HashSet<&str> = new_last
+            .nodes
+            .values()
+            .flat_map(|st| st.outputs.iter().map(|o| o.path.as_str()))
+            .collect();
+        let declared: std::collections::HashSet<&str> = graph
+            .nodes
+            .iter()
+            .flat_map(|n| n.outputs.iter().map(|o| o.path.as_str()))
+            .collect();
+        new_last
+            .made
+            .retain(|p| declared.contains(p.as_str()) && !recorded.contains(p.as_str()));
+    }
     let made_changed = new_last.made != made_before;
     if release_files.is_some() {
         new_last.release = release_files;
@@ -261,7 +278,7 @@ pub fn build_preloaded(
         || new_last.store != last_store;
     if changed {
         new_last
-            .save(&ws.state.last_build())
+            .save(&ws.state)
             .map_err(|e| DagError::io("write", ws.state.last_build(), e))?;
         store.put_build(keys)?;
     }
@@ -272,6 +289,10 @@ pub fn build_preloaded(
     let _ = statcache.save(&ws.state.statcache());
     crate::timings::mark("save statcache");
     drop(store_lock);
+    // Nothing of this build is half written: the next one need not look for temp files.
+    if summary.failed == 0 && summary.skipped == 0 && crate::interrupt::requested().is_none() {
+        lock.ended_cleanly();
+    }
     if summary.executed > 0 {
         // Bounded lookups: merge the per-build action logs once they pile up (only when no
         // other process uses the store; never waits).
@@ -297,9 +318,12 @@ struct BuildDriver<'a> {
     materials: Vec<Option<KeyMaterial>>,
     reasons: Vec<Option<DirtyReason>>,
     last: &'a LastBuild,
+    /// What the journal of a build that did not end normally noted.
+    journaled: &'a std::collections::BTreeSet<String>,
     new_last: LastBuild,
-    /// Paths the engine made (recorded outputs of the last build, outputs of failed runs).
-    made: &'a std::collections::HashSet<String>,
+    /// Paths the engine made (recorded outputs of the last build, outputs of failed runs,
+    /// journaled ones), known once a node runs ([`BuildDriver::made`]).
+    made: &'a std::sync::OnceLock<std::collections::HashSet<String>>,
     /// Where a node's outputs are noted before it runs.
     journal: &'a crate::state::Journal,
     summary: Summary,
@@ -356,13 +380,12 @@ impl BuildDriver<'_> {
     }
 
     fn record(&mut self, n: NodeIdx, outputs: Vec<OutputRecord>) {
-        let id = &self.graph.nodes[n].id;
         let Some(key) = self.keys[n] else {
             self.outputs[n] = Some(outputs);
             return;
         };
         let same = |st: &NodeState| st.key == key && st.outputs == outputs;
-        if self.last.nodes.get(id).is_some_and(same) {
+        if self.scanner.last_state(n).is_some_and(same) {
             self.outputs[n] = Some(outputs);
             return;
         }
@@ -448,6 +471,21 @@ impl BuildDriver<'_> {
                 self.graph.nodes[n].id
             ),
         });
+    }
+}
+
+impl<'a> BuildDriver<'a> {
+    /// The paths the engine made, for [`Job::ours`].
+    fn made(&self) -> &'a std::collections::HashSet<String> {
+        let (last, journaled) = (self.last, self.journaled);
+        self.made.get_or_init(|| {
+            last.nodes
+                .values()
+                .flat_map(|st| st.outputs.iter().map(|o| o.path.clone()))
+                .chain(last.made.iter().cloned())
+                .chain(journaled.iter().cloned())
+                .collect()
+        })
     }
 }
 
@@ -541,7 +579,7 @@ impl<'a> Driver<'a, JobOutput> for BuildDriver<'a> {
             graph: self.graph,
             n,
             kind,
-            made: self.made,
+            made: self.made(),
             journal: self.journal,
             store: self.store,
             root: self.root,

@@ -121,6 +121,8 @@ pub struct Scanner<'a> {
     registry: &'a Registry,
     store: &'a Store,
     last: &'a LastBuild,
+    /// The last build's state of each node, by index.
+    last_of: Vec<Option<&'a NodeState>>,
     /// The stat cache (saved by the caller).
     pub statcache: StatCache,
     sources: HashMap<String, Option<Digest>>,
@@ -147,6 +149,7 @@ impl<'a> Scanner<'a> {
             registry,
             store,
             last,
+            last_of: last.aligned(graph),
             statcache,
             sources: HashMap::new(),
             source_files: HashMap::new(),
@@ -443,8 +446,7 @@ impl<'a> Scanner<'a> {
     /// Recorded outputs for `key`: from the last build when it had the same key (no parsing),
     /// else from the store's action record.
     pub fn recorded_outputs(&self, n: NodeIdx, key: &Digest) -> Option<Vec<OutputRecord>> {
-        let id = &self.graph.nodes[n].id;
-        if let Some(st) = self.last.nodes.get(id) {
+        if let Some(st) = self.last_state(n) {
             // Same key as the last build here: trust its record of the outputs (the workspace
             // check that follows still verifies them) without touching the store.
             if st.key == *key {
@@ -523,19 +525,25 @@ impl<'a> Scanner<'a> {
 
     /// Why a node without a usable record is dirty, compared with the last build.
     pub fn why(&self, n: NodeIdx, material: &KeyMaterial, key: &Digest) -> DirtyReason {
-        match self.last.nodes.get(&self.graph.nodes[n].id) {
+        match self.last_state(n) {
             None => DirtyReason::NewNode,
             Some(st) if st.key == *key => DirtyReason::NoRecord,
-            Some(st) => st
-                .material()
+            Some(st) => self
+                .last
+                .material(st)
                 .and_then(|old| diff(&old, material))
                 .unwrap_or(DirtyReason::NoRecord),
         }
     }
 
     /// The last recorded state of node `n`.
-    pub fn last_state(&self, n: NodeIdx) -> Option<&NodeState> {
-        self.last.nodes.get(&self.graph.nodes[n].id)
+    pub fn last_state(&self, n: NodeIdx) -> Option<&'a NodeState> {
+        self.last_of.get(n).copied().flatten()
+    }
+
+    /// How many nodes of the last build are nodes of this graph.
+    pub fn last_matched(&self) -> usize {
+        self.last_of.iter().flatten().count()
     }
 }
 

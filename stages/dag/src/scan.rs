@@ -131,6 +131,8 @@ pub struct Scanner<'a> {
     globs: HashMap<String, Vec<KeyInput>>,
     /// The workspace root with symlinks resolved (None when it cannot be resolved).
     root_real: Option<std::path::PathBuf>,
+    /// Stats of the declared outputs taken ahead, and where each node's are.
+    prefetched: Option<(&'a crate::statcache::Prefetch, Vec<usize>)>,
 }
 
 impl<'a> Scanner<'a> {
@@ -155,7 +157,14 @@ impl<'a> Scanner<'a> {
             source_files: HashMap::new(),
             globs: HashMap::new(),
             root_real: root.canonicalize().ok(),
+            prefetched: None,
         }
+    }
+
+    /// Use stats taken ahead by `prefetch`: `first[n]` is the slot of node `n`'s first declared
+    /// output (its others follow).
+    pub fn use_prefetch(&mut self, prefetch: &'a crate::statcache::Prefetch, first: Vec<usize>) {
+        self.prefetched = Some((prefetch, first));
     }
 
     /// The kind version, or an error naming the node if the kind is not in this build.
@@ -456,6 +465,38 @@ impl<'a> Scanner<'a> {
         self.store.get_action(key).map(|r| r.outputs)
     }
 
+    /// [`Scanner::check_outputs`] of node `n`'s recorded outputs, with the stats taken ahead.
+    fn check_outputs_of(&mut self, n: NodeIdx, outputs: &[OutputRecord]) -> Option<String> {
+        let Some((prefetch, base)) = self
+            .prefetched
+            .as_ref()
+            .map(|(p, first)| (*p, first.get(n).copied()))
+        else {
+            return self.check_outputs(outputs);
+        };
+        let declared = &self.graph.nodes[n].outputs;
+        for (i, o) in outputs.iter().enumerate() {
+            let ahead = base
+                .and_then(|f| f.checked_add(i))
+                .filter(|_| !o.dir && declared.get(i).is_some_and(|d| d.path == o.path))
+                .and_then(|slot| prefetch.get(slot));
+            let ok = match ahead {
+                Some(st) => {
+                    self.statcache
+                        .digest_with(self.root, &o.path, st)
+                        .ok()
+                        .map(|x| x.0)
+                        == Some(o.digest)
+                }
+                None => self.check_outputs(std::slice::from_ref(o)).is_none(),
+            };
+            if !ok {
+                return Some(o.path.clone());
+            }
+        }
+        None
+    }
+
     /// Whether the workspace holds exactly `outputs`; the first mismatching path otherwise.
     pub fn check_outputs(&mut self, outputs: &[OutputRecord]) -> Option<String> {
         for o in outputs {
@@ -512,7 +553,7 @@ impl<'a> Scanner<'a> {
             return (Freshness::Dirty(DirtyReason::Forced), None);
         }
         match self.recorded_outputs(n, key) {
-            Some(outputs) => match self.check_outputs(&outputs) {
+            Some(outputs) => match self.check_outputs_of(n, &outputs) {
                 None => (Freshness::Fresh, Some(outputs)),
                 Some(path) => (
                     Freshness::Restore(DirtyReason::OutputMissing { path }),

@@ -183,8 +183,28 @@ impl StatCache {
 
     /// The digest of `root/rel` (a regular file), from the cache when its stat still matches.
     pub fn digest(&mut self, root: &Path, rel: &str) -> std::io::Result<(Digest, FileStat)> {
-        let abs = root.join(rel);
         let st = self.stat(root, rel)?;
+        self.digest_with(root, rel, st)
+    }
+
+    /// `stat` of `root/rel` (following symlinks), which must be a regular file.
+    fn stat(&mut self, root: &Path, rel: &str) -> std::io::Result<FileStat> {
+        if self.root.as_ref().map(|(p, _)| p.as_path()) != Some(root) {
+            self.root = Some((root.to_path_buf(), open_root(root)?));
+        }
+        let Some((_, fd)) = &self.root else {
+            return Err(std::io::Error::other("workspace root not open"));
+        };
+        stat_at(fd, rel)
+    }
+
+    /// [`StatCache::digest`] with the file's stat already taken (by a [`Prefetch`]).
+    pub fn digest_with(
+        &mut self,
+        root: &Path,
+        rel: &str,
+        st: FileStat,
+    ) -> std::io::Result<(Digest, FileStat)> {
         if let Some(e) = self.entries.get(rel) {
             if e.size == st.size
                 && e.mtime_ns == st.mtime_ns
@@ -194,44 +214,12 @@ impl StatCache {
                 return Ok((e.digest, st));
             }
         }
+        let abs = root.join(rel);
         let digest = hash_file(&abs)?;
         self.hashed_bytes += st.size;
         let after = FileStat::of(&std::fs::metadata(&abs)?);
         self.record(rel, after, digest, after == st);
         Ok((digest, st))
-    }
-
-    /// `stat` of `root/rel` (following symlinks), which must be a regular file.
-    fn stat(&mut self, root: &Path, rel: &str) -> std::io::Result<FileStat> {
-        use rustix::fs::{AtFlags, FileType, Mode, OFlags};
-        if self.root.as_ref().map(|(p, _)| p.as_path()) != Some(root) {
-            let fd = rustix::fs::open(
-                root,
-                OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
-                Mode::empty(),
-            )?;
-            self.root = Some((root.to_path_buf(), fd));
-        }
-        let Some((_, fd)) = &self.root else {
-            return Err(std::io::Error::other("workspace root not open"));
-        };
-        let st = rustix::fs::statat(fd, rel, AtFlags::empty())?;
-        if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
-            return Err(std::io::Error::other(format!(
-                "`{rel}` is not a regular file"
-            )));
-        }
-        Ok(FileStat {
-            size: st.st_size as u64,
-            mtime_ns: (st.st_mtime as i64)
-                .saturating_mul(1_000_000_000)
-                .saturating_add(st.st_mtime_nsec as i64),
-            ctime_ns: (st.st_ctime as i64)
-                .saturating_mul(1_000_000_000)
-                .saturating_add(st.st_ctime_nsec as i64),
-            ino: st.st_ino as u64,
-            exec: st.st_mode & 0o111 != 0,
-        })
     }
 
     /// Record that `rel`, with stat `st`, has `digest` (e.g. right after we wrote it).
@@ -262,6 +250,85 @@ impl StatCache {
         if self.entries.remove(rel).is_some() {
             self.changed = true;
         }
+    }
+}
+
+fn open_root(root: &Path) -> std::io::Result<std::os::fd::OwnedFd> {
+    use rustix::fs::{Mode, OFlags};
+    Ok(rustix::fs::open(
+        root,
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?)
+}
+
+/// `stat` of `rel` under the directory `fd` (following symlinks); a regular file or an error.
+fn stat_at(fd: &std::os::fd::OwnedFd, rel: &str) -> std::io::Result<FileStat> {
+    use rustix::fs::{AtFlags, FileType};
+    let st = rustix::fs::statat(fd, rel, AtFlags::empty())?;
+    if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
+        return Err(std::io::Error::other(format!(
+            "`{rel}` is not a regular file"
+        )));
+    }
+    Ok(FileStat {
+        size: st.st_size as u64,
+        mtime_ns: (st.st_mtime as i64)
+            .saturating_mul(1_000_000_000)
+            .saturating_add(st.st_mtime_nsec as i64),
+        ctime_ns: (st.st_ctime as i64)
+            .saturating_mul(1_000_000_000)
+            .saturating_add(st.st_ctime_nsec as i64),
+        ino: st.st_ino as u64,
+        exec: st.st_mode & 0o111 != 0,
+    })
+}
+
+/// Stats taken ahead, on another thread, of the files a build is about to check: a no-op
+/// build of thousands of nodes is mostly `stat`, and the coordinator checking keys and
+/// records one node after the other need not wait for each. Slot `i` is filled at most once
+/// with what `stat` said of path `i` (`None`: it is not a regular file, or `stat` failed:
+/// the caller then looks itself, for the error). A slot not filled yet is no answer: the
+/// caller stats the file itself. A stat taken a moment earlier is as good as one taken now:
+/// nothing the build relies on is between the two.
+#[derive(Debug)]
+pub struct Prefetch {
+    slots: Vec<std::sync::OnceLock<Option<FileStat>>>,
+    stop: std::sync::atomic::AtomicBool,
+}
+
+impl Prefetch {
+    /// Room for `n` paths.
+    pub fn new(n: usize) -> Prefetch {
+        Prefetch {
+            slots: (0..n).map(|_| std::sync::OnceLock::new()).collect(),
+            stop: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    /// Stat `paths[i]` into slot `i`, in order, until done or [`Prefetch::stop`] (run this
+    /// on its own thread).
+    pub fn run<'p>(&self, root: &Path, paths: impl IntoIterator<Item = &'p str>) {
+        use std::sync::atomic::Ordering;
+        let Ok(fd) = open_root(root) else {
+            return;
+        };
+        for (slot, rel) in self.slots.iter().zip(paths) {
+            if self.stop.load(Ordering::Relaxed) {
+                return;
+            }
+            let _ = slot.set(stat_at(&fd, rel).ok());
+        }
+    }
+
+    /// The stat of path `i`, if taken yet and the file is a regular one.
+    pub fn get(&self, i: usize) -> Option<FileStat> {
+        self.slots.get(i)?.get().copied().flatten()
+    }
+
+    /// Stop [`Prefetch::run`] early.
+    pub fn stop(&self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
     }
 }
 
@@ -312,6 +379,29 @@ mod tests {
         let before = c.hashed_bytes();
         c.digest(dir.path(), "a").unwrap();
         assert_eq!(c.hashed_bytes(), before);
+    }
+
+    #[test]
+    fn prefetched_stats_are_the_stats() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a"), b"one").unwrap();
+        std::fs::create_dir(dir.path().join("d")).unwrap();
+        let p = Prefetch::new(4);
+        assert_eq!(p.get(0), None);
+        p.run(dir.path(), ["a", "d", "missing", "a"]);
+        let mut c = StatCache::default();
+        let (_, st) = c.digest(dir.path(), "a").unwrap();
+        assert_eq!((p.get(0), p.get(3)), (Some(st), Some(st)));
+        // Not a regular file, missing, out of range: no answer (the caller looks itself).
+        assert_eq!((p.get(1), p.get(2), p.get(9)), (None, None, None));
+        assert_eq!(
+            c.digest_with(dir.path(), "a", st).unwrap().0,
+            Digest::of(b"one")
+        );
+        let stopped = Prefetch::new(2);
+        stopped.stop();
+        stopped.run(dir.path(), ["a", "a"]);
+        assert_eq!(stopped.get(0), None);
     }
 
     #[test]

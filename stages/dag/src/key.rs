@@ -35,6 +35,14 @@ impl Digest {
         s
     }
 
+    /// Append [`Digest::hex`] to `out`.
+    pub fn write_hex(&self, out: &mut Vec<u8>) {
+        for b in self.0 {
+            out.push(HEX[(b >> 4) as usize]);
+            out.push(HEX[(b & 15) as usize]);
+        }
+    }
+
     /// Parse 64 hex characters.
     pub fn from_hex(s: &str) -> Option<Digest> {
         let b = s.as_bytes();

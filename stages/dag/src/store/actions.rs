@@ -110,7 +110,7 @@ impl Store {
 pub(super) struct ActionIndex {
     logs: Vec<Vec<u8>>,
     /// Key -> (log, start, end) of its last complete line.
-    last: HashMap<Digest, (usize, usize, usize)>,
+    last: HashMap<Digest, (usize, usize, usize), foldhash::fast::RandomState>,
     /// Records this process appended (they win).
     added: HashMap<Digest, ActionRecord>,
 }
@@ -128,11 +128,10 @@ fn line_key(line: &[u8]) -> Option<Digest> {
 /// The complete lines of a log (a last line without its newline is a write cut short).
 fn lines(bytes: &[u8]) -> impl Iterator<Item = (usize, usize)> + '_ {
     let mut start = 0;
-    std::iter::from_fn(move || {
-        let end = start + bytes.get(start..)?.iter().position(|&b| b == b'\n')?;
+    memchr::memchr_iter(b'\n', bytes).map(move |end| {
         let line = (start, end);
         start = end + 1;
-        Some(line)
+        line
     })
 }
 
@@ -144,6 +143,7 @@ impl ActionIndex {
             let Ok(bytes) = std::fs::read(p) else {
                 continue;
             };
+            ix.last.reserve(bytes.len() / 256);
             let log = ix.logs.len();
             for (start, end) in lines(&bytes) {
                 if let Some(key) = line_key(&bytes[start..end]) {

@@ -6,7 +6,7 @@
 //! workspace root, the store override (`--store` / `SKYCTL_STORE`), the values of the
 //! environment variables the manifest declares, and the skyctl executable (its version, the
 //! engine's key format, every kind's name and version, and the executable file itself: device,
-//! inode, size, mtime and ctime, so any rebuilt or reinstalled binary compiles again). All but
+//! inode, size and mtime, so any rebuilt or reinstalled binary compiles again). All but
 //! the environment go into the cache key; the variables' names and values are in the payload
 //! and compared one by one. The checks the graph makes against the disk (folders and outputs
 //! that lead out of the workspace through a symlink) are made again on every load; if one
@@ -93,8 +93,10 @@ impl Extra {
     }
 }
 
-/// The running executable's identity: (device, inode, size, mtime ns, ctime ns).
-fn exe_identity() -> Option<[u64; 5]> {
+/// The running executable's identity: (device, inode, size, mtime ns). Not the ctime: hard
+/// links come and go (cargo's target folder, perf's build-id cache) and would make every
+/// build after one compile again; a new or rebuilt binary is a new inode or a new mtime.
+fn exe_identity() -> Option<[u64; 4]> {
     use std::os::unix::fs::MetadataExt;
     let md = std::fs::metadata("/proc/self/exe")
         .or_else(|_| std::env::current_exe().and_then(std::fs::metadata))
@@ -105,7 +107,6 @@ fn exe_identity() -> Option<[u64; 5]> {
         md.ino(),
         md.size(),
         ns(md.mtime(), md.mtime_nsec()),
-        ns(md.ctime(), md.ctime_nsec()),
     ])
 }
 
@@ -152,11 +153,13 @@ pub fn open(
 ) -> anyhow::Result<Compiled> {
     let key = cache_key(&file, store_override.as_deref(), registry);
     let path = sky_dag::state::StatePaths::new(&file.root).compiled_graph();
-    if let Some(key) = &key {
-        if let Some(hit) = load(&path, key, &file, store_override.as_deref()) {
-            return Ok(hit);
-        }
-    }
+    let file = match &key {
+        Some(key) => match load(&path, key, file, store_override.as_deref()) {
+            Ok(hit) => return Ok(hit),
+            Err(file) => file,
+        },
+        None => file,
+    };
     let pipeline = Pipeline::from_file(file, store_override)?;
     let read = RefCell::new(Vec::new());
     let env = |name: &str| {
@@ -210,9 +213,48 @@ fn confined_dirs(p: &Pipeline) -> Vec<String> {
 fn load(
     path: &Path,
     key: &Digest,
+    file: ManifestFile,
+    store_override: Option<&Path>,
+) -> Result<Compiled, ManifestFile> {
+    match check(path, key, &file, store_override) {
+        Some((compiled, ws, remote)) => {
+            // The manifest's text moves into the graph (for error locations), uncopied.
+            let source = Source {
+                file: file.shown,
+                text: file.text,
+            };
+            let source = match compiled.graph(source) {
+                Ok(graph) if graph.disk_checks_pass(&ws.root) => {
+                    return Ok(Compiled {
+                        ws,
+                        graph,
+                        remote,
+                        cached: true,
+                    })
+                }
+                Ok(graph) => graph.source,
+                Err(source) => source,
+            };
+            Err(ManifestFile {
+                shown: source.file,
+                text: source.text,
+                root: file.root,
+                manifest_rel: file.manifest_rel,
+            })
+        }
+        None => Err(file),
+    }
+}
+
+/// The compiled file, the workspace and `[cache] remote`, when the file is intact, was
+/// written under `key`, the declared variables still have the values it was expanded with,
+/// and the folders it names do not lead out of the workspace.
+fn check(
+    path: &Path,
+    key: &Digest,
     file: &ManifestFile,
     store_override: Option<&Path>,
-) -> Option<Compiled> {
+) -> Option<(sky_dag::compiled::Compiled, Workspace, Option<String>)> {
     let compiled = sky_dag::compiled::Compiled::read(path)?;
     if compiled.key() != key {
         return None;
@@ -239,16 +281,7 @@ fn load(
     {
         return None;
     }
-    let graph = compiled.graph(Source::new(&file.shown, &file.text))?;
-    if !graph.disk_checks_pass(&ws.root) {
-        return None;
-    }
-    Some(Compiled {
-        ws,
-        graph,
-        remote: extra.remote,
-        cached: true,
-    })
+    Some((compiled, ws, extra.remote))
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@
 //! checks and stores the outputs, and writes the action record, in that order, so a record only
 //! ever names complete blobs.
 
+use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -151,8 +152,11 @@ pub fn build_preloaded(
 
     let journal = crate::state::Journal::new(ws.state.journal());
     let journaled = journal.read();
-    // Paths the engine made: built when the first node runs (a no-op needs none).
-    let made = std::sync::OnceLock::new();
+    let made = MadePaths {
+        last: &last,
+        journaled: &journaled,
+        all: std::sync::OnceLock::new(),
+    };
     let release_abs = ws.root.join(&graph.release_dir);
     let mut driver = BuildDriver {
         graph,
@@ -167,8 +171,6 @@ pub fn build_preloaded(
         keys: vec![None; graph.nodes.len()],
         materials: vec![None; graph.nodes.len()],
         reasons: vec![None; graph.nodes.len()],
-        last: &last,
-        journaled: &journaled,
         new_last: LastBuild::default(),
         made: &made,
         journal: &journal,
@@ -305,9 +307,10 @@ pub fn build_preloaded(
         new_last
             .save(&ws.state)
             .map_err(|e| DagError::io("write", ws.state.last_build(), e))?;
+        crate::timings::mark("save last-build");
         store.put_build(keys)?;
     }
-    crate::timings::mark("save last-build");
+    crate::timings::mark("store build record");
     // Everything the journal noted is now recorded or in `made`; no child runs.
     journal.clear();
     crate::interrupt::untrack_children();
@@ -336,19 +339,16 @@ struct BuildDriver<'a> {
     plan: &'a Plan,
     scanner: Scanner<'a>,
     reporter: &'a mut dyn Reporter,
-    outputs: Vec<Option<Vec<OutputRecord>>>,
+    /// Each finished node's outputs (the last build's record, borrowed, when unchanged).
+    outputs: Vec<Option<Cow<'a, [OutputRecord]>>>,
     /// Each node's key, once known.
     keys: Vec<Option<Digest>>,
     /// The key material of nodes that run (built only where it is needed).
     materials: Vec<Option<KeyMaterial>>,
     reasons: Vec<Option<DirtyReason>>,
-    last: &'a LastBuild,
-    /// What the journal of a build that did not end normally noted.
-    journaled: &'a std::collections::BTreeSet<String>,
     new_last: LastBuild,
-    /// Paths the engine made (recorded outputs of the last build, outputs of failed runs,
-    /// journaled ones), known once a node runs ([`BuildDriver::made`]).
-    made: &'a std::sync::OnceLock<std::collections::HashSet<String>>,
+    /// Paths the engine made.
+    made: &'a MadePaths<'a>,
     /// Where a node's outputs are noted before it runs.
     journal: &'a crate::state::Journal,
     summary: Summary,
@@ -360,7 +360,7 @@ struct BuildDriver<'a> {
     remote: Option<&'a crate::remote::RemoteCache>,
 }
 
-impl BuildDriver<'_> {
+impl<'a> BuildDriver<'a> {
     fn finished(
         &mut self,
         n: NodeIdx,
@@ -404,12 +404,12 @@ impl BuildDriver<'_> {
         }
     }
 
-    fn record(&mut self, n: NodeIdx, outputs: Vec<OutputRecord>) {
+    fn record(&mut self, n: NodeIdx, outputs: Cow<'a, [OutputRecord]>) {
         let Some(key) = self.keys[n] else {
             self.outputs[n] = Some(outputs);
             return;
         };
-        let same = |st: &NodeState| st.key == key && st.outputs == outputs;
+        let same = |st: &NodeState| st.key == key && st.outputs[..] == outputs[..];
         if self.scanner.last_state(n).is_some_and(same) {
             self.outputs[n] = Some(outputs);
             return;
@@ -426,7 +426,7 @@ impl BuildDriver<'_> {
         if let Some(material) = material {
             self.new_last.nodes.insert(
                 self.graph.nodes[n].id.clone(),
-                NodeState::new(key, &material, outputs.clone()),
+                NodeState::new(key, &material, outputs.to_vec()),
             );
         }
         self.outputs[n] = Some(outputs);
@@ -499,18 +499,31 @@ impl BuildDriver<'_> {
     }
 }
 
-impl<'a> BuildDriver<'a> {
-    /// The paths the engine made, for [`Job::ours`].
-    fn made(&self) -> &'a std::collections::HashSet<String> {
-        let (last, journaled) = (self.last, self.journaled);
-        self.made.get_or_init(|| {
-            last.nodes
-                .values()
-                .flat_map(|st| st.outputs.iter().map(|o| o.path.clone()))
-                .chain(last.made.iter().cloned())
-                .chain(journaled.iter().cloned())
-                .collect()
-        })
+/// The paths the engine made, so it may replace them: the recorded outputs of the last build,
+/// outputs of failed runs, what the journal of a build that did not end normally noted. A
+/// node's own recorded outputs are looked up first; the set of every recorded output (a node
+/// renamed since, say) is only built when that does not answer.
+struct MadePaths<'a> {
+    last: &'a LastBuild,
+    journaled: &'a std::collections::BTreeSet<String>,
+    all: std::sync::OnceLock<std::collections::HashSet<&'a str>>,
+}
+
+impl MadePaths<'_> {
+    fn contains(&self, own: Option<&NodeState>, rel: &str) -> bool {
+        own.is_some_and(|st| st.outputs.iter().any(|o| o.path == rel))
+            || self.last.made.contains(rel)
+            || self.journaled.contains(rel)
+            || self
+                .all
+                .get_or_init(|| {
+                    self.last
+                        .nodes
+                        .values()
+                        .flat_map(|st| st.outputs.iter().map(|o| o.path.as_str()))
+                        .collect()
+                })
+                .contains(rel)
     }
 }
 
@@ -604,7 +617,8 @@ impl<'a> Driver<'a, JobOutput> for BuildDriver<'a> {
             graph: self.graph,
             n,
             kind,
-            made: self.made(),
+            made: self.made,
+            own: self.scanner.last_state(n),
             journal: self.journal,
             store: self.store,
             root: self.root,
@@ -627,7 +641,7 @@ impl<'a> Driver<'a, JobOutput> for BuildDriver<'a> {
                 remote,
                 ..
             }) => {
-                self.record(n, outs);
+                self.record(n, Cow::Owned(outs));
                 if remote {
                     self.finished(n, NodeStatus::Remote, 0.0, None, None);
                 } else {
@@ -680,7 +694,9 @@ struct Job<'a> {
     graph: &'a Graph,
     n: NodeIdx,
     kind: &'a dyn DynKind,
-    made: &'a std::collections::HashSet<String>,
+    made: &'a MadePaths<'a>,
+    /// The node's state in the last build.
+    own: Option<&'a NodeState>,
     journal: &'a crate::state::Journal,
     store: &'a Store,
     root: &'a Path,
@@ -701,7 +717,7 @@ impl Job<'_> {
         let Ok(md) = std::fs::symlink_metadata(abs) else {
             return true;
         };
-        if self.made.contains(rel) {
+        if self.made.contains(self.own, rel) {
             return true;
         }
         if md.is_file() {

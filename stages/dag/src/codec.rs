@@ -10,6 +10,54 @@
 
 use crate::key::Digest;
 
+/// The bytes of one of the engine's own state files: mapped when large (no copy, and the page
+/// cache's pages are mapped many at a time instead of faulted in one by one into a fresh
+/// buffer), read otherwise.
+pub enum FileBytes {
+    /// Mapped read-only.
+    Mapped(memmap2::Mmap),
+    /// Read (or made in memory).
+    Owned(Vec<u8>),
+}
+
+impl FileBytes {
+    /// The bytes of `path`. Only for files the engine replaces by rename and never writes in
+    /// place (see the SAFETY note).
+    pub fn read(path: &std::path::Path) -> std::io::Result<FileBytes> {
+        let f = std::fs::File::open(path)?;
+        let len = f.metadata()?.len();
+        if len < 256 * 1024 {
+            let mut buf = Vec::with_capacity(len as usize);
+            std::io::Read::read_to_end(&mut &f, &mut buf)?;
+            return Ok(FileBytes::Owned(buf));
+        }
+        // SAFETY: the map is read-only and private. The state files read this way are only
+        // ever replaced by renaming a complete file over them (`sky_fs::write_cache`), which
+        // leaves the mapped inode as it was; nothing in skyctl truncates or rewrites one in
+        // place. A process outside skyctl truncating the file while it is mapped would make a
+        // later read of the cut pages fault (SIGBUS), never return wrong bytes; every file
+        // read this way is also checked (length and blake3) before anything is trusted.
+        let map = unsafe { memmap2::MmapOptions::new().populate().map(&f)? };
+        Ok(FileBytes::Mapped(map))
+    }
+}
+
+impl std::ops::Deref for FileBytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            FileBytes::Mapped(m) => m,
+            FileBytes::Owned(v) => v,
+        }
+    }
+}
+
+impl std::fmt::Debug for FileBytes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "FileBytes({} bytes)", self.len())
+    }
+}
+
 /// Bytes before the body: magic, length, digest.
 pub const FRAME_HEADER: usize = 8 + 8 + 32;
 

@@ -102,7 +102,7 @@ fn encode(w: &mut Writer, g: &Graph) {
 
 /// An intact compiled-graph file, read whole.
 pub struct Compiled {
-    bytes: Arc<Vec<u8>>,
+    bytes: Arc<crate::codec::FileBytes>,
     key: Digest,
     extra: std::ops::Range<usize>,
     params_checked: bool,
@@ -113,7 +113,7 @@ pub struct Compiled {
 impl Compiled {
     /// Read `path`; `None` when it is missing, of another format, truncated or damaged.
     pub fn read(path: &Path) -> Option<Compiled> {
-        let bytes = std::fs::read(path).ok()?;
+        let bytes = crate::codec::FileBytes::read(path).ok()?;
         let body = unframe(MAGIC, &bytes)?;
         let mut r = Reader::new(body);
         let key = r.digest()?;
@@ -142,8 +142,14 @@ impl Compiled {
     }
 
     /// The graph, its spans pointing into `source` (the declaration it was compiled from);
-    /// `None` when the file does not hold a valid graph.
-    pub fn graph(&self, source: Source) -> Option<Graph> {
+    /// `Err(source)` back when the file does not hold a valid graph.
+    pub fn graph(&self, source: Source) -> Result<Graph, Source> {
+        let mut source = Some(source);
+        self.decode(&mut source)
+            .ok_or_else(|| source.take().unwrap_or_default())
+    }
+
+    fn decode(&self, source: &mut Option<Source>) -> Option<Graph> {
         let buf = &self.bytes;
         let all = buf.get(self.graph_at..)?;
         let mut r = Reader::new(all);
@@ -255,7 +261,7 @@ impl Compiled {
             release,
             release_dir,
             group_noun,
-            source,
+            source: source.take()?,
             params_checked: self.params_checked,
         })
     }
@@ -361,7 +367,7 @@ mod tests {
         assert!(Compiled::read(&p)
             .unwrap()
             .graph(Source::default())
-            .is_some());
+            .is_ok());
         // Every single-byte change of the body, re-framed: refused or a valid graph, never a
         // panic.
         for i in 32..good.len() {
@@ -369,7 +375,7 @@ mod tests {
             bad[i] = bad[i].wrapping_add(0x41);
             std::fs::write(&p, frame(MAGIC, &bad)).unwrap();
             if let Some(c) = Compiled::read(&p) {
-                if let Some(g) = c.graph(Source::default()) {
+                if let Ok(g) = c.graph(Source::default()) {
                     for n in &g.nodes {
                         let _ = n.params.value();
                     }

@@ -85,7 +85,7 @@ pub struct Node {
 pub struct NodeParams {
     value: std::sync::OnceLock<Arc<Value>>,
     /// Holds the canonical bytes, and for a compiled graph the encoded value (the whole file).
-    buf: Arc<Vec<u8>>,
+    buf: Arc<crate::codec::FileBytes>,
     /// The value in the compiled-graph encoding, until decoded (empty for a built graph).
     encoded: Range<usize>,
     canonical: Range<usize>,
@@ -99,7 +99,7 @@ impl NodeParams {
             value: std::sync::OnceLock::from(Arc::new(value)),
             canonical: 0..canonical.len(),
             encoded: 0..0,
-            buf: Arc::new(canonical),
+            buf: Arc::new(crate::codec::FileBytes::Owned(canonical)),
         }
     }
 
@@ -107,7 +107,7 @@ impl NodeParams {
     /// [`crate::codec::Writer::json`] wrote it, `buf[canonical]` its canonical bytes (both
     /// ranges checked by the caller).
     pub(crate) fn encoded(
-        buf: Arc<Vec<u8>>,
+        buf: Arc<crate::codec::FileBytes>,
         encoded: Range<usize>,
         canonical: Range<usize>,
     ) -> NodeParams {

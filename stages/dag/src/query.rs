@@ -93,6 +93,7 @@ pub fn scan(
                     scanner.freshness(n, &material, &key, forced.get(n).copied().unwrap_or(false));
                 view.key = Some(key);
                 view.material = Some(material);
+                let outs = outs.map(std::borrow::Cow::into_owned);
                 match fresh {
                     Freshness::Fresh => known[n] = outs,
                     Freshness::Restore(why) => {

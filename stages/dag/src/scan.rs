@@ -4,6 +4,7 @@
 //! state; decides nothing about order or running (that is [`crate::plan`] and
 //! [`crate::scheduler`]).
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;
 use std::path::Path;
@@ -366,10 +367,10 @@ impl<'a> Scanner<'a> {
     /// parameters the graph holds, without building the material), given the outputs of
     /// finished upstream nodes; `Ok(Err(up))` names an upstream node whose outputs are not
     /// known yet.
-    pub fn key(
+    pub fn key<K: AsRef<[OutputRecord]>>(
         &mut self,
         n: NodeIdx,
-        known: &[Option<Vec<OutputRecord>>],
+        known: &[Option<K>],
     ) -> Result<std::result::Result<Digest, NodeIdx>> {
         let graph = self.graph;
         let node = &graph.nodes[n];
@@ -397,7 +398,7 @@ impl<'a> Scanner<'a> {
                     let Some(o) = known
                         .get(*up)
                         .and_then(|o| o.as_ref())
-                        .and_then(|outs| outs.get(*output))
+                        .and_then(|outs| outs.as_ref().get(*output))
                     else {
                         return Ok(Err(*up));
                     };
@@ -410,10 +411,10 @@ impl<'a> Scanner<'a> {
 
     /// The key material of node `n`, given the outputs of finished upstream nodes; `Ok(Err(up))`
     /// names an upstream node whose outputs are not known yet.
-    pub fn material(
+    pub fn material<K: AsRef<[OutputRecord]>>(
         &mut self,
         n: NodeIdx,
-        known: &[Option<Vec<OutputRecord>>],
+        known: &[Option<K>],
     ) -> Result<std::result::Result<KeyMaterial, NodeIdx>> {
         let graph = self.graph;
         let node = &graph.nodes[n];
@@ -433,7 +434,7 @@ impl<'a> Scanner<'a> {
                     let Some(outs) = known.get(*up).and_then(|o| o.as_ref()) else {
                         return Ok(Err(*up));
                     };
-                    let Some(o) = outs.get(*output) else {
+                    let Some(o) = outs.as_ref().get(*output) else {
                         return Ok(Err(*up));
                     };
                     inputs.push(KeyInput {
@@ -454,15 +455,15 @@ impl<'a> Scanner<'a> {
 
     /// Recorded outputs for `key`: from the last build when it had the same key (no parsing),
     /// else from the store's action record.
-    pub fn recorded_outputs(&self, n: NodeIdx, key: &Digest) -> Option<Vec<OutputRecord>> {
+    pub fn recorded_outputs(&self, n: NodeIdx, key: &Digest) -> Option<Cow<'a, [OutputRecord]>> {
         if let Some(st) = self.last_state(n) {
             // Same key as the last build here: trust its record of the outputs (the workspace
             // check that follows still verifies them) without touching the store.
             if st.key == *key {
-                return Some(st.outputs.clone());
+                return Some(Cow::Borrowed(&st.outputs));
             }
         }
-        self.store.get_action(key).map(|r| r.outputs)
+        self.store.get_action(key).map(|r| Cow::Owned(r.outputs))
     }
 
     /// [`Scanner::check_outputs`] of node `n`'s recorded outputs, with the stats taken ahead.
@@ -519,19 +520,19 @@ impl<'a> Scanner<'a> {
         material: &KeyMaterial,
         key: &Digest,
         forced: bool,
-    ) -> (Freshness, Option<Vec<OutputRecord>>) {
+    ) -> (Freshness, Option<Cow<'a, [OutputRecord]>>) {
         self.freshness_with(n, key, forced, |s| s.why(n, material, key))
     }
 
     /// [`Scanner::freshness`] from the key alone ([`Scanner::key`]): the material is only
     /// built when the node is dirty and the reason needs it.
-    pub fn freshness_of_key(
+    pub fn freshness_of_key<K: AsRef<[OutputRecord]>>(
         &mut self,
         n: NodeIdx,
         key: &Digest,
         forced: bool,
-        known: &[Option<Vec<OutputRecord>>],
-    ) -> (Freshness, Option<Vec<OutputRecord>>) {
+        known: &[Option<K>],
+    ) -> (Freshness, Option<Cow<'a, [OutputRecord]>>) {
         self.freshness_with(n, key, forced, |s| match s.last_state(n) {
             None => DirtyReason::NewNode,
             Some(st) if st.key == *key => DirtyReason::NoRecord,
@@ -548,7 +549,7 @@ impl<'a> Scanner<'a> {
         key: &Digest,
         forced: bool,
         why: impl FnOnce(&mut Self) -> DirtyReason,
-    ) -> (Freshness, Option<Vec<OutputRecord>>) {
+    ) -> (Freshness, Option<Cow<'a, [OutputRecord]>>) {
         if forced {
             return (Freshness::Dirty(DirtyReason::Forced), None);
         }

@@ -10,10 +10,11 @@
 //! stat it; a fresher file is re-hashed next time, when it is no longer fresh. We also stat
 //! before and after hashing and record nothing when the two differ.
 //!
-//! Format (`.skyctl/state-v1/statcache`, one read, written atomically when changed):
-//! `SKYSTAT2`, u64 count, then per entry: u64 path length, path bytes (workspace-relative),
-//! u64 size, i64 mtime_ns, i64 ctime_ns, u64 inode, 32-byte digest. All little-endian. A cache
-//! of another format is ignored (everything is hashed once more).
+//! Format (`.skyctl/state-v1/statcache`, one read, written atomically when changed): a
+//! [`crate::codec`] frame (`SKYSTAT3`, body length, blake3 of the body) around: u64 count,
+//! then per entry: u64 path length, path bytes (workspace-relative), u64 size, i64 mtime_ns,
+//! i64 ctime_ns, u64 inode, 32-byte digest. All little-endian. A cache of another format, or
+//! one that is truncated or damaged, is ignored (everything is hashed once more).
 
 use std::collections::HashMap;
 use std::io::Read;
@@ -23,7 +24,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::key::Digest;
 
-const MAGIC: &[u8; 8] = b"SKYSTAT2";
+const MAGIC: &[u8; 8] = b"SKYSTAT3";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Entry {
@@ -71,7 +72,7 @@ impl FileStat {
 /// The cache; see the module doc.
 #[derive(Debug, Default)]
 pub struct StatCache {
-    entries: HashMap<String, Entry>,
+    entries: HashMap<String, Entry, foldhash::fast::RandomState>,
     changed: bool,
     hashed_bytes: u64,
     /// The workspace root, opened once: `fstatat` of a relative path walks fewer components
@@ -99,14 +100,14 @@ pub fn now_ns() -> i64 {
 impl StatCache {
     /// Load from `path`; a missing or malformed file gives an empty cache (it is only a cache).
     pub fn load(path: &Path) -> StatCache {
-        let Ok(bytes) = std::fs::read(path) else {
+        let Ok(bytes) = crate::codec::FileBytes::read(path) else {
             return StatCache::default();
         };
         Self::decode(&bytes).unwrap_or_default()
     }
 
     fn decode(bytes: &[u8]) -> Option<StatCache> {
-        let mut r = bytes.strip_prefix(MAGIC.as_slice())?;
+        let mut r = crate::codec::unframe(MAGIC, bytes)?;
         let u64_ = |r: &mut &[u8]| -> Option<u64> {
             let (h, t) = r.split_first_chunk::<8>()?;
             *r = t;
@@ -116,7 +117,7 @@ impl StatCache {
         if n > (r.len() / 72) as u64 {
             return None;
         }
-        let mut entries = HashMap::with_capacity(n as usize);
+        let mut entries = HashMap::with_capacity_and_hasher(n as usize, Default::default());
         for _ in 0..n {
             let len = u64_(&mut r)? as usize;
             if len > r.len() {
@@ -158,8 +159,7 @@ impl StatCache {
         }
         let mut paths: Vec<&String> = self.entries.keys().collect();
         paths.sort();
-        let mut out = Vec::with_capacity(16 + paths.len() * 96);
-        out.extend_from_slice(MAGIC);
+        let mut out = Vec::with_capacity(8 + paths.len() * 96);
         out.extend_from_slice(&(paths.len() as u64).to_le_bytes());
         for p in paths {
             let e = &self.entries[p];
@@ -171,7 +171,7 @@ impl StatCache {
             out.extend_from_slice(&e.ino.to_le_bytes());
             out.extend_from_slice(&e.digest.0);
         }
-        sky_fs::write_cache(path, &out)?;
+        sky_fs::write_cache(path, &crate::codec::frame(MAGIC, &out))?;
         self.changed = false;
         Ok(())
     }
@@ -425,6 +425,19 @@ mod tests {
         c2.digest(dir.path(), "a").unwrap();
         assert_eq!(c2.hashed_bytes(), 0);
         std::fs::write(&p, b"SKYSTAT1\xff\xff\xff\xff\xff\xff\xff\xff").unwrap();
+        assert!(StatCache::load(&p).entries.is_empty());
+        // A flipped bit anywhere (a digest, say) or a cut: ignored, never trusted.
+        c.changed = true;
+        c.save(&p).unwrap();
+        let good = std::fs::read(&p).unwrap();
+        assert_eq!(StatCache::load(&p).entries, c.entries);
+        for i in 0..good.len() {
+            let mut bad = good.clone();
+            bad[i] ^= 0x08;
+            std::fs::write(&p, &bad).unwrap();
+            assert!(StatCache::load(&p).entries.is_empty(), "bit flip at {i}");
+        }
+        std::fs::write(&p, &good[..good.len() - 1]).unwrap();
         assert!(StatCache::load(&p).entries.is_empty());
     }
 }

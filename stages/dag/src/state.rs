@@ -166,7 +166,7 @@ fn check_of(bytes: &[u8]) -> [u8; 16] {
 impl LastBuild {
     /// Load; missing, unreadable or damaged means "no previous build".
     pub fn load(paths: &StatePaths) -> LastBuild {
-        std::fs::read(paths.last_build())
+        crate::codec::FileBytes::read(&paths.last_build())
             .ok()
             .and_then(|b| Self::decode(unframe(MAGIC, &b)?))
             .map(|mut last| {

@@ -343,13 +343,13 @@ fn temp_files_are_swept_after_a_build_that_did_not_end_cleanly() {
     let ws = built();
     let lock = ".skyctl/state-v1/lock";
     // After a clean build the lock file says since when; a killed one leaves its pid there.
-    assert!(ws.read(lock).starts_with("clean "), "{}", ws.read(lock));
+    assert!(ws.read(lock).starts_with("clean\n"), "{}", ws.read(lock));
     ws.write("out/.skyctl-tmp-one.12345-1", "half");
     std::fs::write(ws.p(lock), "999999").unwrap();
     let (run, _) = build(&ws, &[], &[]);
     assert_eq!(run.code, 0);
     assert!(!ws.p("out/.skyctl-tmp-one.12345-1").exists());
-    assert!(ws.read(lock).starts_with("clean "));
+    assert!(ws.read(lock).starts_with("clean\n"));
     // A folder changed since the clean end is listed too, whatever made the change.
     std::thread::sleep(std::time::Duration::from_millis(100));
     let (run, _) = build(&ws, &[], &[]);

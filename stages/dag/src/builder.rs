@@ -113,20 +113,11 @@ pub fn build_preloaded(
         .collect();
     temp_dirs.sort_unstable();
     temp_dirs.dedup();
-    for d in temp_dirs {
-        let dir = ws.root.join(d);
-        // A folder unchanged since the last build ended cleanly cannot have gained a temp
-        // file: it is not listed (output folders can hold thousands of files). Its ctime says
-        // (no one can set it back); one recent enough to share a clock tick with that end is
-        // listed anyway.
-        let unchanged = lock.clean_since().is_some_and(|clean| {
-            std::fs::metadata(&dir).is_ok_and(|md| {
-                let ctime = crate::statcache::FileStat::of(&md).ctime_ns;
-                ctime.saturating_add(crate::statcache::racy_window_ns(ctime)) < clean
-            })
-        });
-        if !unchanged {
-            crate::fsutil::sweep_temps(&dir);
+    for d in &temp_dirs {
+        // A folder as the last build left it when it ended cleanly cannot have gained a temp
+        // file: it is not listed (output folders can hold thousands of files).
+        if !lock.unchanged_since_clean_end(&ws.root, d) {
+            crate::fsutil::sweep_temps(&ws.root.join(d));
         }
     }
     store.sweep_dead_temps();
@@ -319,7 +310,7 @@ pub fn build_preloaded(
     drop(store_lock);
     // Nothing of this build is half written: the next one need not look for temp files.
     if summary.failed == 0 && summary.skipped == 0 && crate::interrupt::requested().is_none() {
-        lock.ended_cleanly();
+        lock.ended_cleanly(&ws.root, temp_dirs.iter().copied());
     }
     if summary.executed > 0 {
         // Bounded lookups: merge the per-build action logs once they pile up (only when no

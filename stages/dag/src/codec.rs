@@ -21,8 +21,8 @@ pub enum FileBytes {
 }
 
 impl FileBytes {
-    /// The bytes of `path`. Only for files the engine replaces by rename and never writes in
-    /// place (see the SAFETY note).
+    /// The bytes of `path`. Only for files the engine replaces by rename or appends to, and
+    /// never cuts or rewrites in place (see the SAFETY note).
     pub fn read(path: &std::path::Path) -> std::io::Result<FileBytes> {
         let f = std::fs::File::open(path)?;
         let len = f.metadata()?.len();
@@ -31,12 +31,15 @@ impl FileBytes {
             std::io::Read::read_to_end(&mut &f, &mut buf)?;
             return Ok(FileBytes::Owned(buf));
         }
-        // SAFETY: the map is read-only and private. The state files read this way are only
-        // ever replaced by renaming a complete file over them (`sky_fs::write_cache`), which
-        // leaves the mapped inode as it was; nothing in skyctl truncates or rewrites one in
-        // place. A process outside skyctl truncating the file while it is mapped would make a
-        // later read of the cut pages fault (SIGBUS), never return wrong bytes; every file
-        // read this way is also checked (length and blake3) before anything is trusted.
+        // SAFETY: the map is read-only and private, of the length the file had when opened.
+        // The files read this way are only ever replaced by renaming a complete file over
+        // them (`sky_fs::write_cache`), appended to (the store's action logs; bytes past the
+        // mapped length are not seen), or removed whole, all of which leave the mapped pages
+        // as they were; nothing in skyctl truncates or rewrites one in place. A process
+        // outside skyctl truncating the file while it is mapped would make a later read of the
+        // cut pages fault (SIGBUS), never return wrong bytes; everything read this way is also
+        // checked (a frame's length and blake3, an action line's checksum) before it is
+        // trusted.
         let map = unsafe { memmap2::MmapOptions::new().populate().map(&f)? };
         Ok(FileBytes::Mapped(map))
     }

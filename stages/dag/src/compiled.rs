@@ -364,10 +364,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("graph");
         std::fs::write(&p, frame(MAGIC, &good)).unwrap();
-        assert!(Compiled::read(&p)
-            .unwrap()
-            .graph(Source::default())
-            .is_ok());
+        assert!(Compiled::read(&p).unwrap().graph(Source::default()).is_ok());
         // Every single-byte change of the body, re-framed: refused or a valid graph, never a
         // panic.
         for i in 32..good.len() {

@@ -108,7 +108,9 @@ impl Store {
 /// log) falls back to the key's last good line, as if the damaged one were not there.
 #[derive(Debug, Default)]
 pub(super) struct ActionIndex {
-    logs: Vec<Vec<u8>>,
+    /// The logs' bytes (mapped when large: a log is only ever appended to, or removed whole by
+    /// a compaction that holds the exclusive store lock, never cut).
+    logs: Vec<crate::codec::FileBytes>,
     /// Key -> (log, start, end) of its last complete line.
     last: HashMap<Digest, (usize, usize, usize), foldhash::fast::RandomState>,
     /// Records this process appended (they win).
@@ -140,7 +142,7 @@ impl ActionIndex {
         let mut ix = ActionIndex::default();
         for p in paths {
             // An unreadable log only costs cache misses.
-            let Ok(bytes) = std::fs::read(p) else {
+            let Ok(bytes) = crate::codec::FileBytes::read(p) else {
                 continue;
             };
             ix.last.reserve(bytes.len() / 256);

@@ -73,12 +73,22 @@ impl FileStat {
 #[derive(Debug, Default)]
 pub struct StatCache {
     entries: HashMap<String, Entry, foldhash::fast::RandomState>,
+    /// An entry was forgotten for good: the cache must be written.
     changed: bool,
+    /// Entries added or updated since load.
+    inserted: usize,
+    /// Entries dropped that no longer matched their file.
+    dropped: bool,
     hashed_bytes: u64,
     /// The workspace root, opened once: `fstatat` of a relative path walks fewer components
     /// than `stat` of an absolute one (a tenth of a no-op build at 5,000 nodes is stats).
     root: Option<(std::path::PathBuf, std::os::fd::OwnedFd)>,
 }
+
+/// New entries that make a save worth it.
+const SAVE_AFTER_ENTRIES: usize = 32;
+/// Bytes hashed that make a save worth it.
+const SAVE_AFTER_BYTES: u64 = 16 << 20;
 
 /// How long after its mtime a file counts as racy.
 pub fn racy_window_ns(mtime_ns: i64) -> i64 {
@@ -147,6 +157,8 @@ impl StatCache {
             root: None,
             entries,
             changed: false,
+            inserted: 0,
+            dropped: false,
             hashed_bytes: 0,
         })
     }
@@ -154,9 +166,27 @@ impl StatCache {
     /// Write atomically when anything changed. Errors are ignored by callers on purpose: a
     /// lost stat cache costs one re-hash, never a wrong result.
     pub fn save(&mut self, path: &Path) -> std::io::Result<()> {
-        if !self.changed {
+        if !self.changed && !self.dropped && self.inserted == 0 {
             return Ok(());
         }
+        self.write(path)
+    }
+
+    /// [`StatCache::save`] when it must be (an entry was forgotten with
+    /// [`StatCache::forget`]) or when it is worth it: enough new entries, or enough bytes
+    /// hashed, that the next build would otherwise hash them again (a few small files cost
+    /// less to hash again than the whole cache costs to rewrite: a one-node rebuild of a big
+    /// pipeline writes nothing). Entries dropped because their file changed need no write:
+    /// the stat they hold is no longer the file's (a ctime cannot be set back).
+    pub fn save_if_worth(&mut self, path: &Path) -> std::io::Result<()> {
+        let worth = self.inserted >= SAVE_AFTER_ENTRIES || self.hashed_bytes >= SAVE_AFTER_BYTES;
+        if !self.changed && !worth {
+            return Ok(());
+        }
+        self.write(path)
+    }
+
+    fn write(&mut self, path: &Path) -> std::io::Result<()> {
         let mut paths: Vec<&String> = self.entries.keys().collect();
         paths.sort();
         let mut out = Vec::with_capacity(8 + paths.len() * 96);
@@ -173,6 +203,8 @@ impl StatCache {
         }
         sky_fs::write_cache(path, &crate::codec::frame(MAGIC, &out))?;
         self.changed = false;
+        self.dropped = false;
+        self.inserted = 0;
         Ok(())
     }
 
@@ -238,17 +270,27 @@ impl StatCache {
                 digest,
             };
             if self.entries.insert(rel.to_string(), e) != Some(e) {
-                self.changed = true;
+                self.inserted += 1;
             }
         } else if self.entries.remove(rel).is_some() {
+            // The entry's stat is not the file's any more: dropping it need not be written.
+            self.dropped = true;
+        }
+    }
+
+    /// Forget `rel` for good: its content may have changed without its stat (bit rot found
+    /// by a check). The next save writes the cache.
+    pub fn forget(&mut self, rel: &str) {
+        if self.entries.remove(rel).is_some() {
             self.changed = true;
         }
     }
 
-    /// Forget `rel` (a file we are about to replace).
-    pub fn forget(&mut self, rel: &str) {
+    /// Forget `rel`, a file about to be replaced (removed and written anew: a new inode, so
+    /// the entry could not match it anyway; no write needed).
+    pub fn forget_replaced(&mut self, rel: &str) {
         if self.entries.remove(rel).is_some() {
-            self.changed = true;
+            self.dropped = true;
         }
     }
 }
@@ -402,6 +444,49 @@ mod tests {
         stopped.stop();
         stopped.run(dir.path(), ["a", "a"]);
         assert_eq!(stopped.get(0), None);
+    }
+
+    #[test]
+    fn a_save_is_skipped_only_where_no_entry_can_mislead() {
+        let dir = tempfile::tempdir().unwrap();
+        let old = std::time::SystemTime::now() - std::time::Duration::from_secs(10);
+        let make = |name: &str, text: &str| {
+            let f = dir.path().join(name);
+            std::fs::write(&f, text).unwrap();
+            std::fs::File::options()
+                .write(true)
+                .open(&f)
+                .unwrap()
+                .set_modified(old)
+                .unwrap();
+        };
+        let p = dir.path().join("cache");
+        make("a", "one");
+        let mut c = StatCache::default();
+        c.digest(dir.path(), "a").unwrap();
+        c.save(&p).unwrap();
+        // One file changed and hashed again: not worth a write; the stale entry on disk cannot
+        // match the file's new stat.
+        make("a", "two");
+        let mut c = StatCache::load(&p);
+        assert_eq!(c.digest(dir.path(), "a").unwrap().0, Digest::of(b"two"));
+        c.save_if_worth(&p).unwrap();
+        let mut again = StatCache::load(&p);
+        assert_eq!(again.digest(dir.path(), "a").unwrap().0, Digest::of(b"two"));
+        assert!(again.hashed_bytes() > 0);
+        // Forgetting for good (content changed, stat not) is always written.
+        let mut c = StatCache::load(&p);
+        c.forget("a");
+        c.save_if_worth(&p).unwrap();
+        assert!(StatCache::load(&p).entries.is_empty());
+        // Enough new entries: written.
+        let mut c = StatCache::load(&p);
+        for i in 0..SAVE_AFTER_ENTRIES {
+            make(&format!("f{i}"), "x");
+            c.digest(dir.path(), &format!("f{i}")).unwrap();
+        }
+        c.save_if_worth(&p).unwrap();
+        assert_eq!(StatCache::load(&p).entries.len(), SAVE_AFTER_ENTRIES);
     }
 
     #[test]

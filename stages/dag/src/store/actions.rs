@@ -102,17 +102,20 @@ impl Store {
     }
 }
 
-/// Every action log of the store, read once, with where the last line of each key is: a
-/// lookup parses and checks only that line (a build that looks up one new key does not parse
-/// thousands of records). The later line wins; a last line that does not check (a damaged
-/// log) falls back to the key's last good line, as if the damaged one were not there.
+/// Every action log of the store, read once (mapped), searched for the few keys a build
+/// usually looks up, or indexed (where the last line of each key is) when it looks up many: a
+/// lookup parses and checks only the lines of its key (a build that looks up one new key does
+/// not parse thousands of records). The later line wins; a last line that does not check (a
+/// damaged log) falls back to the key's last good line, as if the damaged one were not there.
 #[derive(Debug, Default)]
 pub(super) struct ActionIndex {
     /// The logs' bytes (mapped when large: a log is only ever appended to, or removed whole by
     /// a compaction that holds the exclusive store lock, never cut).
     logs: Vec<crate::codec::FileBytes>,
-    /// Key -> (log, start, end) of its last complete line.
-    last: HashMap<Digest, (usize, usize, usize), foldhash::fast::RandomState>,
+    /// Key -> (log, start, end) of its last complete line, once built.
+    last: Option<HashMap<Digest, (usize, usize, usize), foldhash::fast::RandomState>>,
+    /// Lookups so far.
+    lookups: usize,
     /// Records this process appended (they win).
     added: HashMap<Digest, ActionRecord>,
 }
@@ -137,43 +140,79 @@ fn lines(bytes: &[u8]) -> impl Iterator<Item = (usize, usize)> + '_ {
     })
 }
 
+/// Lookups answered by searching the logs for the key before the map of every key is built (a
+/// search is one pass of `memmem` over the logs; the map costs a few of them, and pays off when
+/// many nodes look up keys, a cold build say).
+const SEARCHES: usize = 8;
+
 impl ActionIndex {
     fn load(paths: &[PathBuf]) -> ActionIndex {
         let mut ix = ActionIndex::default();
         for p in paths {
             // An unreadable log only costs cache misses.
-            let Ok(bytes) = crate::codec::FileBytes::read(p) else {
-                continue;
-            };
-            ix.last.reserve(bytes.len() / 256);
-            let log = ix.logs.len();
-            for (start, end) in lines(&bytes) {
-                if let Some(key) = line_key(&bytes[start..end]) {
-                    ix.last.insert(key, (log, start, end));
-                }
+            if let Ok(bytes) = crate::codec::FileBytes::read(p) {
+                ix.logs.push(bytes);
             }
-            ix.logs.push(bytes);
         }
         ix
     }
 
-    fn get(&self, key: &Digest) -> Option<ActionRecord> {
+    /// The map of every key's last line.
+    fn map(&mut self) -> &HashMap<Digest, (usize, usize, usize), foldhash::fast::RandomState> {
+        let logs = &self.logs;
+        self.last.get_or_insert_with(|| {
+            let mut last = HashMap::default();
+            for (log, bytes) in logs.iter().enumerate() {
+                last.reserve(bytes.len() / 256);
+                for (start, end) in lines(bytes) {
+                    if let Some(key) = line_key(&bytes[start..end]) {
+                        last.insert(key, (log, start, end));
+                    }
+                }
+            }
+            last
+        })
+    }
+
+    fn get(&mut self, key: &Digest) -> Option<ActionRecord> {
         if let Some(rec) = self.added.get(key) {
             return Some(rec.clone());
         }
-        let &(log, start, end) = self.last.get(key)?;
+        self.lookups += 1;
+        if self.last.is_none() && self.lookups <= SEARCHES {
+            return self.search(key);
+        }
+        let &(log, start, end) = self.map().get(key)?;
         let line = self.logs.get(log)?.get(start..end)?;
         if let Ok((_, rec)) = parse_line(line) {
             return Some(rec);
         }
         // The last line of this key is damaged: the last good one counts.
-        self.logs
-            .iter()
-            .flat_map(|bytes| lines(bytes).map(move |(s, e)| &bytes[s..e]))
-            .filter(|l| line_key(l) == Some(*key))
-            .filter_map(|l| parse_line(l).ok())
-            .last()
-            .map(|(_, rec)| rec)
+        self.search(key)
+    }
+
+    /// The last good line of `key`, found by searching the logs from the end for the key at
+    /// the start of a complete line.
+    fn search(&self, key: &Digest) -> Option<ActionRecord> {
+        let mut hex = Vec::with_capacity(64);
+        key.write_hex(&mut hex);
+        let finder = memchr::memmem::FinderRev::new(&hex);
+        for bytes in self.logs.iter().rev() {
+            for at in finder.rfind_iter(bytes) {
+                if at > 0 && bytes[at - 1] != b'\n' {
+                    continue;
+                }
+                let Some(len) = memchr::memchr(b'\n', &bytes[at..]) else {
+                    continue;
+                };
+                if let Ok((k, rec)) = parse_line(&bytes[at..at + len]) {
+                    if k == *key {
+                        return Some(rec);
+                    }
+                }
+            }
+        }
+        None
     }
 }
 

@@ -310,6 +310,27 @@ fn a_damaged_build_state_is_never_trusted() {
     assert_eq!(ws.read("out/three"), "ALPHA\nbeta\n\n");
     let (run, _) = build(&ws, &[], &[]);
     assert_eq!(run.count("executed"), 0);
+    // Changes since the base go to last-build.log; a damaged or cut log is not trusted past
+    // the damage, and the answer stays right.
+    ws.write("in/b.txt", "b2\n");
+    let (run, _) = build(&ws, &[], &[]);
+    assert_eq!(run.executed(), vec!["three", "two"]);
+    let log = ".skyctl/state-v1/last-build.log";
+    let bytes = std::fs::read(ws.p(log)).unwrap();
+    assert!(!bytes.is_empty());
+    for bad in [bytes[..bytes.len() - 3].to_vec(), {
+        let mut b = bytes.clone();
+        b[40] ^= 2;
+        b
+    }] {
+        std::fs::write(ws.p(log), &bad).unwrap();
+        let (run, _) = build(&ws, &[], &[]);
+        assert_eq!((run.code, run.count("executed")), (0, 0));
+        ws.write("in/b.txt", &format!("b{}\n", bad.len()));
+        let (run, _) = build(&ws, &[], &[]);
+        assert_eq!(run.executed(), vec!["three", "two"]);
+        assert!(ws.read("out/two").ends_with(&format!("b{}\n", bad.len())));
+    }
 }
 
 #[test]

@@ -254,9 +254,17 @@ pub fn build_preloaded(
     let release_changed = release_files.is_some() && release_files != last.release;
     let mut new_last = last;
     let changed = !delta.nodes.is_empty() || release_changed;
+    // The ids whose state this build changes: updated or added, or no longer in the graph.
+    let mut changed_ids: Vec<String> = delta.nodes.keys().cloned().collect();
     new_last.nodes.extend(delta.nodes);
     if last_matched < nodes_before {
-        new_last.nodes.retain(|id, _| graph.by_id.contains_key(id));
+        new_last.nodes.retain(|id, _| {
+            let keep = graph.by_id.contains_key(id);
+            if !keep {
+                changed_ids.push(id.clone());
+            }
+            keep
+        });
     }
     // Failed runs' outputs stay ours until a successful run records them or they are no
     // longer declared.
@@ -295,8 +303,9 @@ pub fn build_preloaded(
         || stored > 0
         || new_last.store != last_store;
     if changed {
+        let changed_ids: Vec<&str> = changed_ids.iter().map(String::as_str).collect();
         new_last
-            .save(&ws.state)
+            .save_changes(&ws.state, &changed_ids)
             .map_err(|e| DagError::io("write", ws.state.last_build(), e))?;
         crate::timings::mark("save last-build");
         store.put_build(keys)?;
@@ -305,7 +314,7 @@ pub fn build_preloaded(
     // Everything the journal noted is now recorded or in `made`; no child runs.
     journal.clear();
     crate::interrupt::untrack_children();
-    let _ = statcache.save(&ws.state.statcache());
+    let _ = statcache.save_if_worth(&ws.state.statcache());
     crate::timings::mark("save statcache");
     drop(store_lock);
     // Nothing of this build is half written: the next one need not look for temp files.
@@ -431,7 +440,7 @@ impl<'a> BuildDriver<'a> {
                 .check_outputs(std::slice::from_ref(o))
                 .is_some()
             {
-                self.scanner.statcache.forget(&o.path);
+                self.scanner.statcache.forget_replaced(&o.path);
                 self.store
                     .restore(o, &self.root.join(&o.path), true)
                     .map_err(|e| e.to_string())?;
@@ -601,7 +610,7 @@ impl<'a> Driver<'a, JobOutput> for BuildDriver<'a> {
         };
         debug_assert_eq!(material.key(), key, "node `{}`", node.id);
         for o in &node.outputs {
-            self.scanner.statcache.forget(&o.path);
+            self.scanner.statcache.forget_replaced(&o.path);
         }
         self.materials[n] = Some(material.clone());
         let job = Job {

@@ -30,6 +30,7 @@ use crate::key::{Digest, KeyMaterial};
 use crate::store::OutputRecord;
 
 const MAGIC: &[u8; 8] = b"SKYLAST1";
+const DELTA_MAGIC: &[u8; 8] = b"SKYLDLT1";
 
 /// Where a node's key material is.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -109,6 +110,8 @@ pub struct LastBuild {
     pub made: std::collections::BTreeSet<String>,
     /// The `materials.log` the stored materials are in.
     materials: Option<PathBuf>,
+    /// Where this record was loaded from (for [`LastBuild::save_changes`]).
+    loaded: Option<Loaded>,
 }
 
 /// Paths of the workspace's own state.
@@ -132,6 +135,10 @@ impl StatePaths {
     /// The last build record.
     pub fn last_build(&self) -> PathBuf {
         self.dir.join("last-build.bin")
+    }
+    /// Changes to the last build record appended since it was written ([`LastBuild`]).
+    pub fn last_build_log(&self) -> PathBuf {
+        self.dir.join("last-build.log")
     }
     /// The key materials of the last build record ([`LastBuild`]).
     pub fn materials(&self) -> PathBuf {
@@ -163,84 +170,223 @@ fn check_of(bytes: &[u8]) -> [u8; 16] {
     c
 }
 
-impl LastBuild {
-    /// Load; missing, unreadable or damaged means "no previous build".
-    pub fn load(paths: &StatePaths) -> LastBuild {
-        crate::codec::FileBytes::read(&paths.last_build())
-            .ok()
-            .and_then(|b| Self::decode(unframe(MAGIC, &b)?))
-            .map(|mut last| {
-                last.materials = Some(paths.materials());
-                last
-            })
-            .unwrap_or_default()
-    }
+/// Where a record was loaded from: the base file's identity (the first 16 bytes of its
+/// frame's blake3), its size, and how many bytes of the change log were applied.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Loaded {
+    base_id: [u8; 16],
+    base_len: u64,
+    log_len: u64,
+}
 
-    fn decode(body: &[u8]) -> Option<LastBuild> {
-        let mut r = Reader::new(body);
-        let store = match r.u8()? {
-            0 => None,
-            1 => Some(StoreStamp {
-                dir: r.str()?.to_string(),
-                id: r.str()?.to_string(),
-            }),
-            _ => return None,
-        };
-        let release = match r.u8()? {
-            0 => None,
-            1 => {
-                let n = r.count(38)?;
-                let mut files = Vec::with_capacity(n);
-                for _ in 0..n {
-                    files.push(ReleaseFile {
-                        to: r.str()?.to_string(),
-                        digest: r.digest()?,
-                        dir: r.bool()?,
-                        exec: r.bool()?,
-                    });
-                }
-                Some(files)
-            }
-            _ => return None,
-        };
-        let n = r.count(4)?;
-        let mut made = std::collections::BTreeSet::new();
-        for _ in 0..n {
-            made.insert(r.str()?.to_string());
+fn write_head(w: &mut Writer, last: &LastBuild) {
+    match &last.store {
+        None => w.u8(0),
+        Some(s) => {
+            w.u8(1);
+            w.str(&s.dir);
+            w.str(&s.id);
         }
-        let n = r.count(41)?;
-        let mut entries = Vec::with_capacity(n);
-        for _ in 0..n {
-            let id = r.str()?.to_string();
-            let key = r.digest()?;
-            let material = match r.u8()? {
-                0 => Material::None,
-                1 => Material::Stored {
-                    offset: r.u64()?,
-                    len: r.u32()?,
-                    check: r.take(16)?.try_into().ok()?,
-                },
-                _ => return None,
-            };
-            let k = r.count(46)?;
-            let mut outputs = Vec::with_capacity(k);
-            for _ in 0..k {
-                outputs.push(OutputRecord {
-                    path: r.str()?.to_string(),
+    }
+    match &last.release {
+        None => w.u8(0),
+        Some(files) => {
+            w.u8(1);
+            w.len(files.len());
+            for f in files {
+                w.str(&f.to);
+                w.digest(&f.digest);
+                w.bool(f.dir);
+                w.bool(f.exec);
+            }
+        }
+    }
+    w.len(last.made.len());
+    for m in &last.made {
+        w.str(m);
+    }
+}
+
+/// The store stamp, the release tree and `made` (see [`write_head`]).
+type Head = (
+    Option<StoreStamp>,
+    Option<Vec<ReleaseFile>>,
+    std::collections::BTreeSet<String>,
+);
+
+fn read_head(r: &mut Reader) -> Option<Head> {
+    let store = match r.u8()? {
+        0 => None,
+        1 => Some(StoreStamp {
+            dir: r.str()?.to_string(),
+            id: r.str()?.to_string(),
+        }),
+        _ => return None,
+    };
+    let release = match r.u8()? {
+        0 => None,
+        1 => {
+            let n = r.count(38)?;
+            let mut files = Vec::with_capacity(n);
+            for _ in 0..n {
+                files.push(ReleaseFile {
+                    to: r.str()?.to_string(),
                     digest: r.digest()?,
-                    size: r.u64()?,
                     dir: r.bool()?,
                     exec: r.bool()?,
                 });
             }
-            entries.push((
-                id,
-                NodeState {
-                    key,
-                    outputs,
-                    material,
-                },
-            ));
+            Some(files)
+        }
+        _ => return None,
+    };
+    let n = r.count(4)?;
+    let mut made = std::collections::BTreeSet::new();
+    for _ in 0..n {
+        made.insert(r.str()?.to_string());
+    }
+    Some((store, release, made))
+}
+
+fn write_node(w: &mut Writer, id: &str, st: &NodeState) {
+    w.str(id);
+    w.digest(&st.key);
+    match &st.material {
+        Material::Stored { offset, len, check } => {
+            w.u8(1);
+            w.u64(*offset);
+            w.u32(*len);
+            w.buf.extend_from_slice(check);
+        }
+        // Every new material was appended before encoding.
+        Material::None | Material::New(_) => w.u8(0),
+    }
+    w.len(st.outputs.len());
+    for o in &st.outputs {
+        w.str(&o.path);
+        w.digest(&o.digest);
+        w.u64(o.size);
+        w.bool(o.dir);
+        w.bool(o.exec);
+    }
+}
+
+fn read_node(r: &mut Reader) -> Option<(String, NodeState)> {
+    let id = r.str()?.to_string();
+    let key = r.digest()?;
+    let material = match r.u8()? {
+        0 => Material::None,
+        1 => Material::Stored {
+            offset: r.u64()?,
+            len: r.u32()?,
+            check: r.take(16)?.try_into().ok()?,
+        },
+        _ => return None,
+    };
+    let k = r.count(46)?;
+    let mut outputs = Vec::with_capacity(k);
+    for _ in 0..k {
+        outputs.push(OutputRecord {
+            path: r.str()?.to_string(),
+            digest: r.digest()?,
+            size: r.u64()?,
+            dir: r.bool()?,
+            exec: r.bool()?,
+        });
+    }
+    Some((
+        id,
+        NodeState {
+            key,
+            outputs,
+            material,
+        },
+    ))
+}
+
+/// The next frame of a log of frames: its body and what follows; `None` at the end or at a
+/// frame that is cut or damaged (nothing after it is trusted).
+fn next_frame<'b>(magic: &[u8; 8], bytes: &'b [u8]) -> Option<(&'b [u8], &'b [u8])> {
+    let len = bytes.get(8..16)?;
+    let len = usize::try_from(u64::from_le_bytes(len.try_into().ok()?)).ok()?;
+    let end = crate::codec::FRAME_HEADER.checked_add(len)?;
+    let whole = bytes.get(..end)?;
+    Some((unframe(magic, whole)?, &bytes[end..]))
+}
+
+impl LastBuild {
+    /// Load; missing, unreadable or damaged means "no previous build". Changes appended to
+    /// `last-build.log` since the base was written are applied in order, up to the first that
+    /// is cut or damaged, or that was written on another base.
+    pub fn load(paths: &StatePaths) -> LastBuild {
+        let Some(mut last) = crate::codec::FileBytes::read(&paths.last_build())
+            .ok()
+            .and_then(|b| {
+                let mut last = Self::decode(unframe(MAGIC, &b)?)?;
+                let mut base_id = [0; 16];
+                base_id.copy_from_slice(b.get(16..32)?);
+                last.loaded = Some(Loaded {
+                    base_id,
+                    base_len: b.len() as u64,
+                    log_len: 0,
+                });
+                Some(last)
+            })
+        else {
+            return LastBuild::default();
+        };
+        last.materials = Some(paths.materials());
+        if let Ok(log) = std::fs::read(paths.last_build_log()) {
+            let mut rest = log.as_slice();
+            while let Some((body, after)) = next_frame(DELTA_MAGIC, rest) {
+                if last.apply(body).is_none() {
+                    break;
+                }
+                rest = after;
+                if let Some(l) = &mut last.loaded {
+                    l.log_len = (log.len() - rest.len()) as u64;
+                }
+            }
+        }
+        last
+    }
+
+    /// Apply one change record; `None` (and nothing applied) when it is not one for this base.
+    fn apply(&mut self, body: &[u8]) -> Option<()> {
+        let mut r = Reader::new(body);
+        let base_id = r.take(16)?;
+        if Some(base_id) != self.loaded.as_ref().map(|l| &l.base_id[..]) {
+            return None;
+        }
+        let head = read_head(&mut r)?;
+        let n = r.count(41)?;
+        let mut upserts = Vec::with_capacity(n);
+        for _ in 0..n {
+            upserts.push(read_node(&mut r)?);
+        }
+        let n = r.count(4)?;
+        let mut removed = Vec::with_capacity(n);
+        for _ in 0..n {
+            removed.push(r.str()?.to_string());
+        }
+        if !r.is_empty() {
+            return None;
+        }
+        (self.store, self.release, self.made) = head;
+        self.nodes.extend(upserts);
+        for id in removed {
+            self.nodes.remove(&id);
+        }
+        Some(())
+    }
+
+    fn decode(body: &[u8]) -> Option<LastBuild> {
+        let mut r = Reader::new(body);
+        let (store, release, made) = read_head(&mut r)?;
+        let n = r.count(41)?;
+        let mut entries = Vec::with_capacity(n);
+        for _ in 0..n {
+            entries.push(read_node(&mut r)?);
         }
         if !r.is_empty() {
             return None;
@@ -253,60 +399,39 @@ impl LastBuild {
             store,
             made,
             materials: None,
+            loaded: None,
         })
     }
 
     fn encode(&self) -> Vec<u8> {
         let mut w = Writer::default();
-        match &self.store {
-            None => w.u8(0),
-            Some(s) => {
-                w.u8(1);
-                w.str(&s.dir);
-                w.str(&s.id);
-            }
-        }
-        match &self.release {
-            None => w.u8(0),
-            Some(files) => {
-                w.u8(1);
-                w.len(files.len());
-                for f in files {
-                    w.str(&f.to);
-                    w.digest(&f.digest);
-                    w.bool(f.dir);
-                    w.bool(f.exec);
-                }
-            }
-        }
-        w.len(self.made.len());
-        for m in &self.made {
-            w.str(m);
-        }
+        write_head(&mut w, self);
         w.len(self.nodes.len());
         for (id, st) in &self.nodes {
-            w.str(id);
-            w.digest(&st.key);
-            match &st.material {
-                Material::Stored { offset, len, check } => {
-                    w.u8(1);
-                    w.u64(*offset);
-                    w.u32(*len);
-                    w.buf.extend_from_slice(check);
-                }
-                // Every new material was appended before encoding.
-                Material::None | Material::New(_) => w.u8(0),
-            }
-            w.len(st.outputs.len());
-            for o in &st.outputs {
-                w.str(&o.path);
-                w.digest(&o.digest);
-                w.u64(o.size);
-                w.bool(o.dir);
-                w.bool(o.exec);
-            }
+            write_node(&mut w, id, st);
         }
         frame(MAGIC, &w.buf)
+    }
+
+    /// A change record: the head, the states of `changed` ids still here, and the ids of
+    /// `changed` no longer here.
+    fn encode_changes(&self, base_id: &[u8; 16], changed: &[&str]) -> Vec<u8> {
+        let mut w = Writer::default();
+        w.buf.extend_from_slice(base_id);
+        write_head(&mut w, self);
+        let (here, gone): (Vec<&str>, Vec<&str>) =
+            changed.iter().partition(|id| self.nodes.contains_key(**id));
+        w.len(here.len());
+        for id in here {
+            if let Some(st) = self.nodes.get(id) {
+                write_node(&mut w, id, st);
+            }
+        }
+        w.len(gone.len());
+        for id in gone {
+            w.str(id);
+        }
+        frame(DELTA_MAGIC, &w.buf)
     }
 
     /// The key material `st` (a node of this record) was computed from; `None` when it was
@@ -328,9 +453,72 @@ impl LastBuild {
         }
     }
 
-    /// Save: append the new key materials to `materials.log` (compacting it when most of it
-    /// is no longer referenced), then replace `last-build.bin` atomically.
+    /// Save whole: append the new key materials to `materials.log` (compacting it when most of
+    /// it is no longer referenced), then replace `last-build.bin` atomically and drop the
+    /// change log.
     pub fn save(&mut self, paths: &StatePaths) -> std::io::Result<()> {
+        self.store_materials(paths)?;
+        self.write_base(paths)
+    }
+
+    /// Save a record that differs from the one loaded only in its head (store stamp, release
+    /// tree, `made`) and in the nodes `changed` (updated, added or removed): one change
+    /// record appended to `last-build.log` (a one-node rebuild of a big pipeline writes a few
+    /// hundred bytes, not the whole record), or the whole record when the log has grown to a
+    /// quarter of it (16 KiB for a small one), the materials were compacted, or there is no
+    /// base to append to.
+    pub fn save_changes(&mut self, paths: &StatePaths, changed: &[&str]) -> std::io::Result<()> {
+        let compacted = self.store_materials(paths)?;
+        if let (Some(loaded), false) = (self.loaded, compacted) {
+            let delta = self.encode_changes(&loaded.base_id, changed);
+            // The base on disk must be the one loaded (the workspace lock is held: it is).
+            let same_base = std::fs::File::open(paths.last_build()).is_ok_and(|f| {
+                let mut head = [0u8; 32];
+                std::os::unix::fs::FileExt::read_exact_at(&f, &mut head, 0).is_ok()
+                    && head[16..32] == loaded.base_id
+                    && f.metadata().is_ok_and(|m| m.len() == loaded.base_len)
+            });
+            let limit = (loaded.base_len / 4).max(16 << 10);
+            if same_base && loaded.log_len + delta.len() as u64 <= limit {
+                use std::io::Write;
+                let mut f = std::fs::OpenOptions::new()
+                    .create(true)
+                    .write(true)
+                    .truncate(false)
+                    .open(paths.last_build_log())?;
+                // What a killed build appended past the records that load (a cut frame) goes.
+                f.set_len(loaded.log_len)?;
+                std::io::Seek::seek(&mut f, std::io::SeekFrom::Start(loaded.log_len))?;
+                f.write_all(&delta)?;
+                if let Some(l) = &mut self.loaded {
+                    l.log_len += delta.len() as u64;
+                }
+                return Ok(());
+            }
+        }
+        self.write_base(paths)
+    }
+
+    fn write_base(&mut self, paths: &StatePaths) -> std::io::Result<()> {
+        let bytes = self.encode();
+        sky_fs::write_cache(&paths.last_build(), &bytes)?;
+        // Changes to the old base: refused by their base id if this removal is lost.
+        let _ = std::fs::remove_file(paths.last_build_log());
+        let mut base_id = [0; 16];
+        base_id.copy_from_slice(&bytes[16..32]);
+        self.loaded = Some(Loaded {
+            base_id,
+            base_len: bytes.len() as u64,
+            log_len: 0,
+        });
+        // The JSON record of older versions is not read any more.
+        let _ = std::fs::remove_file(paths.dir.join("last-build.json"));
+        Ok(())
+    }
+
+    /// Append the new key materials to `materials.log`, after compacting it when most of it is
+    /// no longer referenced; `true` when it was compacted (every offset moved).
+    fn store_materials(&mut self, paths: &StatePaths) -> std::io::Result<bool> {
         let log = paths.materials();
         let live: u64 = self
             .nodes
@@ -341,7 +529,8 @@ impl LastBuild {
                 Material::None => 0,
             })
             .sum();
-        if std::fs::metadata(&log).is_ok_and(|m| m.len() > 2 * live + (1 << 20)) {
+        let compact = std::fs::metadata(&log).is_ok_and(|m| m.len() > 2 * live + (1 << 20));
+        if compact {
             self.compact(&log)?;
         }
         if self
@@ -377,10 +566,7 @@ impl LastBuild {
             f.write_all(&appended)?;
         }
         self.materials = Some(log);
-        sky_fs::write_cache(&paths.last_build(), &self.encode())?;
-        // The JSON record of older versions is not read any more.
-        let _ = std::fs::remove_file(paths.dir.join("last-build.json"));
-        Ok(())
+        Ok(compact)
     }
 
     /// Rewrite `materials.log` with only the materials this record references.
@@ -496,7 +682,7 @@ impl Journal {
 #[derive(Debug)]
 pub struct Preloaded {
     last: LastBuild,
-    last_id: Option<FileId>,
+    last_id: (Option<FileId>, Option<FileId>),
     statcache: crate::statcache::StatCache,
     statcache_id: Option<FileId>,
 }
@@ -514,7 +700,7 @@ impl Preloaded {
     /// Read the state under `paths`.
     pub fn load(paths: &StatePaths) -> Preloaded {
         let (last_path, stat_path) = (paths.last_build(), paths.statcache());
-        let last_id = file_id(&last_path);
+        let last_id = (file_id(&last_path), file_id(&paths.last_build_log()));
         let statcache_id = file_id(&stat_path);
         Preloaded {
             last: LastBuild::load(paths),
@@ -527,7 +713,8 @@ impl Preloaded {
     /// The state as it is now (call with the workspace lock held).
     pub fn current(self, paths: &StatePaths) -> (LastBuild, crate::statcache::StatCache) {
         let (last_path, stat_path) = (paths.last_build(), paths.statcache());
-        let last = if file_id(&last_path) == self.last_id {
+        let now = (file_id(&last_path), file_id(&paths.last_build_log()));
+        let last = if now == self.last_id {
             self.last
         } else {
             LastBuild::load(paths)
@@ -640,6 +827,80 @@ mod tests {
         let back = LastBuild::load(&paths);
         assert_eq!(back.material(&back.nodes["n4"]), Some(m));
         assert_eq!(back.material(&back.nodes["n5"]), Some(material(5)));
+    }
+
+    #[test]
+    fn changes_are_appended_and_read_back_over_their_base() {
+        let dir = tempfile::tempdir().unwrap();
+        let paths = StatePaths::new(dir.path());
+        std::fs::create_dir_all(&paths.dir).unwrap();
+        record(40).save(&paths).unwrap();
+        let base = std::fs::read(paths.last_build()).unwrap();
+        let mut last = LastBuild::load(&paths);
+        // One node changes, one goes, the head changes: a change record, the base untouched.
+        let m = material(500);
+        last.nodes
+            .insert("n5".into(), NodeState::new(m.key(), &m, Vec::new()));
+        last.nodes.remove("n6");
+        last.made.insert("out/also".into());
+        last.store = None;
+        last.save_changes(&paths, &["n5", "n6"]).unwrap();
+        assert_eq!(std::fs::read(paths.last_build()).unwrap(), base);
+        let one = std::fs::metadata(paths.last_build_log()).unwrap().len();
+        assert!(one > 0 && one < 1000, "{one}");
+        let back = LastBuild::load(&paths);
+        same(&last, &back);
+        assert_eq!(back.material(&back.nodes["n5"]), Some(m));
+        // A second change on top, then a cut one (a killed build): the cut one is not read.
+        let mut next = back.clone();
+        let m2 = material(501);
+        next.nodes
+            .insert("n7".into(), NodeState::new(m2.key(), &m2, Vec::new()));
+        next.save_changes(&paths, &["n7"]).unwrap();
+        let good = LastBuild::load(&paths);
+        same(&next, &good);
+        let mut cut = good.clone();
+        cut.nodes.remove("n8");
+        cut.save_changes(&paths, &["n8"]).unwrap();
+        let log = std::fs::read(paths.last_build_log()).unwrap();
+        std::fs::write(paths.last_build_log(), &log[..log.len() - 5]).unwrap();
+        let back = LastBuild::load(&paths);
+        same(&next, &back);
+        // The next change goes after the last good record (the cut bytes are dropped).
+        let mut after = back.clone();
+        after.nodes.remove("n9");
+        after.save_changes(&paths, &["n9"]).unwrap();
+        same(&after, &LastBuild::load(&paths));
+        // A damaged record in the middle: it and what follows are not read.
+        let log = std::fs::read(paths.last_build_log()).unwrap();
+        let mut bad = log.clone();
+        bad[one as usize + 60] ^= 1;
+        std::fs::write(paths.last_build_log(), &bad).unwrap();
+        same(&last, &LastBuild::load(&paths));
+        std::fs::write(paths.last_build_log(), &log).unwrap();
+        // Changes written on another base are not applied to this one.
+        let other = dir.path().join("other");
+        let other_paths = StatePaths::new(&other);
+        std::fs::create_dir_all(&other_paths.dir).unwrap();
+        // (A base of other content: the base id is the digest of what it holds.)
+        record(41).save(&other_paths).unwrap();
+        let mut o = LastBuild::load(&other_paths);
+        o.nodes.remove("n1");
+        o.save_changes(&other_paths, &["n1"]).unwrap();
+        std::fs::copy(other_paths.last_build_log(), paths.last_build_log()).unwrap();
+        let back = LastBuild::load(&paths);
+        assert!(back.nodes.contains_key("n1") && back.nodes.contains_key("n6"));
+        // Enough changes and the whole record is written again, the log dropped.
+        let mut big = LastBuild::load(&paths);
+        for round in 0..400 {
+            let m = material(1000 + round);
+            big.nodes
+                .insert("n2".into(), NodeState::new(m.key(), &m, Vec::new()));
+            big.save_changes(&paths, &["n2"]).unwrap();
+            same(&big, &LastBuild::load(&paths));
+        }
+        assert!(std::fs::metadata(paths.last_build_log()).map_or(0, |m| m.len()) < 16 << 10);
+        assert_ne!(std::fs::read(paths.last_build()).unwrap(), base);
     }
 
     #[test]

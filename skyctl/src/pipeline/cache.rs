@@ -167,7 +167,7 @@ pub fn open(
         read.borrow_mut().push((name.to_string(), value.clone()));
         value
     };
-    let graph = pipeline.graph_with_env(&env)?;
+    let mut graph = pipeline.graph_with_env(&env)?;
     let extra = Extra {
         env: read.into_inner(),
         store_dir: pipeline.manifest.project.store_dir.clone(),
@@ -189,6 +189,8 @@ pub fn open(
         let _ = std::fs::create_dir_all(&pipeline.ws.state.dir)
             .and_then(|()| sky_dag::compiled::write(&path, key, &extra.encode(), &graph, true));
     }
+    // The build need not parse them again.
+    graph.params_checked = checked;
     let Pipeline { ws, .. } = pipeline;
     Ok(Compiled {
         ws,

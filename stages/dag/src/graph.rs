@@ -179,8 +179,9 @@ pub struct Graph {
     pub group_noun: String,
     /// The declaration the spans point into.
     pub source: Source,
-    /// Every node's parameters were parsed by its kind in this executable when the graph was
-    /// compiled ([`crate::compiled`]): a build only checks that the kinds exist.
+    /// Every node's parameters were already parsed by its kind in this executable (by the front
+    /// end, or before a compiled graph was written, [`crate::compiled`]): a build only checks
+    /// that the kinds exist.
     pub params_checked: bool,
 }
 

@@ -443,6 +443,11 @@ impl LastBuild {
             Material::Stored { offset, len, check } => {
                 use std::os::unix::fs::FileExt;
                 let f = std::fs::File::open(self.materials.as_ref()?).ok()?;
+                // The length is checked against the file before it sizes a buffer.
+                let end = offset.checked_add(u64::from(*len))?;
+                if f.metadata().ok()?.len() < end {
+                    return None;
+                }
                 let mut buf = vec![0; *len as usize];
                 f.read_exact_at(&mut buf, *offset).ok()?;
                 if check_of(&buf) != *check {

@@ -10,7 +10,11 @@
 //! stat it; a fresher file is re-hashed next time, when it is no longer fresh. We also stat
 //! before and after hashing and record nothing when the two differ.
 //!
-//! Format (`.skyctl/state-v1/statcache`, one read, written atomically when changed): a
+//! A build writes the cache only when it is worth it ([`StatCache::save_if_worth`]): entries it
+//! dropped because their file changed need no write (their stat is no longer the file's), and a
+//! few small files cost less to hash again than the whole cache costs to rewrite.
+//!
+//! Format (`.skyctl/state-v1/statcache`, one read, written atomically): a
 //! [`crate::codec`] frame (`SKYSTAT3`, body length, blake3 of the body) around: u64 count,
 //! then per entry: u64 path length, path bytes (workspace-relative), u64 size, i64 mtime_ns,
 //! i64 ctime_ns, u64 inode, 32-byte digest. All little-endian. A cache of another format, or

@@ -2,22 +2,30 @@
 //! the key material it was computed from) and the release tree it wrote. `status` and
 //! `explain` diff against it; the no-op path uses it to skip reading action records.
 //!
-//! It lives in the workspace (`.skyctl/state-v1/`), never in a (possibly shared) store, in two
-//! files:
+//! It lives in the workspace (`.skyctl/state-v1/`), never in a (possibly shared) store, in
+//! three files:
 //!
-//! - `last-build.bin`, rewritten atomically at the end of a build that changed anything: a
-//!   [`crate::codec`] frame (`SKYLAST1`, length, blake3) around the store stamp, the release
-//!   tree, the paths in [`LastBuild::made`], and per node (sorted by id) its id, key, outputs
-//!   and where its key material is (offset and length in `materials.log`, and the first 16
-//!   bytes of the material's blake3).
+//! - `last-build.bin`, the base, replaced atomically: a [`crate::codec`] frame (`SKYLAST1`,
+//!   length, blake3) around the store stamp, the release tree, the paths in
+//!   [`LastBuild::made`], and per node (sorted by id) its id, key, outputs and where its key
+//!   material is (offset and length in `materials.log`, and the first 16 bytes of the
+//!   material's blake3).
+//! - `last-build.log`, the changes since the base: one frame (`SKYLDLT1`) per build that
+//!   changed anything, holding the base's id (the first 16 bytes of the base frame's blake3),
+//!   the store stamp, release tree and `made` as they now are, the states of the nodes that
+//!   changed and the ids of the nodes that went. Loading applies them in order and stops at the
+//!   first that is cut, damaged or of another base: an older record is only ever slower (keys
+//!   are compared, outputs checked, the store's records looked up), never wrong. A one-node
+//!   rebuild of a big pipeline appends a few hundred bytes; when the log passes a quarter of the
+//!   base (16 KiB for a small one), the whole record is written as the new base and the log
+//!   goes ([`LastBuild::save_changes`]).
 //! - `materials.log`: the key materials as JSON text, one after the other. A build appends the
-//!   materials of the nodes whose key changed (one `write`), then writes `last-build.bin`; a
-//!   one-node rebuild of a big pipeline so writes one material, not all of them. Only
+//!   materials of the nodes whose key changed (one `write`), then writes its record. Only
 //!   `status`, `explain` and the reason a dirty node gives read it, by offset; a material whose
-//!   bytes do not hash to what `last-build.bin` says (a torn append, a file compacted by a
-//!   build that did not get to write its `last-build.bin`) is treated as unknown (a vaguer
-//!   reason, never a wrong one). When less than half of it is still referenced it is rewritten
-//!   with only those (atomically), before `last-build.bin`.
+//!   bytes do not hash to what the record says (a torn append, a file compacted by a build that
+//!   did not get to write its record) is treated as unknown (a vaguer reason, never a wrong
+//!   one). When less than half of it is still referenced it is rewritten with only those
+//!   (atomically), and the whole record is written.
 //!
 //! A missing, truncated or damaged `last-build.bin` reads as "no previous build": every node is
 //! then checked against the store's action records, which is slower but gives the same answer.

@@ -198,7 +198,10 @@ pub fn build_preloaded(
     }
     std::thread::scope(|scope| {
         if parallel {
-            scope.spawn(|| prefetch.run(&ws.root, ahead));
+            // No thread (the system refused one): the coordinator takes every stat itself.
+            let _ = std::thread::Builder::new()
+                .name("stat-ahead".into())
+                .spawn_scoped(scope, || prefetch.run(&ws.root, ahead));
         }
         scheduler.run(&plan.selected, &graph.order, &mut driver);
         prefetch.stop();

@@ -364,6 +364,19 @@ struct BuildDriver<'a> {
 }
 
 impl<'a> BuildDriver<'a> {
+    /// The value of a key or key-material computation for node `n`; on an error (or an
+    /// upstream node whose outputs are unknown, which would be an engine bug) `n` is recorded
+    /// as failed with the reason and `None` is returned.
+    fn or_fail<T>(&mut self, n: NodeIdx, r: Result<std::result::Result<T, NodeIdx>>) -> Option<T> {
+        let msg = match r {
+            Ok(Ok(v)) => return Some(v),
+            Ok(Err(up)) => format!("internal: outputs of `{}` unknown", self.graph.nodes[up].id),
+            Err(e) => e.to_string(),
+        };
+        self.finished(n, NodeStatus::Failed, 0.0, Some(msg), None);
+        None
+    }
+
     fn finished(
         &mut self,
         n: NodeIdx,
@@ -532,17 +545,9 @@ impl MadePaths<'_> {
 
 impl<'a> Driver<'a, JobOutput> for BuildDriver<'a> {
     fn start(&mut self, n: NodeIdx) -> Start<'a, JobOutput> {
-        let key = match self.scanner.key(n, &self.outputs) {
-            Ok(Ok(k)) => k,
-            Ok(Err(up)) => {
-                let msg = format!("internal: outputs of `{}` unknown", self.graph.nodes[up].id);
-                self.finished(n, NodeStatus::Failed, 0.0, Some(msg), None);
-                return Start::Done(false);
-            }
-            Err(e) => {
-                self.finished(n, NodeStatus::Failed, 0.0, Some(e.to_string()), None);
-                return Start::Done(false);
-            }
+        let key = self.scanner.key(n, &self.outputs);
+        let Some(key) = self.or_fail(n, key) else {
+            return Start::Done(false);
         };
         let (fresh, outs) =
             self.scanner
@@ -599,17 +604,9 @@ impl<'a> Driver<'a, JobOutput> for BuildDriver<'a> {
             self.finished(n, NodeStatus::Failed, 0.0, Some(msg), None);
             return Start::Done(false);
         };
-        let material = match self.scanner.material(n, &self.outputs) {
-            Ok(Ok(m)) => m,
-            Ok(Err(up)) => {
-                let msg = format!("internal: outputs of `{}` unknown", self.graph.nodes[up].id);
-                self.finished(n, NodeStatus::Failed, 0.0, Some(msg), None);
-                return Start::Done(false);
-            }
-            Err(e) => {
-                self.finished(n, NodeStatus::Failed, 0.0, Some(e.to_string()), None);
-                return Start::Done(false);
-            }
+        let material = self.scanner.material(n, &self.outputs);
+        let Some(material) = self.or_fail(n, material) else {
+            return Start::Done(false);
         };
         debug_assert_eq!(material.key(), key, "node `{}`", node.id);
         for o in &node.outputs {

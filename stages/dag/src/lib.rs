@@ -76,9 +76,7 @@
 //! ```
 
 pub mod builder;
-pub mod codec;
 pub mod command;
-pub mod compiled;
 pub mod error;
 pub mod fsutil;
 pub mod glob;
@@ -98,7 +96,6 @@ pub mod source;
 pub mod statcache;
 pub mod state;
 pub mod store;
-pub mod timings;
 pub mod tree;
 pub mod workspace;
 
@@ -107,7 +104,7 @@ mod testutil;
 
 pub use builder::{build, BuildOptions};
 pub use error::{DagError, Result};
-pub use graph::{Graph, GraphSpec, NodeParams, NodeSpec, ReleaseSpec};
+pub use graph::{Graph, GraphSpec, NodeSpec, ReleaseSpec};
 pub use kind::{Kind, Registry, StageCtx, StageInput};
 pub use plan::Plan;
 pub use source::{Located, Source};

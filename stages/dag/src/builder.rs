@@ -104,6 +104,8 @@ pub fn build_preloaded(
     if let Some(p) = ws.root.join(&graph.release_dir).parent() {
         temp_dirs.insert(p.to_path_buf());
     }
+    // The workspace state too: a kill during its atomic write leaves the temp file there.
+    temp_dirs.insert(ws.state.dir.clone());
     for d in &temp_dirs {
         crate::fsutil::sweep_temps(d);
     }

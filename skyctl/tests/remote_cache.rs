@@ -410,13 +410,8 @@ fn a_token_guarded_server_accepts_authenticated_writes_only() {
     assert_eq!(
         run.count("executed"),
         0,
-        "executed {:?}, why {:?}, warnings {:?}: {}",
-        run.executed(),
-        run.executed()
-            .iter()
-            .map(|n| run.why(n))
-            .collect::<Vec<_>>(),
-        warnings(&run),
+        "{}: {}",
+        explain(&run),
         run.stderr
     );
     // An anonymous build that runs something: its writes are refused (one warning), its
@@ -511,13 +506,8 @@ fn signed_records_are_required_when_a_signing_key_is_set() {
     assert_eq!(
         run.count("executed"),
         0,
-        "executed {:?}, why {:?}, warnings {:?}: {}",
-        run.executed(),
-        run.executed()
-            .iter()
-            .map(|n| run.why(n))
-            .collect::<Vec<_>>(),
-        warnings(&run),
+        "{}: {}",
+        explain(&run),
         run.stderr
     );
     // Another key: nothing is trusted; one warning.
@@ -718,13 +708,8 @@ fn https_with_the_caches_own_ca() {
     assert_eq!(
         run.count("executed"),
         0,
-        "executed {:?}, why {:?}, warnings {:?}: {}",
-        run.executed(),
-        run.executed()
-            .iter()
-            .map(|n| run.why(n))
-            .collect::<Vec<_>>(),
-        warnings(&run),
+        "{}: {}",
+        explain(&run),
         run.stderr
     );
     assert_eq!(snapshot(&a.p("site/public")), snapshot(&b.p("site/public")));

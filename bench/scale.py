@@ -4,8 +4,9 @@ pipelines of bench/pipeline_gen.py (layers of 50 command nodes, each reading two
 before), runs alternated between the tools so that all see the same load; medians in ms. Also
 the cold build (per-node wall time) and skyctl's max RSS.
 
-Usage: python3 bench/scale.py SKYCTL [SIZES...] [--runs N]
-       (SIZES default: 500 5000 20000; needs ninja and make on PATH)
+Usage: python3 bench/scale.py SKYCTL [SIZES...] [--runs N] [--vs OTHER_SKYCTL] [--no-make]
+       (SIZES default: 500 5000 20000; needs ninja and make on PATH; --vs adds a second skyctl
+       binary, e.g. an older build, alternated with the others in the same rounds)
 """
 
 import os
@@ -32,18 +33,27 @@ def max_rss_kb(cmd, cwd):
 
 
 def main():
-    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    argv = sys.argv[1:]
     runs = 10
-    if "--runs" in sys.argv:
-        runs = int(sys.argv[sys.argv.index("--runs") + 1])
-        args = [a for a in args if a != str(runs)]
+    vs = None
+    if "--runs" in argv:
+        i = argv.index("--runs")
+        runs = int(argv[i + 1])
+        del argv[i:i + 2]
+    if "--vs" in argv:
+        i = argv.index("--vs")
+        vs = os.path.abspath(argv[i + 1])
+        del argv[i:i + 2]
+    no_make = "--no-make" in argv
+    args = [a for a in argv if not a.startswith("--")]
     skyctl = os.path.abspath(args[0])
     sizes = [int(s) for s in args[1:]] or [500, 5000, 20000]
-    tools = {
-        "skyctl": [skyctl, "build", "-j", "2"],
-        "ninja": ["ninja", "-j", "2"],
-        "make": ["make", "-j", "2", "-s"],
-    }
+    tools = {"skyctl": [skyctl, "build", "-j", "2"]}
+    if vs:
+        tools["skyctl-vs"] = [vs, "build", "-j", "2"]
+    tools["ninja"] = ["ninja", "-j", "2"]
+    if not no_make:
+        tools["make"] = ["make", "-j", "2", "-s"]
     print(f"| nodes | tool | cold s (per node ms) | no-op ms | one leaf ms | no-op vs ninja | one leaf vs ninja |")
     print("|---:|---|---:|---:|---:|---:|---:|")
     for n in sizes:
@@ -70,12 +80,14 @@ def main():
                 with open(os.path.join(dirs[t], "in", "leaf.txt"), "w") as f:
                     f.write(f"leaf {i}\n")
                 leaf[t].append(run(cmd, dirs[t]))
-        rss = max_rss_kb(tools["skyctl"], dirs["skyctl"])
+        rss = {t: max_rss_kb(cmd, dirs[t]) for t, cmd in tools.items() if t.startswith("skyctl")}
         med = lambda v: statistics.median(v)
         for t in tools:
             print(f"| {n} | {t} | {cold[t] / 1000:.2f} ({cold[t] / n:.2f}) | {med(noop[t]):.1f} | {med(leaf[t]):.1f} "
                   f"| {med(noop[t]) / med(noop['ninja']):.2f}x | {med(leaf[t]) / med(leaf['ninja']):.2f}x |")
-        print(f"| {n} | skyctl max RSS (no-op) | {rss / 1024:.1f} MiB | | | | |")
+        for t, kb in rss.items():
+            print(f"| {n} | {t} max RSS (no-op) | {kb / 1024:.1f} MiB | | | | |")
+        sys.stdout.flush()
         shutil.rmtree(base)
 
 

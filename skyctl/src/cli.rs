@@ -69,6 +69,7 @@ pub enum Command {
 
 /// Parse the command line, run it, and turn the result into an exit code.
 pub fn main() -> ExitCode {
+    sky_dag::timings::mark("start");
     quiet_on_broken_pipe();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,

@@ -19,12 +19,32 @@ pub struct WorkspaceArgs {
 impl WorkspaceArgs {
     /// Open the pipeline these arguments name.
     pub fn open(&self) -> anyhow::Result<Pipeline> {
-        let store = self.store.clone().or_else(|| {
+        let cwd = std::env::current_dir()?;
+        Pipeline::open(&cwd, self.manifest.as_deref(), self.store_override())
+    }
+
+    /// The graph of the pipeline these arguments name, from the compiled cache when nothing it
+    /// depends on changed ([`crate::pipeline::cache`]).
+    pub fn open_compiled(
+        &self,
+        file: crate::pipeline::ManifestFile,
+        registry: &sky_dag::Registry,
+    ) -> anyhow::Result<crate::pipeline::cache::Compiled> {
+        crate::pipeline::cache::open(file, self.store_override(), registry)
+    }
+
+    /// Find and read the manifest these arguments name.
+    pub fn find(&self) -> anyhow::Result<crate::pipeline::ManifestFile> {
+        let cwd = std::env::current_dir()?;
+        crate::pipeline::ManifestFile::find(&cwd, self.manifest.as_deref())
+    }
+
+    /// `--store`, else `SKYCTL_STORE`.
+    fn store_override(&self) -> Option<PathBuf> {
+        self.store.clone().or_else(|| {
             std::env::var_os("SKYCTL_STORE")
                 .filter(|s| !s.is_empty())
                 .map(PathBuf::from)
-        });
-        let cwd = std::env::current_dir()?;
-        Pipeline::open(&cwd, self.manifest.as_deref(), store)
+        })
     }
 }

@@ -29,12 +29,17 @@ fn env(name: &str) -> Option<String> {
 impl RemoteArgs {
     /// The remote cache these flags, the environment and `[cache]` name; `None` for none.
     pub fn open(&self, manifest: &Manifest) -> anyhow::Result<Option<RemoteCache>> {
+        self.open_with(manifest.cache.remote.as_ref().map(|u| u.get_ref().as_str()))
+    }
+
+    /// [`RemoteArgs::open`] with the URL `[cache] remote` gives (if any).
+    pub fn open_with(&self, configured: Option<&str>) -> anyhow::Result<Option<RemoteCache>> {
         let url = self
             .remote_cache
             .clone()
             .filter(|u| !u.trim().is_empty())
             .or_else(|| env("SKYCTL_REMOTE_CACHE"))
-            .or_else(|| manifest.cache.remote.as_ref().map(|u| u.get_ref().clone()));
+            .or_else(|| configured.map(str::to_string));
         // `off` (flag or variable) turns a configured cache off for this run.
         let Some(url) = url.filter(|u| u.trim() != "off") else {
             return Ok(None);

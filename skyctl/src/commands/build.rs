@@ -39,12 +39,33 @@ pub struct Args {
 
 /// Run `skyctl build`.
 pub fn run(args: Args) -> anyhow::Result<Outcome> {
-    let ws = args.workspace.open()?;
-    let remote = args.remote.open(&ws.manifest)?;
+    sky_dag::timings::mark("command line");
     if args.dry_run {
+        let ws = args.workspace.open()?;
+        let remote = args.remote.open(&ws.manifest)?;
         let remote = remote.as_ref();
         return super::status::report(&ws, &args.targets, &args.rerun, args.json, true, remote);
     }
+    let registry = registry();
+    let file = args.workspace.find()?;
+    // The workspace state loads on the other core while the graph loads (or the manifest
+    // expands).
+    let state_paths = sky_dag::state::StatePaths::new(&file.root);
+    let (compiled, state) = std::thread::scope(|scope| {
+        let state = scope.spawn(|| sky_dag::state::Preloaded::load(&state_paths));
+        let compiled = args.workspace.open_compiled(file, &registry);
+        sky_dag::timings::mark(match &compiled {
+            Ok(c) if c.cached => "graph (cached)",
+            _ => "graph (parsed)",
+        });
+        (compiled, state.join())
+    });
+    let compiled = compiled?;
+    let Ok(state) = state else {
+        anyhow::bail!("reading the workspace state panicked");
+    };
+    sky_dag::timings::mark("state join");
+    let remote = args.remote.open_with(compiled.remote.as_deref())?;
     let opts = BuildOptions {
         targets: args.targets,
         rerun: args.rerun,
@@ -59,23 +80,20 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
     // Ctrl-C or a SIGTERM stops the build cleanly (sky_dag::interrupt).
     sky_dag::interrupt::install()?;
     let mut console = Console::new(Mode::pick(args.json), args.verbose);
-    // The workspace state loads on the other core while the manifest expands.
-    let state = std::thread::scope(|scope| {
-        let state = scope.spawn(|| sky_dag::state::Preloaded::load(&ws.state));
-        let graph = ws.graph();
-        state.join().map(|s| (graph, s))
-    });
-    let (graph, state) = match state {
-        Ok((graph, state)) => (graph?, state),
-        Err(_) => anyhow::bail!("reading the workspace state panicked"),
-    };
+    let (ws, graph) = (&compiled.ws, &compiled.graph);
     let summary =
-        sky_dag::builder::build_preloaded(&ws.ws, &graph, &registry(), &opts, &mut console, state)?;
+        sky_dag::builder::build_preloaded(ws, graph, &registry, &opts, &mut console, state)?;
     console.summary(&summary);
+    sky_dag::timings::mark("summary");
+    for line in sky_dag::timings::report() {
+        #[allow(clippy::print_stderr)]
+        {
+            eprintln!("timing: {line}");
+        }
+    }
     // The process ends after this; freeing a graph and a manifest of thousands of nodes
     // piece by piece costs several percent of a no-op build for nothing.
-    std::mem::forget(graph);
-    std::mem::forget(ws);
+    std::mem::forget(compiled);
     Ok(if let Some(sig) = sky_dag::interrupt::requested() {
         Outcome::Interrupted(sig)
     } else if summary.failed > 0 || summary.skipped > 0 {

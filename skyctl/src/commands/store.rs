@@ -46,7 +46,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
                 anyhow::bail!("the remote cache is read-only here: nothing can be pushed");
             }
             let _lock = store.lock(false)?;
-            let last = sky_dag::state::LastBuild::load(&ws.state.last_build());
+            let last = sky_dag::state::LastBuild::load(&ws.state);
             let pushed = remote.push(&store, last.nodes.values().map(|n| n.key));
             for w in remote.take_warnings() {
                 eprintln!("skyctl: {w}");

@@ -578,9 +578,9 @@ mod tests {
         let registry = crate::kinds::registry();
         for n in &g.nodes {
             let kind = registry.get(&n.kind).unwrap();
-            assert_eq!(kind.check_params(&n.params), Ok(()), "node {}", n.id);
+            assert_eq!(kind.check_params(n.params.value()), Ok(()), "node {}", n.id);
         }
-        let bench = &g.nodes[g.by_id["m/bench"]].params;
+        let bench = &g.nodes[g.by_id["m/bench"]].params.value();
         assert_eq!(bench["modes"], serde_json::json!(["q8", "q8_0"]));
     }
 
@@ -588,11 +588,15 @@ mod tests {
     fn bench_threads_reach_the_params_and_bad_counts_are_located() {
         let src = "[[model]]\nname = \"m\"\nsource = \"models/m\"\nbench = { threads = 2 }\n";
         let g = graph(src).unwrap();
-        let bench = &g.nodes[g.by_id["m/bench"]].params;
+        let bench = &g.nodes[g.by_id["m/bench"]].params.value();
         assert_eq!(bench["threads"], serde_json::json!(2));
         // One thread (the default) stays out of the params, so existing keys do not move.
         let g = graph("[[model]]\nname = \"m\"\nsource = \"models/m\"\nbench = {}\n").unwrap();
-        assert!(g.nodes[g.by_id["m/bench"]].params.get("threads").is_none());
+        assert!(g.nodes[g.by_id["m/bench"]]
+            .params
+            .value()
+            .get("threads")
+            .is_none());
         for (v, needle) in [("0", "at least 1"), ("17", "at most 16")] {
             let e = graph(&format!(
                 "[[model]]\nname = \"m\"\nsource = \"models/m\"\nbench = {{ threads = {v} }}\n"

@@ -1,6 +1,7 @@
 //! The `pipeline.toml` front end: the schema ([`schema`]), its expansion into node specs
 //! ([`expand`]), and [`Pipeline`], a workspace opened from its manifest.
 
+pub mod cache;
 pub mod expand;
 pub mod schema;
 
@@ -24,15 +25,22 @@ pub struct Pipeline {
     pub manifest_rel: String,
 }
 
-impl Pipeline {
-    /// Find `pipeline.toml` in `start` or a parent (or use `manifest` as given), parse it, and
-    /// resolve the store: `store_override` (from `--store` or `SKYCTL_STORE`) wins over
-    /// `[project] store_dir`.
-    pub fn open(
-        start: &Path,
-        manifest: Option<&Path>,
-        store_override: Option<PathBuf>,
-    ) -> anyhow::Result<Pipeline> {
+/// A manifest file found and read, not parsed yet.
+#[derive(Debug)]
+pub struct ManifestFile {
+    /// The file as shown in messages (relative to where the search started when inside it).
+    pub shown: PathBuf,
+    /// The workspace root (the file's folder), absolute.
+    pub root: PathBuf,
+    /// The file name (`pipeline.toml`), relative to the root.
+    pub manifest_rel: String,
+    /// Its text.
+    pub text: String,
+}
+
+impl ManifestFile {
+    /// Find `pipeline.toml` in `start` or a parent (or use `manifest` as given) and read it.
+    pub fn find(start: &Path, manifest: Option<&Path>) -> anyhow::Result<ManifestFile> {
         let file = match manifest {
             Some(m) => m.to_path_buf(),
             None => find_manifest(start)?,
@@ -45,30 +53,61 @@ impl Pipeline {
             .strip_prefix(start)
             .map(Path::to_path_buf)
             .unwrap_or_else(|_| file.clone());
-        let source = std::fs::read_to_string(&file).map_err(|e| DagError::io("read", &file, e))?;
-        let manifest = Manifest::parse(&source, &shown)?;
+        let text = std::fs::read_to_string(&file).map_err(|e| DagError::io("read", &file, e))?;
         let root = std::path::absolute(&root).map_err(|e| DagError::io("resolve", &root, e))?;
-        let store_dir = match store_override {
-            Some(s) => s,
-            None => root.join(&manifest.project.store_dir),
-        };
-        let ws = Workspace::new(&root, &store_dir)?;
         let manifest_rel = file
             .file_name()
             .and_then(|n| n.to_str())
             .unwrap_or(MANIFEST)
             .to_string();
+        Ok(ManifestFile {
+            shown,
+            root,
+            manifest_rel,
+            text,
+        })
+    }
+}
+
+impl Pipeline {
+    /// Find `pipeline.toml` in `start` or a parent (or use `manifest` as given), parse it, and
+    /// resolve the store: `store_override` (from `--store` or `SKYCTL_STORE`) wins over
+    /// `[project] store_dir`.
+    pub fn open(
+        start: &Path,
+        manifest: Option<&Path>,
+        store_override: Option<PathBuf>,
+    ) -> anyhow::Result<Pipeline> {
+        Pipeline::from_file(ManifestFile::find(start, manifest)?, store_override)
+    }
+
+    /// Parse a manifest file read with [`ManifestFile::find`] (see [`Pipeline::open`]).
+    pub fn from_file(
+        file: ManifestFile,
+        store_override: Option<PathBuf>,
+    ) -> anyhow::Result<Pipeline> {
+        let manifest = Manifest::parse(&file.text, &file.shown)?;
+        let store_dir = match store_override {
+            Some(s) => s,
+            None => file.root.join(&manifest.project.store_dir),
+        };
+        let ws = Workspace::new(&file.root, &store_dir)?;
         Ok(Pipeline {
             ws,
             manifest,
-            manifest_rel,
+            manifest_rel: file.manifest_rel,
         })
     }
 
     /// Expand the manifest into the checked graph (reading declared environment variables).
     pub fn graph(&self) -> Result<Graph> {
+        self.graph_with_env(&|v| std::env::var(v).ok())
+    }
+
+    /// [`Pipeline::graph`], with `env` reading the declared environment variables.
+    pub fn graph_with_env(&self, env: &dyn Fn(&str) -> Option<String>) -> Result<Graph> {
         self.check_confined()?;
-        let mut spec = expand::expand(&self.manifest, &|v| std::env::var(v).ok())?;
+        let mut spec = expand::expand(&self.manifest, env)?;
         // The manifest is never an output (nor a folder holding it).
         spec.protected.push(self.manifest_rel.clone());
         Graph::build(spec, &self.manifest.source, &self.ws.root)
@@ -83,21 +122,7 @@ impl Pipeline {
     fn check_confined(&self) -> Result<()> {
         let m = &self.manifest;
         let root = &self.ws.root;
-        let store_from_manifest = self.ws.store_dir == root.join(&m.project.store_dir);
-        let mut dirs: Vec<(&str, String, std::ops::Range<usize>)> = vec![(
-            "build_dir",
-            m.project.build_dir.get_ref().clone(),
-            m.project.build_dir.span(),
-        )];
-        if store_from_manifest {
-            dirs.push(("store_dir", m.project.store_dir.clone(), 0..0));
-        }
-        for c in &m.command {
-            if let Some(cwd) = &c.cwd {
-                dirs.push(("cwd", cwd.get_ref().clone(), cwd.span()));
-            }
-        }
-        for (what, rel, span) in dirs {
+        for (what, rel, span) in self.confined_dirs() {
             if let Some(target) = sky_dag::graph::symlink_escape(root, &rel) {
                 return Err(m.error_at(
                     span,
@@ -109,6 +134,32 @@ impl Pipeline {
             }
         }
         Ok(())
+    }
+}
+
+impl Pipeline {
+    /// The folders of [`Pipeline::check_confined`]: what names them, the path, where.
+    pub fn confined_dirs(&self) -> Vec<(&'static str, String, std::ops::Range<usize>)> {
+        let m = &self.manifest;
+        let mut dirs = vec![(
+            "build_dir",
+            m.project.build_dir.get_ref().clone(),
+            m.project.build_dir.span(),
+        )];
+        if self.store_from_manifest() {
+            dirs.push(("store_dir", m.project.store_dir.clone(), 0..0));
+        }
+        for c in &m.command {
+            if let Some(cwd) = &c.cwd {
+                dirs.push(("cwd", cwd.get_ref().clone(), cwd.span()));
+            }
+        }
+        dirs
+    }
+
+    /// Whether the store in use is the one `[project] store_dir` names.
+    pub fn store_from_manifest(&self) -> bool {
+        self.ws.store_dir == self.ws.root.join(&self.manifest.project.store_dir)
     }
 }
 

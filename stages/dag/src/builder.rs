@@ -7,6 +7,7 @@
 //! checks and stores the outputs, and writes the action record, in that order, so a record only
 //! ever names complete blobs.
 
+use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -38,6 +39,10 @@ pub struct BuildOptions {
     /// A shared remote cache: asked on a local miss, filled after a node runs.
     pub remote: Option<crate::remote::RemoteCache>,
 }
+
+/// Below this many outputs, stats are not taken ahead on another thread (starting one costs
+/// more than it saves).
+const PREFETCH_MIN: usize = 256;
 
 /// What a worker sends back.
 pub struct JobOutput {
@@ -83,34 +88,44 @@ pub fn build_preloaded(
     let targets = resolve(graph, &opts.targets)?;
     let rerun = resolve(graph, &opts.rerun)?;
     let plan = Plan::new(graph, &targets, &rerun);
-    let _lock = ws.lock(&mut |msg| {
+    let lock = ws.lock(&mut |msg| {
         reporter.event(&Event::Note {
             message: msg.to_string(),
         })
     })?;
     let store = ws.store()?;
     let store_lock = store.lock(false)?;
+    crate::timings::mark("lock + store open");
     // A build killed with SIGKILL may have left command nodes running; end them first.
     crate::interrupt::track_children(&ws.state.children());
     // What a killed build left: temp files beside the outputs and the release tree (this
     // workspace's lock is held, so none is being written), and the store's temp files of
     // processes that no longer run.
-    let mut temp_dirs: std::collections::BTreeSet<PathBuf> = graph
+    let mut temp_dirs: Vec<&str> = graph
         .nodes
         .iter()
         .flat_map(|n| &n.outputs)
-        .filter_map(|o| ws.root.join(&o.path).parent().map(Path::to_path_buf))
+        .map(|o| o.path.rsplit_once('/').map_or("", |(parent, _)| parent))
+        .chain([graph
+            .release_dir
+            .rsplit_once('/')
+            .map_or("", |(parent, _)| parent)])
         .collect();
-    if let Some(p) = ws.root.join(&graph.release_dir).parent() {
-        temp_dirs.insert(p.to_path_buf());
+    temp_dirs.sort_unstable();
+    temp_dirs.dedup();
+    for d in &temp_dirs {
+        // A folder as the last build left it when it ended cleanly cannot have gained a temp
+        // file: it is not listed (output folders can hold thousands of files).
+        if !lock.unchanged_since_clean_end(&ws.root, d) {
+            crate::fsutil::sweep_temps(&ws.root.join(d));
+        }
     }
     // The workspace state too: a kill during its atomic write leaves the temp file there.
-    temp_dirs.insert(ws.state.dir.clone());
-    for d in &temp_dirs {
-        crate::fsutil::sweep_temps(d);
-    }
+    crate::fsutil::sweep_temps(&ws.state.dir);
     store.sweep_dead_temps();
+    crate::timings::mark("sweep temps");
     let (last, statcache) = state.current(&ws.state);
+    crate::timings::mark("state current");
     let stamp = StoreStamp {
         dir: ws.store_dir.display().to_string(),
         id: store.id(),
@@ -124,18 +139,17 @@ pub fn build_preloaded(
             scanner.prefetch(n)?;
         }
     }
+    crate::timings::mark("check kinds + prefetch");
     reporter.event(&Event::Plan { total: plan.len() });
     let remote_before = opts.remote.as_ref().map(|r| r.stats());
 
     let journal = crate::state::Journal::new(ws.state.journal());
     let journaled = journal.read();
-    let made: std::collections::HashSet<String> = last
-        .nodes
-        .values()
-        .flat_map(|st| st.outputs.iter().map(|o| o.path.clone()))
-        .chain(last.made.iter().cloned())
-        .chain(journaled.iter().cloned())
-        .collect();
+    let made = MadePaths {
+        last: &last,
+        journaled: &journaled,
+        all: std::sync::OnceLock::new(),
+    };
     let release_abs = ws.root.join(&graph.release_dir);
     let mut driver = BuildDriver {
         graph,
@@ -147,9 +161,9 @@ pub fn build_preloaded(
         scanner,
         reporter,
         outputs: vec![None; graph.nodes.len()],
+        keys: vec![None; graph.nodes.len()],
         materials: vec![None; graph.nodes.len()],
         reasons: vec![None; graph.nodes.len()],
-        last: &last,
         new_last: LastBuild::default(),
         made: &made,
         journal: &journal,
@@ -169,14 +183,39 @@ pub fn build_preloaded(
         jobs: opts.jobs.max(1),
         keep_going: opts.keep_going,
     };
-    scheduler.run(&plan.selected, &graph.order, &mut driver);
+    // The outputs' stats are taken ahead on the other core while the coordinator checks keys
+    // (most of a no-op build of a big graph is `stat`).
+    let mut first = vec![usize::MAX; graph.nodes.len()];
+    let mut ahead: Vec<&str> = Vec::new();
+    for &n in &graph.order {
+        if plan.selected[n] {
+            first[n] = ahead.len();
+            ahead.extend(graph.nodes[n].outputs.iter().map(|o| o.path.as_str()));
+        }
+    }
+    let prefetch = crate::statcache::Prefetch::new(ahead.len());
+    let parallel = ahead.len() >= PREFETCH_MIN && opts.jobs > 1;
+    if parallel {
+        driver.scanner.use_prefetch(&prefetch, first);
+    }
+    std::thread::scope(|scope| {
+        if parallel {
+            // No thread (the system refused one): the coordinator takes every stat itself.
+            let _ = std::thread::Builder::new()
+                .name("stat-ahead".into())
+                .spawn_scoped(scope, || prefetch.run(&ws.root, ahead));
+        }
+        scheduler.run(&plan.selected, &graph.order, &mut driver);
+        prefetch.stop();
+    });
+    crate::timings::mark("schedule (fresh checks)");
 
     let BuildDriver {
         mut scanner,
         new_last: delta,
         mut summary,
         outputs,
-        materials,
+        keys,
         reporter,
         stored,
         ..
@@ -201,6 +240,8 @@ pub fn build_preloaded(
         }
     }
     let mut statcache = std::mem::take(&mut scanner.statcache);
+    let last_matched = scanner.last_matched();
+    crate::timings::mark("release");
     drop(scanner);
     if let (Some(remote), Some(before)) = (&opts.remote, remote_before) {
         // Uploads read blobs: finish them while the store lock keeps gc away.
@@ -211,33 +252,45 @@ pub fn build_preloaded(
         summary.remote = Some(remote.stats().since(&before));
     }
     // Record: workspace state, stat cache, and the keys of this build for gc.
-    let keys: Vec<Digest> = materials.iter().flatten().map(|(_, k)| *k).collect();
+    let keys: Vec<Digest> = keys.into_iter().flatten().collect();
     // `delta` holds only nodes whose key or outputs differ from the last build.
     let nodes_before = last.nodes.len();
     let last_store = last.store.clone();
     let release_changed = release_files.is_some() && release_files != last.release;
     let mut new_last = last;
     let changed = !delta.nodes.is_empty() || release_changed;
+    // The ids whose state this build changes: updated or added, or no longer in the graph.
+    let mut changed_ids: Vec<String> = delta.nodes.keys().cloned().collect();
     new_last.nodes.extend(delta.nodes);
-    new_last.nodes.retain(|id, _| graph.by_id.contains_key(id));
+    if last_matched < nodes_before {
+        new_last.nodes.retain(|id, _| {
+            let keep = graph.by_id.contains_key(id);
+            if !keep {
+                changed_ids.push(id.clone());
+            }
+            keep
+        });
+    }
     // Failed runs' outputs stay ours until a successful run records them or they are no
     // longer declared.
     let made_before = new_last.made.clone();
     new_last.made.extend(delta.made);
     new_last.made.extend(journaled);
-    let recorded: std::collections::HashSet<&str> = new_last
-        .nodes
-        .values()
-        .flat_map(|st| st.outputs.iter().map(|o| o.path.as_str()))
-        .collect();
-    let declared: std::collections::HashSet<&str> = graph
-        .nodes
-        .iter()
-        .flat_map(|n| n.outputs.iter().map(|o| o.path.as_str()))
-        .collect();
-    new_last
-        .made
-        .retain(|p| declared.contains(p.as_str()) && !recorded.contains(p.as_str()));
+    if !new_last.made.is_empty() {
+        let recorded: std::collections::HashSet<&str> = new_last
+            .nodes
+            .values()
+            .flat_map(|st| st.outputs.iter().map(|o| o.path.as_str()))
+            .collect();
+        let declared: std::collections::HashSet<&str> = graph
+            .nodes
+            .iter()
+            .flat_map(|n| n.outputs.iter().map(|o| o.path.as_str()))
+            .collect();
+        new_last
+            .made
+            .retain(|p| declared.contains(p.as_str()) && !recorded.contains(p.as_str()));
+    }
     let made_changed = new_last.made != made_before;
     if release_files.is_some() {
         new_last.release = release_files;
@@ -255,16 +308,24 @@ pub fn build_preloaded(
         || stored > 0
         || new_last.store != last_store;
     if changed {
+        let changed_ids: Vec<&str> = changed_ids.iter().map(String::as_str).collect();
         new_last
-            .save(&ws.state.last_build())
+            .save_changes(&ws.state, &changed_ids)
             .map_err(|e| DagError::io("write", ws.state.last_build(), e))?;
+        crate::timings::mark("save last-build");
         store.put_build(keys)?;
     }
+    crate::timings::mark("store build record");
     // Everything the journal noted is now recorded or in `made`; no child runs.
     journal.clear();
     crate::interrupt::untrack_children();
-    let _ = statcache.save(&ws.state.statcache());
+    let _ = statcache.save_if_worth(&ws.state.statcache());
+    crate::timings::mark("save statcache");
     drop(store_lock);
+    // Nothing of this build is half written: the next one need not look for temp files.
+    if summary.failed == 0 && summary.skipped == 0 && crate::interrupt::requested().is_none() {
+        lock.ended_cleanly(&ws.root, temp_dirs.iter().copied());
+    }
     if summary.executed > 0 {
         // Bounded lookups: merge the per-build action logs once they pile up (only when no
         // other process uses the store; never waits).
@@ -283,13 +344,16 @@ struct BuildDriver<'a> {
     plan: &'a Plan,
     scanner: Scanner<'a>,
     reporter: &'a mut dyn Reporter,
-    outputs: Vec<Option<Vec<OutputRecord>>>,
-    materials: Vec<Option<(KeyMaterial, Digest)>>,
+    /// Each finished node's outputs (the last build's record, borrowed, when unchanged).
+    outputs: Vec<Option<Cow<'a, [OutputRecord]>>>,
+    /// Each node's key, once known.
+    keys: Vec<Option<Digest>>,
+    /// The key material of nodes that run (built only where it is needed).
+    materials: Vec<Option<KeyMaterial>>,
     reasons: Vec<Option<DirtyReason>>,
-    last: &'a LastBuild,
     new_last: LastBuild,
-    /// Paths the engine made (recorded outputs of the last build, outputs of failed runs).
-    made: &'a std::collections::HashSet<String>,
+    /// Paths the engine made.
+    made: &'a MadePaths<'a>,
     /// Where a node's outputs are noted before it runs.
     journal: &'a crate::state::Journal,
     summary: Summary,
@@ -301,7 +365,20 @@ struct BuildDriver<'a> {
     remote: Option<&'a crate::remote::RemoteCache>,
 }
 
-impl BuildDriver<'_> {
+impl<'a> BuildDriver<'a> {
+    /// The value of a key or key-material computation for node `n`; on an error (or an
+    /// upstream node whose outputs are unknown, which would be an engine bug) `n` is recorded
+    /// as failed with the reason and `None` is returned.
+    fn or_fail<T>(&mut self, n: NodeIdx, r: Result<std::result::Result<T, NodeIdx>>) -> Option<T> {
+        let msg = match r {
+            Ok(Ok(v)) => return Some(v),
+            Ok(Err(up)) => format!("internal: outputs of `{}` unknown", self.graph.nodes[up].id),
+            Err(e) => e.to_string(),
+        };
+        self.finished(n, NodeStatus::Failed, 0.0, Some(msg), None);
+        None
+    }
+
     fn finished(
         &mut self,
         n: NodeIdx,
@@ -327,7 +404,7 @@ impl BuildDriver<'_> {
             node: node.id.clone(),
             kind: node.kind.clone(),
             status,
-            key: self.materials[n].as_ref().map(|(_, k)| *k),
+            key: self.keys[n],
             why: self.reasons[n].clone(),
             seconds,
             error,
@@ -345,22 +422,29 @@ impl BuildDriver<'_> {
         }
     }
 
-    fn record(&mut self, n: NodeIdx, outputs: Vec<OutputRecord>) {
-        let id = &self.graph.nodes[n].id;
-        let same = |st: &NodeState| {
-            self.materials[n]
-                .as_ref()
-                .is_some_and(|(_, k)| st.key == *k)
-                && st.outputs == outputs
+    fn record(&mut self, n: NodeIdx, outputs: Cow<'a, [OutputRecord]>) {
+        let Some(key) = self.keys[n] else {
+            self.outputs[n] = Some(outputs);
+            return;
         };
-        if self.last.nodes.get(id).is_some_and(same) {
+        let same = |st: &NodeState| st.key == key && st.outputs[..] == outputs[..];
+        if self.scanner.last_state(n).is_some_and(same) {
             self.outputs[n] = Some(outputs);
             return;
         }
-        if let Some((material, key)) = &self.materials[n] {
+        let material = match self.materials[n].take() {
+            Some(m) => Some(m),
+            // Upstream outputs are known (the key was computed from them).
+            None => self
+                .scanner
+                .material(n, &self.outputs)
+                .ok()
+                .and_then(Result::ok),
+        };
+        if let Some(material) = material {
             self.new_last.nodes.insert(
                 self.graph.nodes[n].id.clone(),
-                NodeState::new(*key, material, outputs.clone()),
+                NodeState::new(key, &material, outputs.to_vec()),
             );
         }
         self.outputs[n] = Some(outputs);
@@ -374,7 +458,7 @@ impl BuildDriver<'_> {
                 .check_outputs(std::slice::from_ref(o))
                 .is_some()
             {
-                self.scanner.statcache.forget(&o.path);
+                self.scanner.statcache.forget_replaced(&o.path);
                 self.store
                     .restore(o, &self.root.join(&o.path), true)
                     .map_err(|e| e.to_string())?;
@@ -433,25 +517,44 @@ impl BuildDriver<'_> {
     }
 }
 
+/// The paths the engine made, so it may replace them: the recorded outputs of the last build,
+/// outputs of failed runs, what the journal of a build that did not end normally noted. A
+/// node's own recorded outputs are looked up first; the set of every recorded output (a node
+/// renamed since, say) is only built when that does not answer.
+struct MadePaths<'a> {
+    last: &'a LastBuild,
+    journaled: &'a std::collections::BTreeSet<String>,
+    all: std::sync::OnceLock<std::collections::HashSet<&'a str>>,
+}
+
+impl MadePaths<'_> {
+    fn contains(&self, own: Option<&NodeState>, rel: &str) -> bool {
+        own.is_some_and(|st| st.outputs.iter().any(|o| o.path == rel))
+            || self.last.made.contains(rel)
+            || self.journaled.contains(rel)
+            || self
+                .all
+                .get_or_init(|| {
+                    self.last
+                        .nodes
+                        .values()
+                        .flat_map(|st| st.outputs.iter().map(|o| o.path.as_str()))
+                        .collect()
+                })
+                .contains(rel)
+    }
+}
+
 impl<'a> Driver<'a, JobOutput> for BuildDriver<'a> {
     fn start(&mut self, n: NodeIdx) -> Start<'a, JobOutput> {
-        let material = match self.scanner.material(n, &self.outputs) {
-            Ok(Ok(m)) => m,
-            Ok(Err(up)) => {
-                let msg = format!("internal: outputs of `{}` unknown", self.graph.nodes[up].id);
-                self.finished(n, NodeStatus::Failed, 0.0, Some(msg), None);
-                return Start::Done(false);
-            }
-            Err(e) => {
-                self.finished(n, NodeStatus::Failed, 0.0, Some(e.to_string()), None);
-                return Start::Done(false);
-            }
+        let key = self.scanner.key(n, &self.outputs);
+        let Some(key) = self.or_fail(n, key) else {
+            return Start::Done(false);
         };
-        let key = material.key();
-        let (fresh, outs) = self
-            .scanner
-            .freshness(n, &material, &key, self.plan.forced[n]);
-        self.materials[n] = Some((material, key));
+        let (fresh, outs) =
+            self.scanner
+                .freshness_of_key(n, &key, self.plan.forced[n], &self.outputs);
+        self.keys[n] = Some(key);
         let reason = match fresh {
             Freshness::Fresh => {
                 let outs = outs.unwrap_or_default();
@@ -503,23 +606,27 @@ impl<'a> Driver<'a, JobOutput> for BuildDriver<'a> {
             self.finished(n, NodeStatus::Failed, 0.0, Some(msg), None);
             return Start::Done(false);
         };
+        let material = self.scanner.material(n, &self.outputs);
+        let Some(material) = self.or_fail(n, material) else {
+            return Start::Done(false);
+        };
+        debug_assert_eq!(material.key(), key, "node `{}`", node.id);
         for o in &node.outputs {
-            self.scanner.statcache.forget(&o.path);
+            self.scanner.statcache.forget_replaced(&o.path);
         }
+        self.materials[n] = Some(material.clone());
         let job = Job {
             graph: self.graph,
             n,
             kind,
             made: self.made,
+            own: self.scanner.last_state(n),
             journal: self.journal,
             store: self.store,
             root: self.root,
             release_abs: self.release_abs,
             release_rel: &self.graph.release_dir,
-            material: match &self.materials[n] {
-                Some((m, _)) => m.clone(),
-                None => return Start::Done(false),
-            },
+            material,
             key,
             // A local miss asks the remote; `--rerun` does not.
             fetch: !self.plan.forced[n] && self.remote.is_some_and(|r| r.readable()),
@@ -536,7 +643,7 @@ impl<'a> Driver<'a, JobOutput> for BuildDriver<'a> {
                 remote,
                 ..
             }) => {
-                self.record(n, outs);
+                self.record(n, Cow::Owned(outs));
                 if remote {
                     self.finished(n, NodeStatus::Remote, 0.0, None, None);
                 } else {
@@ -589,7 +696,9 @@ struct Job<'a> {
     graph: &'a Graph,
     n: NodeIdx,
     kind: &'a dyn DynKind,
-    made: &'a std::collections::HashSet<String>,
+    made: &'a MadePaths<'a>,
+    /// The node's state in the last build.
+    own: Option<&'a NodeState>,
     journal: &'a crate::state::Journal,
     store: &'a Store,
     root: &'a Path,
@@ -610,7 +719,7 @@ impl Job<'_> {
         let Ok(md) = std::fs::symlink_metadata(abs) else {
             return true;
         };
-        if self.made.contains(rel) {
+        if self.made.contains(self.own, rel) {
             return true;
         }
         if md.is_file() {
@@ -736,7 +845,7 @@ impl Job<'_> {
             outputs: out_paths,
             log,
         };
-        let run = self.kind.run(&node.params, &mut ctx);
+        let run = self.kind.run(node.params.value(), &mut ctx);
         let log_digest = if ctx.log.is_empty() {
             None
         } else {
@@ -956,6 +1065,42 @@ mod tests {
                 path: "in.txt".into()
             })
         );
+    }
+
+    #[test]
+    fn outputs_checked_with_stats_taken_ahead_are_still_checked() {
+        // Enough outputs for the stats to be taken on another thread.
+        let n = PREFETCH_MIN + 50;
+        let mut nodes = vec![cmd("n0", "x", &["in.txt"], &["o/0"])];
+        for i in 1..n {
+            let (input, output) = (format!("o/{}", i - 1), format!("o/{i}"));
+            nodes.push(cmd(
+                &format!("n{i}"),
+                "x",
+                &[input.as_str()],
+                &[output.as_str()],
+            ));
+        }
+        let (dir, ws, g, reg, runs) = setup(nodes);
+        let s = build(&ws, &g, &reg, &opts(), &mut Collect::default()).unwrap();
+        assert_eq!(s.executed, n);
+        let s = build(&ws, &g, &reg, &opts(), &mut Collect::default()).unwrap();
+        assert_eq!((s.executed, s.cached), (0, n));
+        // An output replaced (not through its hard link) is restored, not trusted.
+        let out = dir.path().join("o/200");
+        std::fs::remove_file(&out).unwrap();
+        std::fs::write(&out, "zzz").unwrap();
+        let mut events = Collect::default();
+        let s = build(&ws, &g, &reg, &opts(), &mut events).unwrap();
+        assert_eq!((s.executed, s.cached), (0, n));
+        assert_eq!(std::fs::read_to_string(&out).unwrap(), "abc");
+        assert!(events.0.iter().any(|e| matches!(e,
+            Event::Finished { node, status: NodeStatus::Restored, .. } if node == "n200")));
+        // A changed input runs the first node; the others are cut off (same 3 bytes).
+        std::fs::write(dir.path().join("in.txt"), "abcdefg").unwrap();
+        let s = build(&ws, &g, &reg, &opts(), &mut Collect::default()).unwrap();
+        assert_eq!((s.executed, s.cached), (1, n - 1));
+        assert_eq!(runs.load(Ordering::SeqCst), n + 1);
     }
 
     #[test]

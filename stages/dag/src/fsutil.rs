@@ -1,6 +1,7 @@
 //! Small file-system helpers: atomic writes, verified copies, unique temp names.
 
 use std::io::{Read, Write};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -28,20 +29,27 @@ pub fn temp_beside(target: &Path) -> PathBuf {
 /// left there by a build or a node that was killed. Call with the workspace lock held: no
 /// other build of this workspace is writing then. Returns how many were removed.
 pub fn sweep_temps(dir: &Path) -> usize {
-    let Ok(rd) = std::fs::read_dir(dir) else {
+    use rustix::fs::{Mode, OFlags, RawDir};
+    // Listed without a allocation per entry: an output folder may hold thousands of files,
+    // and every build looks.
+    let Ok(fd) = rustix::fs::open(
+        dir,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    ) else {
         return 0;
     };
-    let mut removed = 0;
-    for e in rd.flatten() {
-        if e.file_name()
-            .to_str()
-            .is_some_and(|n| n.starts_with(sky_fs::TEMP_PREFIX))
-            && remove_path(&e.path()).is_ok()
-        {
-            removed += 1;
+    let prefix = sky_fs::TEMP_PREFIX.as_bytes();
+    let mut found = Vec::new();
+    let mut buf = Vec::with_capacity(64 * 1024);
+    let mut entries = RawDir::new(&fd, buf.spare_capacity_mut());
+    while let Some(Ok(e)) = entries.next() {
+        let name = e.file_name().to_bytes();
+        if name.starts_with(prefix) {
+            found.push(dir.join(std::ffi::OsStr::from_bytes(name)));
         }
     }
-    removed
+    found.iter().filter(|p| remove_path(p).is_ok()).count()
 }
 
 /// A unique name for a temp file inside `dir`.

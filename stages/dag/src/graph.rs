@@ -58,9 +58,9 @@ pub struct Node {
     pub id: String,
     /// Stage kind name (`command`, `convert`, ...).
     pub kind: String,
-    /// Canonical parameters (hashed with sorted object keys); shared with every key material
-    /// computed from them.
-    pub params: Arc<Value>,
+    /// Canonical parameters (hashed with sorted object keys); the value is shared with every
+    /// key material computed from it.
+    pub params: NodeParams,
     /// Inputs in declared order.
     pub inputs: Vec<Input>,
     /// Where each of `inputs` is declared (same order).
@@ -75,6 +75,78 @@ pub struct Node {
     pub group: Option<String>,
     /// Where the node is declared in the source.
     pub span: Range<usize>,
+}
+
+/// A node's parameters: the JSON value the kind parses, and the bytes of it that every key of
+/// the node hashes ([`crate::key::canonical_json`], computed once). A graph loaded from a
+/// compiled cache ([`crate::compiled`]) decodes the value only when something asks for it
+/// (a node that runs, a key material to record): a no-op build never does.
+#[derive(Clone)]
+pub struct NodeParams {
+    value: std::sync::OnceLock<Arc<Value>>,
+    /// Holds the canonical bytes, and for a compiled graph the encoded value (the whole file).
+    buf: Arc<crate::codec::FileBytes>,
+    /// The value in the compiled-graph encoding, until decoded (empty for a built graph).
+    encoded: Range<usize>,
+    canonical: Range<usize>,
+}
+
+impl NodeParams {
+    /// Parameters with their value known.
+    pub fn new(value: Value) -> NodeParams {
+        let canonical = crate::key::canonical_json(&value);
+        NodeParams {
+            value: std::sync::OnceLock::from(Arc::new(value)),
+            canonical: 0..canonical.len(),
+            encoded: 0..0,
+            buf: Arc::new(crate::codec::FileBytes::Owned(canonical)),
+        }
+    }
+
+    /// Parameters from a compiled graph: `buf[encoded]` is the value as
+    /// [`crate::codec::Writer::json`] wrote it, `buf[canonical]` its canonical bytes (both
+    /// ranges checked by the caller).
+    pub(crate) fn encoded(
+        buf: Arc<crate::codec::FileBytes>,
+        encoded: Range<usize>,
+        canonical: Range<usize>,
+    ) -> NodeParams {
+        NodeParams {
+            value: std::sync::OnceLock::new(),
+            buf,
+            encoded,
+            canonical,
+        }
+    }
+
+    /// The value. A compiled graph's encoding is checked against the canonical bytes the key
+    /// hashes when it is decoded; one that does not decode to them (it cannot happen to a file
+    /// whose checksum matched) gives `null`, which no kind with parameters accepts.
+    pub fn value(&self) -> &Arc<Value> {
+        self.value.get_or_init(|| {
+            let v = self
+                .buf
+                .get(self.encoded.clone())
+                .and_then(|b| crate::codec::Reader::new(b).json(crate::compiled::MAX_DEPTH))
+                .filter(|v| crate::key::canonical_json(v) == self.canonical())
+                .unwrap_or(Value::Null);
+            Arc::new(v)
+        })
+    }
+
+    /// The bytes the node's keys hash for these parameters.
+    pub fn canonical(&self) -> &[u8] {
+        self.buf.get(self.canonical.clone()).unwrap_or_default()
+    }
+}
+
+impl std::fmt::Debug for NodeParams {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.value.get() {
+            Some(v) => v.fmt(f),
+            None => f.write_str("<encoded>"),
+        }
+    }
 }
 
 /// One file of the release tree.
@@ -107,6 +179,10 @@ pub struct Graph {
     pub group_noun: String,
     /// The declaration the spans point into.
     pub source: Source,
+    /// Every node's parameters were already parsed by its kind in this executable (by the front
+    /// end, or before a compiled graph was written, [`crate::compiled`]): a build only checks
+    /// that the kinds exist.
+    pub params_checked: bool,
 }
 
 /// A node as the front end declares it: inputs and outputs as written, resolved by
@@ -245,7 +321,7 @@ impl Graph {
             nodes.push(Node {
                 id: n.id,
                 kind: n.kind,
-                params: Arc::new(n.params),
+                params: NodeParams::new(n.params),
                 inputs: Vec::new(),
                 input_spans: Vec::new(),
                 outputs,
@@ -267,6 +343,21 @@ impl Graph {
             src,
             root,
         )
+    }
+
+    /// Repeat the checks of [`Graph::build`] that read the disk (the release directory and the
+    /// folders above each output must not lead out of `root` through a symlink), for a graph
+    /// read back from a compiled cache ([`crate::compiled`]); `false` when one fails (the front
+    /// end then builds the graph again, which reports it).
+    pub fn disk_checks_pass(&self, root: &Path) -> bool {
+        if symlink_escape(root, &self.release_dir).is_some() {
+            return false;
+        }
+        let root_real = root.canonicalize().ok();
+        let mut checked = std::collections::HashSet::new();
+        self.nodes.iter().flat_map(|n| &n.outputs).all(|o| {
+            check_no_symlink_escape(root, root_real.as_deref(), &o.path, &mut checked).is_ok()
+        })
     }
 
     /// The node ids a command-line target names: a node id, a group name, or a kind name.
@@ -469,22 +560,7 @@ fn finish(
         nodes[ni].inputs = inputs;
         nodes[ni].input_spans = input_spans;
     }
-    let deps: Vec<Vec<NodeIdx>> = nodes
-        .iter()
-        .map(|n| {
-            let mut d: Vec<NodeIdx> = n
-                .inputs
-                .iter()
-                .filter_map(|i| match i {
-                    Input::Output { node, .. } => Some(*node),
-                    _ => None,
-                })
-                .collect();
-            d.sort_unstable();
-            d.dedup();
-            d
-        })
-        .collect();
+    let deps = deps_of(&nodes);
     let order = topo_order(&nodes, &deps).map_err(|cycle| {
         let names: Vec<&str> = cycle.iter().map(|&n| nodes[n].id.as_str()).collect();
         m.error_at(
@@ -533,12 +609,33 @@ fn finish(
         release_dir,
         group_noun,
         source: m.clone(),
+        params_checked: false,
     })
+}
+
+/// Each node's direct dependencies (sorted, unique), from its inputs.
+pub(crate) fn deps_of(nodes: &[Node]) -> Vec<Vec<NodeIdx>> {
+    nodes
+        .iter()
+        .map(|n| {
+            let mut d: Vec<NodeIdx> = n
+                .inputs
+                .iter()
+                .filter_map(|i| match i {
+                    Input::Output { node, .. } => Some(*node),
+                    _ => None,
+                })
+                .collect();
+            d.sort_unstable();
+            d.dedup();
+            d
+        })
+        .collect()
 }
 
 /// Kahn's algorithm in declaration order; on a cycle, returns the nodes of one cycle, first
 /// node repeated at the end.
-fn topo_order(
+pub(crate) fn topo_order(
     nodes: &[Node],
     deps: &[Vec<NodeIdx>],
 ) -> std::result::Result<Vec<NodeIdx>, Vec<NodeIdx>> {
@@ -677,13 +774,13 @@ fn check_no_symlink_escape(
     };
     // Only directories can lead a write elsewhere: the output file itself is removed before its
     // node runs (removing a symlink removes the link), so its last component is not checked.
-    let mut p = root.to_path_buf();
-    let parts: Vec<&str> = rel.split('/').collect();
-    for (i, c) in parts[..parts.len().saturating_sub(1)].iter().enumerate() {
-        p.push(c);
-        if !checked.insert(parts[..=i].join("/")) {
+    for (end, _) in rel.match_indices('/') {
+        let prefix = &rel[..end];
+        if checked.contains(prefix) {
             continue;
         }
+        checked.insert(prefix.to_string());
+        let p = root.join(prefix);
         match std::fs::symlink_metadata(&p) {
             Ok(md) if md.file_type().is_symlink() => {
                 let target = p

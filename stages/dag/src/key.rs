@@ -35,6 +35,14 @@ impl Digest {
         s
     }
 
+    /// Append [`Digest::hex`] to `out`.
+    pub fn write_hex(&self, out: &mut Vec<u8>) {
+        for b in self.0 {
+            out.push(HEX[(b >> 4) as usize]);
+            out.push(HEX[(b & 15) as usize]);
+        }
+    }
+
     /// Parse 64 hex characters.
     pub fn from_hex(s: &str) -> Option<Digest> {
         let b = s.as_bytes();
@@ -128,47 +136,86 @@ impl StableHasher {
         self.0.update(&d.0);
     }
 
-    /// A JSON value, objects with sorted keys, numbers in their JSON text form.
+    /// A JSON value, objects with sorted keys, numbers in their JSON text form (the bytes of
+    /// [`canonical_json`]).
     pub fn json(&mut self, v: &serde_json::Value) {
-        use serde_json::Value;
-        match v {
-            Value::Null => self.tag(0),
-            Value::Bool(b) => {
-                self.tag(1);
-                self.tag(*b as u8);
-            }
-            Value::Number(n) => {
-                self.tag(2);
-                self.str(&n.to_string());
-            }
-            Value::String(s) => {
-                self.tag(3);
-                self.str(s);
-            }
-            Value::Array(a) => {
-                self.tag(4);
-                self.u64(a.len() as u64);
-                for x in a {
-                    self.json(x);
-                }
-            }
-            Value::Object(o) => {
-                self.tag(5);
-                let mut keys: Vec<&String> = o.keys().collect();
-                keys.sort();
-                self.u64(keys.len() as u64);
-                for k in keys {
-                    self.str(k);
-                    self.json(&o[k]);
-                }
-            }
-        }
+        self.0.update(&canonical_json(v));
+    }
+
+    /// Bytes already in the stream's form (from [`canonical_json`]), without a length.
+    pub fn raw(&mut self, b: &[u8]) {
+        self.0.update(b);
     }
 
     /// The digest of everything written.
     pub fn finish(&self) -> Digest {
         Digest(*self.0.finalize().as_bytes())
     }
+}
+
+/// The bytes [`StableHasher::json`] hashes for `v`: a tag per value, lengths before strings,
+/// arrays and objects, object keys sorted, numbers in their JSON text form. A node computes
+/// them once for its parameters ([`crate::graph::NodeParams`]); every key of the node hashes
+/// them again without walking the value.
+pub fn canonical_json(v: &serde_json::Value) -> Vec<u8> {
+    let mut out = Vec::new();
+    write_canonical(&mut out, v);
+    out
+}
+
+fn write_canonical(out: &mut Vec<u8>, v: &serde_json::Value) {
+    use serde_json::Value;
+    let str_ = |out: &mut Vec<u8>, s: &str| {
+        out.extend_from_slice(&(s.len() as u64).to_le_bytes());
+        out.extend_from_slice(s.as_bytes());
+    };
+    match v {
+        Value::Null => out.push(0),
+        Value::Bool(b) => out.extend_from_slice(&[1, *b as u8]),
+        Value::Number(n) => {
+            out.push(2);
+            str_(out, &n.to_string());
+        }
+        Value::String(s) => {
+            out.push(3);
+            str_(out, s);
+        }
+        Value::Array(a) => {
+            out.push(4);
+            out.extend_from_slice(&(a.len() as u64).to_le_bytes());
+            for x in a {
+                write_canonical(out, x);
+            }
+        }
+        Value::Object(o) => {
+            out.push(5);
+            let mut keys: Vec<&String> = o.keys().collect();
+            keys.sort();
+            out.extend_from_slice(&(keys.len() as u64).to_le_bytes());
+            for k in keys {
+                str_(out, k);
+                write_canonical(out, &o[k]);
+            }
+        }
+    }
+}
+
+/// The start of a node key: kind, version, the canonical parameters ([`canonical_json`]) and
+/// the number of inputs; each input follows with [`key_input`], then [`StableHasher::finish`].
+/// [`KeyMaterial::key`] is this over its own fields.
+pub fn key_head(kind: &str, version: u32, canonical_params: &[u8], inputs: usize) -> StableHasher {
+    let mut h = StableHasher::new(KEY_FORMAT);
+    h.str(kind);
+    h.u64(u64::from(version));
+    h.raw(canonical_params);
+    h.u64(inputs as u64);
+    h
+}
+
+/// One input of a node key (see [`key_head`]).
+pub fn key_input(h: &mut StableHasher, path: &str, digest: &Digest) {
+    h.str(path);
+    h.digest(digest);
 }
 
 /// One input of a node as it enters the key: a workspace-relative path and its content digest
@@ -201,14 +248,10 @@ pub struct KeyMaterial {
 impl KeyMaterial {
     /// The node key.
     pub fn key(&self) -> Digest {
-        let mut h = StableHasher::new(KEY_FORMAT);
-        h.str(&self.kind);
-        h.u64(u64::from(self.version));
-        h.json(&self.params);
-        h.u64(self.inputs.len() as u64);
+        let params = canonical_json(&self.params);
+        let mut h = key_head(&self.kind, self.version, &params, self.inputs.len());
         for i in &self.inputs {
-            h.str(&i.path);
-            h.digest(&i.digest);
+            key_input(&mut h, &i.path, &i.digest);
         }
         h.finish()
     }
@@ -238,6 +281,68 @@ mod tests {
             material().key().hex(),
             "f2349ebf8dbb5a4ad596f596befe27d665342534564f97dba9d3bcb6e0b454db"
         );
+    }
+
+    /// The walk `StableHasher::json` did before it hashed `canonical_json`'s bytes: both must
+    /// give the same stream, or every key changes.
+    fn walk(h: &mut StableHasher, v: &serde_json::Value) {
+        use serde_json::Value;
+        match v {
+            Value::Null => h.tag(0),
+            Value::Bool(b) => {
+                h.tag(1);
+                h.tag(*b as u8);
+            }
+            Value::Number(n) => {
+                h.tag(2);
+                h.str(&n.to_string());
+            }
+            Value::String(s) => {
+                h.tag(3);
+                h.str(s);
+            }
+            Value::Array(a) => {
+                h.tag(4);
+                h.u64(a.len() as u64);
+                for x in a {
+                    walk(h, x);
+                }
+            }
+            Value::Object(o) => {
+                h.tag(5);
+                let mut keys: Vec<&String> = o.keys().collect();
+                keys.sort();
+                h.u64(keys.len() as u64);
+                for k in keys {
+                    h.str(k);
+                    walk(h, &o[k]);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn canonical_bytes_are_the_walked_stream() {
+        let v = serde_json::json!({
+            "z": [1, -2, 3.5, 1e300, true, false, null, "s", {"b": [], "a": {}}],
+            "a": "x", "m": {"k": 18446744073709551615u64}
+        });
+        let mut a = StableHasher::new("t");
+        walk(&mut a, &v);
+        let mut b = StableHasher::new("t");
+        b.json(&v);
+        assert_eq!(a.finish(), b.finish());
+        let m = material();
+        let mut h = StableHasher::new(KEY_FORMAT);
+        h.str(&m.kind);
+        h.u64(u64::from(m.version));
+        walk(&mut h, &m.params);
+        h.u64(m.inputs.len() as u64);
+        for i in &m.inputs {
+            h.str(&i.path);
+            h.digest(&i.digest);
+        }
+        assert_eq!(h.finish(), m.key());
     }
 
     #[test]

@@ -76,7 +76,9 @@
 //! ```
 
 pub mod builder;
+pub mod codec;
 pub mod command;
+pub mod compiled;
 pub mod error;
 pub mod fsutil;
 pub mod glob;
@@ -96,6 +98,7 @@ pub mod source;
 pub mod statcache;
 pub mod state;
 pub mod store;
+pub mod timings;
 pub mod tree;
 pub mod workspace;
 
@@ -104,7 +107,7 @@ mod testutil;
 
 pub use builder::{build, BuildOptions};
 pub use error::{DagError, Result};
-pub use graph::{Graph, GraphSpec, NodeSpec, ReleaseSpec};
+pub use graph::{Graph, GraphSpec, NodeParams, NodeSpec, ReleaseSpec};
 pub use kind::{Kind, Registry, StageCtx, StageInput};
 pub use plan::Plan;
 pub use source::{Located, Source};

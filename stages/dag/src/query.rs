@@ -44,7 +44,7 @@ pub fn scan(
     forced: &[bool],
 ) -> Result<Vec<NodeView>> {
     let store = ws.store()?;
-    let last = LastBuild::load(&ws.state.last_build());
+    let last = LastBuild::load(&ws.state);
     let statcache = StatCache::load(&ws.state.statcache());
     let mut scanner = Scanner::new(&ws.root, graph, registry, &store, &last, statcache);
     let mut known: Vec<Option<Vec<OutputRecord>>> = vec![None; graph.nodes.len()];
@@ -93,6 +93,7 @@ pub fn scan(
                     scanner.freshness(n, &material, &key, forced.get(n).copied().unwrap_or(false));
                 view.key = Some(key);
                 view.material = Some(material);
+                let outs = outs.map(std::borrow::Cow::into_owned);
                 match fresh {
                     Freshness::Fresh => known[n] = outs,
                     Freshness::Restore(why) => {
@@ -150,10 +151,12 @@ pub fn explain(
             name: node.into(),
             hint: String::new(),
         })?;
-    let last = LastBuild::load(&ws.state.last_build());
+    let last = LastBuild::load(&ws.state);
     let last_state = last.nodes.get(node);
     let differences = match (&view.material, last_state) {
-        (Some(m), Some(st)) => st.material().map_or_else(Vec::new, |old| diff_all(&old, m)),
+        (Some(m), Some(st)) => last
+            .material(st)
+            .map_or_else(Vec::new, |old| diff_all(&old, m)),
         _ => Vec::new(),
     };
     Ok(Explanation {
@@ -175,7 +178,7 @@ pub fn order(graph: &Graph) -> &[NodeIdx] {
 /// the stat cache, so the next build re-hashes it and restores it from the store. Returns
 /// (workspace path, what is wrong). `release_dir` is the release tree's workspace path.
 pub fn check_materialized(ws: &Workspace, release_dir: &str) -> Vec<(String, String)> {
-    let last = LastBuild::load(&ws.state.last_build());
+    let last = LastBuild::load(&ws.state);
     let mut files: Vec<(String, Digest)> = last
         .nodes
         .values()

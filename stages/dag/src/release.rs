@@ -16,10 +16,13 @@ use crate::state::ReleaseFile;
 use crate::store::{OutputRecord, Store};
 
 /// The release files implied by the nodes' outputs; `None` when some producer has no result.
-pub fn expected(graph: &Graph, outputs: &[Option<Vec<OutputRecord>>]) -> Option<Vec<ReleaseFile>> {
+pub fn expected<K: AsRef<[OutputRecord]>>(
+    graph: &Graph,
+    outputs: &[Option<K>],
+) -> Option<Vec<ReleaseFile>> {
     let mut files = Vec::with_capacity(graph.release.len());
     for r in &graph.release {
-        let o = outputs.get(r.node)?.as_ref()?.get(r.output)?;
+        let o = outputs.get(r.node)?.as_ref()?.as_ref().get(r.output)?;
         files.push(ReleaseFile {
             to: r.to.clone(),
             digest: o.digest,

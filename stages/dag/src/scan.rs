@@ -4,6 +4,7 @@
 //! state; decides nothing about order or running (that is [`crate::plan`] and
 //! [`crate::scheduler`]).
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;
 use std::path::Path;
@@ -12,7 +13,7 @@ use serde::Serialize;
 
 use crate::error::{DagError, Result};
 use crate::graph::{Graph, Input, NodeIdx};
-use crate::key::{Digest, KeyInput, KeyMaterial};
+use crate::key::{key_head, key_input, Digest, KeyInput, KeyMaterial};
 use crate::kind::Registry;
 use crate::statcache::StatCache;
 use crate::state::{LastBuild, NodeState};
@@ -121,6 +122,8 @@ pub struct Scanner<'a> {
     registry: &'a Registry,
     store: &'a Store,
     last: &'a LastBuild,
+    /// The last build's state of each node, by index.
+    last_of: Vec<Option<&'a NodeState>>,
     /// The stat cache (saved by the caller).
     pub statcache: StatCache,
     sources: HashMap<String, Option<Digest>>,
@@ -129,6 +132,8 @@ pub struct Scanner<'a> {
     globs: HashMap<String, Vec<KeyInput>>,
     /// The workspace root with symlinks resolved (None when it cannot be resolved).
     root_real: Option<std::path::PathBuf>,
+    /// Stats of the declared outputs taken ahead, and where each node's are.
+    prefetched: Option<(&'a crate::statcache::Prefetch, Vec<usize>)>,
 }
 
 impl<'a> Scanner<'a> {
@@ -147,12 +152,20 @@ impl<'a> Scanner<'a> {
             registry,
             store,
             last,
+            last_of: last.aligned(graph),
             statcache,
             sources: HashMap::new(),
             source_files: HashMap::new(),
             globs: HashMap::new(),
             root_real: root.canonicalize().ok(),
+            prefetched: None,
         }
+    }
+
+    /// Use stats taken ahead by `prefetch`: `first[n]` is the slot of node `n`'s first declared
+    /// output (its others follow).
+    pub fn use_prefetch(&mut self, prefetch: &'a crate::statcache::Prefetch, first: Vec<usize>) {
+        self.prefetched = Some((prefetch, first));
     }
 
     /// The kind version, or an error naming the node if the kind is not in this build.
@@ -172,9 +185,12 @@ impl<'a> Scanner<'a> {
         for (n, sel) in selected.iter().enumerate() {
             if *sel {
                 self.version(n)?;
+                if self.graph.params_checked {
+                    continue;
+                }
                 let node = &self.graph.nodes[n];
                 if let Some(k) = self.registry.get(&node.kind) {
-                    k.check_params(&node.params)
+                    k.check_params(node.params.value())
                         .map_err(|message| DagError::Params {
                             node: node.id.clone(),
                             message,
@@ -267,12 +283,16 @@ impl<'a> Scanner<'a> {
     }
 
     fn glob(&mut self, n: NodeIdx, input: usize, g: &crate::glob::Glob) -> Result<Vec<KeyInput>> {
-        if let Some(hit) = self.globs.get(g.as_str()) {
-            return Ok(hit.clone());
+        self.glob_ref(n, input, g).map(<[KeyInput]>::to_vec)
+    }
+
+    /// The files a glob matches (memoised).
+    fn glob_ref(&mut self, n: NodeIdx, input: usize, g: &crate::glob::Glob) -> Result<&[KeyInput]> {
+        if !self.globs.contains_key(g.as_str()) {
+            let found = self.walk_glob(n, input, g)?;
+            self.globs.insert(g.as_str().to_string(), found);
         }
-        let found = self.walk_glob(n, input, g)?;
-        self.globs.insert(g.as_str().to_string(), found.clone());
-        Ok(found)
+        Ok(self.globs.get(g.as_str()).map_or(&[][..], Vec::as_slice))
     }
 
     fn walk_glob(
@@ -343,12 +363,58 @@ impl<'a> Scanner<'a> {
         Ok(())
     }
 
-    /// The key material of node `n`, given the outputs of finished upstream nodes; `Ok(None)`
-    /// names an upstream node whose outputs are not known yet.
-    pub fn material(
+    /// The key of node `n` (the key of its [`Scanner::material`], computed from the canonical
+    /// parameters the graph holds, without building the material), given the outputs of
+    /// finished upstream nodes; `Ok(Err(up))` names an upstream node whose outputs are not
+    /// known yet.
+    pub fn key<K: AsRef<[OutputRecord]>>(
         &mut self,
         n: NodeIdx,
-        known: &[Option<Vec<OutputRecord>>],
+        known: &[Option<K>],
+    ) -> Result<std::result::Result<Digest, NodeIdx>> {
+        let graph = self.graph;
+        let node = &graph.nodes[n];
+        // The number of key inputs goes first: a glob stands for every file it matches.
+        let mut count = 0;
+        for (i, input) in node.inputs.iter().enumerate() {
+            count += match input {
+                Input::Glob(g) => self.glob_ref(n, i, g)?.len(),
+                _ => 1,
+            };
+        }
+        let mut h = key_head(&node.kind, self.version(n)?, node.params.canonical(), count);
+        for (i, input) in node.inputs.iter().enumerate() {
+            match input {
+                Input::Source(rel) => {
+                    let digest = self.source(n, i, rel)?;
+                    key_input(&mut h, rel, &digest);
+                }
+                Input::Glob(g) => {
+                    for k in self.glob_ref(n, i, g)? {
+                        key_input(&mut h, &k.path, &k.digest);
+                    }
+                }
+                Input::Output { node: up, output } => {
+                    let Some(o) = known
+                        .get(*up)
+                        .and_then(|o| o.as_ref())
+                        .and_then(|outs| outs.as_ref().get(*output))
+                    else {
+                        return Ok(Err(*up));
+                    };
+                    key_input(&mut h, &o.path, &o.digest);
+                }
+            }
+        }
+        Ok(Ok(h.finish()))
+    }
+
+    /// The key material of node `n`, given the outputs of finished upstream nodes; `Ok(Err(up))`
+    /// names an upstream node whose outputs are not known yet.
+    pub fn material<K: AsRef<[OutputRecord]>>(
+        &mut self,
+        n: NodeIdx,
+        known: &[Option<K>],
     ) -> Result<std::result::Result<KeyMaterial, NodeIdx>> {
         let graph = self.graph;
         let node = &graph.nodes[n];
@@ -368,7 +434,7 @@ impl<'a> Scanner<'a> {
                     let Some(outs) = known.get(*up).and_then(|o| o.as_ref()) else {
                         return Ok(Err(*up));
                     };
-                    let Some(o) = outs.get(*output) else {
+                    let Some(o) = outs.as_ref().get(*output) else {
                         return Ok(Err(*up));
                     };
                     inputs.push(KeyInput {
@@ -382,23 +448,54 @@ impl<'a> Scanner<'a> {
         Ok(Ok(KeyMaterial {
             kind: node.kind.clone(),
             version: self.version(n)?,
-            params: node.params.clone(),
+            params: node.params.value().clone(),
             inputs,
         }))
     }
 
     /// Recorded outputs for `key`: from the last build when it had the same key (no parsing),
     /// else from the store's action record.
-    pub fn recorded_outputs(&self, n: NodeIdx, key: &Digest) -> Option<Vec<OutputRecord>> {
-        let id = &self.graph.nodes[n].id;
-        if let Some(st) = self.last.nodes.get(id) {
+    pub fn recorded_outputs(&self, n: NodeIdx, key: &Digest) -> Option<Cow<'a, [OutputRecord]>> {
+        if let Some(st) = self.last_state(n) {
             // Same key as the last build here: trust its record of the outputs (the workspace
             // check that follows still verifies them) without touching the store.
             if st.key == *key {
-                return Some(st.outputs.clone());
+                return Some(Cow::Borrowed(&st.outputs));
             }
         }
-        self.store.get_action(key).map(|r| r.outputs)
+        self.store.get_action(key).map(|r| Cow::Owned(r.outputs))
+    }
+
+    /// [`Scanner::check_outputs`] of node `n`'s recorded outputs, with the stats taken ahead.
+    fn check_outputs_of(&mut self, n: NodeIdx, outputs: &[OutputRecord]) -> Option<String> {
+        let Some((prefetch, base)) = self
+            .prefetched
+            .as_ref()
+            .map(|(p, first)| (*p, first.get(n).copied()))
+        else {
+            return self.check_outputs(outputs);
+        };
+        let declared = &self.graph.nodes[n].outputs;
+        for (i, o) in outputs.iter().enumerate() {
+            let ahead = base
+                .and_then(|f| f.checked_add(i))
+                .filter(|_| !o.dir && declared.get(i).is_some_and(|d| d.path == o.path))
+                .and_then(|slot| prefetch.get(slot));
+            let ok = match ahead {
+                Some(st) => {
+                    self.statcache
+                        .digest_with(self.root, &o.path, st)
+                        .ok()
+                        .map(|x| x.0)
+                        == Some(o.digest)
+                }
+                None => self.check_outputs(std::slice::from_ref(o)).is_none(),
+            };
+            if !ok {
+                return Some(o.path.clone());
+            }
+        }
+        None
     }
 
     /// Whether the workspace holds exactly `outputs`; the first mismatching path otherwise.
@@ -423,37 +520,72 @@ impl<'a> Scanner<'a> {
         material: &KeyMaterial,
         key: &Digest,
         forced: bool,
-    ) -> (Freshness, Option<Vec<OutputRecord>>) {
+    ) -> (Freshness, Option<Cow<'a, [OutputRecord]>>) {
+        self.freshness_with(n, key, forced, |s| s.why(n, material, key))
+    }
+
+    /// [`Scanner::freshness`] from the key alone ([`Scanner::key`]): the material is only
+    /// built when the node is dirty and the reason needs it.
+    pub fn freshness_of_key<K: AsRef<[OutputRecord]>>(
+        &mut self,
+        n: NodeIdx,
+        key: &Digest,
+        forced: bool,
+        known: &[Option<K>],
+    ) -> (Freshness, Option<Cow<'a, [OutputRecord]>>) {
+        self.freshness_with(n, key, forced, |s| match s.last_state(n) {
+            None => DirtyReason::NewNode,
+            Some(st) if st.key == *key => DirtyReason::NoRecord,
+            Some(_) => match s.material(n, known) {
+                Ok(Ok(material)) => s.why(n, &material, key),
+                _ => DirtyReason::NoRecord,
+            },
+        })
+    }
+
+    fn freshness_with(
+        &mut self,
+        n: NodeIdx,
+        key: &Digest,
+        forced: bool,
+        why: impl FnOnce(&mut Self) -> DirtyReason,
+    ) -> (Freshness, Option<Cow<'a, [OutputRecord]>>) {
         if forced {
             return (Freshness::Dirty(DirtyReason::Forced), None);
         }
         match self.recorded_outputs(n, key) {
-            Some(outputs) => match self.check_outputs(&outputs) {
+            Some(outputs) => match self.check_outputs_of(n, &outputs) {
                 None => (Freshness::Fresh, Some(outputs)),
                 Some(path) => (
                     Freshness::Restore(DirtyReason::OutputMissing { path }),
                     Some(outputs),
                 ),
             },
-            None => (Freshness::Dirty(self.why(n, material, key)), None),
+            None => (Freshness::Dirty(why(self)), None),
         }
     }
 
     /// Why a node without a usable record is dirty, compared with the last build.
     pub fn why(&self, n: NodeIdx, material: &KeyMaterial, key: &Digest) -> DirtyReason {
-        match self.last.nodes.get(&self.graph.nodes[n].id) {
+        match self.last_state(n) {
             None => DirtyReason::NewNode,
             Some(st) if st.key == *key => DirtyReason::NoRecord,
-            Some(st) => st
-                .material()
+            Some(st) => self
+                .last
+                .material(st)
                 .and_then(|old| diff(&old, material))
                 .unwrap_or(DirtyReason::NoRecord),
         }
     }
 
     /// The last recorded state of node `n`.
-    pub fn last_state(&self, n: NodeIdx) -> Option<&NodeState> {
-        self.last.nodes.get(&self.graph.nodes[n].id)
+    pub fn last_state(&self, n: NodeIdx) -> Option<&'a NodeState> {
+        self.last_of.get(n).copied().flatten()
+    }
+
+    /// How many nodes of the last build are nodes of this graph.
+    pub fn last_matched(&self) -> usize {
+        self.last_of.iter().flatten().count()
     }
 }
 

@@ -10,10 +10,15 @@
 //! stat it; a fresher file is re-hashed next time, when it is no longer fresh. We also stat
 //! before and after hashing and record nothing when the two differ.
 //!
-//! Format (`.skyctl/state-v1/statcache`, one read, written atomically when changed):
-//! `SKYSTAT2`, u64 count, then per entry: u64 path length, path bytes (workspace-relative),
-//! u64 size, i64 mtime_ns, i64 ctime_ns, u64 inode, 32-byte digest. All little-endian. A cache
-//! of another format is ignored (everything is hashed once more).
+//! A build writes the cache only when it is worth it ([`StatCache::save_if_worth`]): entries it
+//! dropped because their file changed need no write (their stat is no longer the file's), and a
+//! few small files cost less to hash again than the whole cache costs to rewrite.
+//!
+//! Format (`.skyctl/state-v1/statcache`, one read, written atomically): a
+//! [`crate::codec`] frame (`SKYSTAT3`, body length, blake3 of the body) around: u64 count,
+//! then per entry: u64 path length, path bytes (workspace-relative), u64 size, i64 mtime_ns,
+//! i64 ctime_ns, u64 inode, 32-byte digest. All little-endian. A cache of another format, or
+//! one that is truncated or damaged, is ignored (everything is hashed once more).
 
 use std::collections::HashMap;
 use std::io::Read;
@@ -23,7 +28,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::key::Digest;
 
-const MAGIC: &[u8; 8] = b"SKYSTAT2";
+const MAGIC: &[u8; 8] = b"SKYSTAT3";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Entry {
@@ -71,13 +76,23 @@ impl FileStat {
 /// The cache; see the module doc.
 #[derive(Debug, Default)]
 pub struct StatCache {
-    entries: HashMap<String, Entry>,
+    entries: HashMap<String, Entry, foldhash::fast::RandomState>,
+    /// An entry was forgotten for good: the cache must be written.
     changed: bool,
+    /// Entries added or updated since load.
+    inserted: usize,
+    /// Entries dropped that no longer matched their file.
+    dropped: bool,
     hashed_bytes: u64,
     /// The workspace root, opened once: `fstatat` of a relative path walks fewer components
     /// than `stat` of an absolute one (a tenth of a no-op build at 5,000 nodes is stats).
     root: Option<(std::path::PathBuf, std::os::fd::OwnedFd)>,
 }
+
+/// New entries that make a save worth it.
+const SAVE_AFTER_ENTRIES: usize = 32;
+/// Bytes hashed that make a save worth it.
+const SAVE_AFTER_BYTES: u64 = 16 << 20;
 
 /// How long after its mtime a file counts as racy.
 pub fn racy_window_ns(mtime_ns: i64) -> i64 {
@@ -88,7 +103,8 @@ pub fn racy_window_ns(mtime_ns: i64) -> i64 {
     }
 }
 
-fn now_ns() -> i64 {
+/// Now, in nanoseconds since the epoch.
+pub fn now_ns() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_nanos() as i64)
@@ -98,14 +114,14 @@ fn now_ns() -> i64 {
 impl StatCache {
     /// Load from `path`; a missing or malformed file gives an empty cache (it is only a cache).
     pub fn load(path: &Path) -> StatCache {
-        let Ok(bytes) = std::fs::read(path) else {
+        let Ok(bytes) = crate::codec::FileBytes::read(path) else {
             return StatCache::default();
         };
         Self::decode(&bytes).unwrap_or_default()
     }
 
     fn decode(bytes: &[u8]) -> Option<StatCache> {
-        let mut r = bytes.strip_prefix(MAGIC.as_slice())?;
+        let mut r = crate::codec::unframe(MAGIC, bytes)?;
         let u64_ = |r: &mut &[u8]| -> Option<u64> {
             let (h, t) = r.split_first_chunk::<8>()?;
             *r = t;
@@ -115,7 +131,7 @@ impl StatCache {
         if n > (r.len() / 72) as u64 {
             return None;
         }
-        let mut entries = HashMap::with_capacity(n as usize);
+        let mut entries = HashMap::with_capacity_and_hasher(n as usize, Default::default());
         for _ in 0..n {
             let len = u64_(&mut r)? as usize;
             if len > r.len() {
@@ -145,6 +161,8 @@ impl StatCache {
             root: None,
             entries,
             changed: false,
+            inserted: 0,
+            dropped: false,
             hashed_bytes: 0,
         })
     }
@@ -152,13 +170,30 @@ impl StatCache {
     /// Write atomically when anything changed. Errors are ignored by callers on purpose: a
     /// lost stat cache costs one re-hash, never a wrong result.
     pub fn save(&mut self, path: &Path) -> std::io::Result<()> {
-        if !self.changed {
+        if !self.changed && !self.dropped && self.inserted == 0 {
             return Ok(());
         }
+        self.write(path)
+    }
+
+    /// [`StatCache::save`] when it must be (an entry was forgotten with
+    /// [`StatCache::forget`]) or when it is worth it: enough new entries, or enough bytes
+    /// hashed, that the next build would otherwise hash them again (a few small files cost
+    /// less to hash again than the whole cache costs to rewrite: a one-node rebuild of a big
+    /// pipeline writes nothing). Entries dropped because their file changed need no write:
+    /// the stat they hold is no longer the file's (a ctime cannot be set back).
+    pub fn save_if_worth(&mut self, path: &Path) -> std::io::Result<()> {
+        let worth = self.inserted >= SAVE_AFTER_ENTRIES || self.hashed_bytes >= SAVE_AFTER_BYTES;
+        if !self.changed && !worth {
+            return Ok(());
+        }
+        self.write(path)
+    }
+
+    fn write(&mut self, path: &Path) -> std::io::Result<()> {
         let mut paths: Vec<&String> = self.entries.keys().collect();
         paths.sort();
-        let mut out = Vec::with_capacity(16 + paths.len() * 96);
-        out.extend_from_slice(MAGIC);
+        let mut out = Vec::with_capacity(8 + paths.len() * 96);
         out.extend_from_slice(&(paths.len() as u64).to_le_bytes());
         for p in paths {
             let e = &self.entries[p];
@@ -170,8 +205,10 @@ impl StatCache {
             out.extend_from_slice(&e.ino.to_le_bytes());
             out.extend_from_slice(&e.digest.0);
         }
-        sky_fs::write_cache(path, &out)?;
+        sky_fs::write_cache(path, &crate::codec::frame(MAGIC, &out))?;
         self.changed = false;
+        self.dropped = false;
+        self.inserted = 0;
         Ok(())
     }
 
@@ -182,8 +219,28 @@ impl StatCache {
 
     /// The digest of `root/rel` (a regular file), from the cache when its stat still matches.
     pub fn digest(&mut self, root: &Path, rel: &str) -> std::io::Result<(Digest, FileStat)> {
-        let abs = root.join(rel);
         let st = self.stat(root, rel)?;
+        self.digest_with(root, rel, st)
+    }
+
+    /// `stat` of `root/rel` (following symlinks), which must be a regular file.
+    fn stat(&mut self, root: &Path, rel: &str) -> std::io::Result<FileStat> {
+        if self.root.as_ref().map(|(p, _)| p.as_path()) != Some(root) {
+            self.root = Some((root.to_path_buf(), open_root(root)?));
+        }
+        let Some((_, fd)) = &self.root else {
+            return Err(std::io::Error::other("workspace root not open"));
+        };
+        stat_at(fd, rel)
+    }
+
+    /// [`StatCache::digest`] with the file's stat already taken (by a [`Prefetch`]).
+    pub fn digest_with(
+        &mut self,
+        root: &Path,
+        rel: &str,
+        st: FileStat,
+    ) -> std::io::Result<(Digest, FileStat)> {
         if let Some(e) = self.entries.get(rel) {
             if e.size == st.size
                 && e.mtime_ns == st.mtime_ns
@@ -193,44 +250,12 @@ impl StatCache {
                 return Ok((e.digest, st));
             }
         }
+        let abs = root.join(rel);
         let digest = hash_file(&abs)?;
         self.hashed_bytes += st.size;
         let after = FileStat::of(&std::fs::metadata(&abs)?);
         self.record(rel, after, digest, after == st);
         Ok((digest, st))
-    }
-
-    /// `stat` of `root/rel` (following symlinks), which must be a regular file.
-    fn stat(&mut self, root: &Path, rel: &str) -> std::io::Result<FileStat> {
-        use rustix::fs::{AtFlags, FileType, Mode, OFlags};
-        if self.root.as_ref().map(|(p, _)| p.as_path()) != Some(root) {
-            let fd = rustix::fs::open(
-                root,
-                OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
-                Mode::empty(),
-            )?;
-            self.root = Some((root.to_path_buf(), fd));
-        }
-        let Some((_, fd)) = &self.root else {
-            return Err(std::io::Error::other("workspace root not open"));
-        };
-        let st = rustix::fs::statat(fd, rel, AtFlags::empty())?;
-        if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
-            return Err(std::io::Error::other(format!(
-                "`{rel}` is not a regular file"
-            )));
-        }
-        Ok(FileStat {
-            size: st.st_size as u64,
-            mtime_ns: (st.st_mtime as i64)
-                .saturating_mul(1_000_000_000)
-                .saturating_add(st.st_mtime_nsec as i64),
-            ctime_ns: (st.st_ctime as i64)
-                .saturating_mul(1_000_000_000)
-                .saturating_add(st.st_ctime_nsec as i64),
-            ino: st.st_ino as u64,
-            exec: st.st_mode & 0o111 != 0,
-        })
     }
 
     /// Record that `rel`, with stat `st`, has `digest` (e.g. right after we wrote it).
@@ -249,18 +274,107 @@ impl StatCache {
                 digest,
             };
             if self.entries.insert(rel.to_string(), e) != Some(e) {
-                self.changed = true;
+                self.inserted += 1;
             }
         } else if self.entries.remove(rel).is_some() {
-            self.changed = true;
+            // The entry's stat is not the file's any more: dropping it need not be written.
+            self.dropped = true;
         }
     }
 
-    /// Forget `rel` (a file we are about to replace).
+    /// Forget `rel` for good: its content may have changed without its stat (bit rot found
+    /// by a check). The next save writes the cache.
     pub fn forget(&mut self, rel: &str) {
         if self.entries.remove(rel).is_some() {
             self.changed = true;
         }
+    }
+
+    /// Forget `rel`, a file about to be replaced (removed and written anew: a new inode, so
+    /// the entry could not match it anyway; no write needed).
+    pub fn forget_replaced(&mut self, rel: &str) {
+        if self.entries.remove(rel).is_some() {
+            self.dropped = true;
+        }
+    }
+}
+
+fn open_root(root: &Path) -> std::io::Result<std::os::fd::OwnedFd> {
+    use rustix::fs::{Mode, OFlags};
+    Ok(rustix::fs::open(
+        root,
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?)
+}
+
+/// `stat` of `rel` under the directory `fd` (following symlinks); a regular file or an error.
+fn stat_at(fd: &std::os::fd::OwnedFd, rel: &str) -> std::io::Result<FileStat> {
+    use rustix::fs::{AtFlags, FileType};
+    let st = rustix::fs::statat(fd, rel, AtFlags::empty())?;
+    if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
+        return Err(std::io::Error::other(format!(
+            "`{rel}` is not a regular file"
+        )));
+    }
+    Ok(FileStat {
+        size: st.st_size as u64,
+        mtime_ns: (st.st_mtime as i64)
+            .saturating_mul(1_000_000_000)
+            .saturating_add(st.st_mtime_nsec as i64),
+        ctime_ns: (st.st_ctime as i64)
+            .saturating_mul(1_000_000_000)
+            .saturating_add(st.st_ctime_nsec as i64),
+        ino: st.st_ino as u64,
+        exec: st.st_mode & 0o111 != 0,
+    })
+}
+
+/// Stats taken ahead, on another thread, of the files a build is about to check: a no-op
+/// build of thousands of nodes is mostly `stat`, and the coordinator checking keys and
+/// records one node after the other need not wait for each. Slot `i` is filled at most once
+/// with what `stat` said of path `i` (`None`: it is not a regular file, or `stat` failed:
+/// the caller then looks itself, for the error). A slot not filled yet is no answer: the
+/// caller stats the file itself. A stat taken a moment earlier is as good as one taken now:
+/// nothing the build relies on is between the two.
+#[derive(Debug)]
+pub struct Prefetch {
+    slots: Vec<std::sync::OnceLock<Option<FileStat>>>,
+    stop: std::sync::atomic::AtomicBool,
+}
+
+impl Prefetch {
+    /// Room for `n` paths.
+    pub fn new(n: usize) -> Prefetch {
+        Prefetch {
+            slots: (0..n).map(|_| std::sync::OnceLock::new()).collect(),
+            stop: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    /// Stat `paths[i]` into slot `i`, in order, until done or [`Prefetch::stop`] (run this
+    /// on its own thread).
+    pub fn run<'p>(&self, root: &Path, paths: impl IntoIterator<Item = &'p str>) {
+        use std::sync::atomic::Ordering;
+        let Ok(fd) = open_root(root) else {
+            return;
+        };
+        for (slot, rel) in self.slots.iter().zip(paths) {
+            if self.stop.load(Ordering::Relaxed) {
+                return;
+            }
+            let _ = slot.set(stat_at(&fd, rel).ok());
+        }
+    }
+
+    /// The stat of path `i`, if taken yet and the file is a regular one.
+    pub fn get(&self, i: usize) -> Option<FileStat> {
+        self.slots.get(i)?.get().copied().flatten()
+    }
+
+    /// Stop [`Prefetch::run`] early.
+    pub fn stop(&self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
     }
 }
 
@@ -314,6 +428,72 @@ mod tests {
     }
 
     #[test]
+    fn prefetched_stats_are_the_stats() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a"), b"one").unwrap();
+        std::fs::create_dir(dir.path().join("d")).unwrap();
+        let p = Prefetch::new(4);
+        assert_eq!(p.get(0), None);
+        p.run(dir.path(), ["a", "d", "missing", "a"]);
+        let mut c = StatCache::default();
+        let (_, st) = c.digest(dir.path(), "a").unwrap();
+        assert_eq!((p.get(0), p.get(3)), (Some(st), Some(st)));
+        // Not a regular file, missing, out of range: no answer (the caller looks itself).
+        assert_eq!((p.get(1), p.get(2), p.get(9)), (None, None, None));
+        assert_eq!(
+            c.digest_with(dir.path(), "a", st).unwrap().0,
+            Digest::of(b"one")
+        );
+        let stopped = Prefetch::new(2);
+        stopped.stop();
+        stopped.run(dir.path(), ["a", "a"]);
+        assert_eq!(stopped.get(0), None);
+    }
+
+    #[test]
+    fn a_save_is_skipped_only_where_no_entry_can_mislead() {
+        let dir = tempfile::tempdir().unwrap();
+        let old = std::time::SystemTime::now() - std::time::Duration::from_secs(10);
+        let make = |name: &str, text: &str| {
+            let f = dir.path().join(name);
+            std::fs::write(&f, text).unwrap();
+            std::fs::File::options()
+                .write(true)
+                .open(&f)
+                .unwrap()
+                .set_modified(old)
+                .unwrap();
+        };
+        let p = dir.path().join("cache");
+        make("a", "one");
+        let mut c = StatCache::default();
+        c.digest(dir.path(), "a").unwrap();
+        c.save(&p).unwrap();
+        // One file changed and hashed again: not worth a write; the stale entry on disk cannot
+        // match the file's new stat.
+        make("a", "two");
+        let mut c = StatCache::load(&p);
+        assert_eq!(c.digest(dir.path(), "a").unwrap().0, Digest::of(b"two"));
+        c.save_if_worth(&p).unwrap();
+        let mut again = StatCache::load(&p);
+        assert_eq!(again.digest(dir.path(), "a").unwrap().0, Digest::of(b"two"));
+        assert!(again.hashed_bytes() > 0);
+        // Forgetting for good (content changed, stat not) is always written.
+        let mut c = StatCache::load(&p);
+        c.forget("a");
+        c.save_if_worth(&p).unwrap();
+        assert!(StatCache::load(&p).entries.is_empty());
+        // Enough new entries: written.
+        let mut c = StatCache::load(&p);
+        for i in 0..SAVE_AFTER_ENTRIES {
+            make(&format!("f{i}"), "x");
+            c.digest(dir.path(), &format!("f{i}")).unwrap();
+        }
+        c.save_if_worth(&p).unwrap();
+        assert_eq!(StatCache::load(&p).entries.len(), SAVE_AFTER_ENTRIES);
+    }
+
+    #[test]
     fn save_load_round_trip() {
         let dir = tempfile::tempdir().unwrap();
         let f = dir.path().join("a");
@@ -334,6 +514,19 @@ mod tests {
         c2.digest(dir.path(), "a").unwrap();
         assert_eq!(c2.hashed_bytes(), 0);
         std::fs::write(&p, b"SKYSTAT1\xff\xff\xff\xff\xff\xff\xff\xff").unwrap();
+        assert!(StatCache::load(&p).entries.is_empty());
+        // A flipped bit anywhere (a digest, say) or a cut: ignored, never trusted.
+        c.changed = true;
+        c.save(&p).unwrap();
+        let good = std::fs::read(&p).unwrap();
+        assert_eq!(StatCache::load(&p).entries, c.entries);
+        for i in 0..good.len() {
+            let mut bad = good.clone();
+            bad[i] ^= 0x08;
+            std::fs::write(&p, &bad).unwrap();
+            assert!(StatCache::load(&p).entries.is_empty(), "bit flip at {i}");
+        }
+        std::fs::write(&p, &good[..good.len() - 1]).unwrap();
         assert!(StatCache::load(&p).entries.is_empty());
     }
 }

@@ -1,7 +1,7 @@
 //! A workspace: the folder a pipeline is declared in, where its store lives, its own state,
 //! and the lock that keeps two builds in it from interleaving.
 
-use std::io::Write;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use crate::error::{DagError, Result};
@@ -20,10 +20,78 @@ pub struct Workspace {
     pub state: StatePaths,
 }
 
-/// Holds the workspace lock until dropped.
+/// Holds the workspace lock until dropped. The lock file holds the pid of the process that
+/// holds it; a build that ends cleanly replaces it with `clean` and one line per folder it
+/// found settled ([`WorkspaceLock::ended_cleanly`]), so the next build knows which folders
+/// cannot hold a half-written file of its own.
 #[derive(Debug)]
 pub struct WorkspaceLock {
-    _file: std::fs::File,
+    file: std::fs::File,
+    /// The folders the last holder left settled: (ctime ns, inode) by workspace path; `None`
+    /// when it did not end cleanly.
+    settled: Option<std::collections::HashMap<String, (i64, u64)>>,
+}
+
+impl WorkspaceLock {
+    /// Whether `rel` (a folder of the workspace `root`) is as the last build left it after it
+    /// ended cleanly: a folder that gained an entry since (a temp file) has a newer ctime.
+    /// `false` for a new workspace, a killed, failed or interrupted build, any other command
+    /// that held the lock, or a folder it did not record.
+    pub fn unchanged_since_clean_end(&self, root: &Path, rel: &str) -> bool {
+        let Some(recorded) = self.settled.as_ref().and_then(|s| s.get(rel)) else {
+            return false;
+        };
+        std::fs::metadata(root.join(rel)).is_ok_and(|md| {
+            let st = crate::statcache::FileStat::of(&md);
+            (st.ctime_ns, st.ino) == *recorded
+        })
+    }
+
+    /// Say this build ended cleanly (nothing it wrote is half done), recording which of
+    /// `dirs` are settled: any later change gives them a newer ctime. That holds once the
+    /// coarse clock that stamps file times (one tick behind at most) has moved past the
+    /// folder's ctime; a folder changed within the current tick is not recorded (the next
+    /// build lists it).
+    pub fn ended_cleanly<'d>(&self, root: &Path, dirs: impl IntoIterator<Item = &'d str>) {
+        let coarse = rustix::time::clock_gettime(rustix::time::ClockId::RealtimeCoarse);
+        let now = coarse
+            .tv_sec
+            .saturating_mul(1_000_000_000)
+            .saturating_add(coarse.tv_nsec);
+        let mut text = String::from("clean\n");
+        for d in dirs {
+            if d.contains('\n') {
+                continue;
+            }
+            if let Ok(md) = std::fs::metadata(root.join(d)) {
+                let st = crate::statcache::FileStat::of(&md);
+                if st.ctime_ns < now {
+                    text.push_str(&format!("{} {} {d}\n", st.ctime_ns, st.ino));
+                }
+            }
+        }
+        let _ = self.file.set_len(0);
+        let _ = self.file.write_all_at(text.as_bytes(), 0);
+    }
+}
+
+/// The settled folders of a lock file written by [`WorkspaceLock::ended_cleanly`].
+fn parse_settled(text: &str) -> Option<std::collections::HashMap<String, (i64, u64)>> {
+    let mut lines = text.lines();
+    if lines.next() != Some("clean") {
+        return None;
+    }
+    let mut out = std::collections::HashMap::new();
+    for line in lines {
+        let mut parts = line.splitn(3, ' ');
+        let (Some(c), Some(i), Some(d)) = (parts.next(), parts.next(), parts.next()) else {
+            continue;
+        };
+        if let (Ok(c), Ok(i)) = (c.parse(), i.parse()) {
+            out.insert(d.to_string(), (c, i));
+        }
+    }
+    Some(out)
 }
 
 impl Workspace {
@@ -61,7 +129,7 @@ impl Workspace {
         if flock(&file, FlockOperation::NonBlockingLockExclusive).is_err() {
             let holder = std::fs::read_to_string(&p).unwrap_or_default();
             let holder = holder.trim();
-            let who = if holder.is_empty() {
+            let who = if holder.is_empty() || holder.parse::<u32>().is_err() {
                 String::new()
             } else {
                 format!(" (pid {holder})")
@@ -72,9 +140,12 @@ impl Workspace {
             flock(&file, FlockOperation::LockExclusive)
                 .map_err(|e| DagError::io("lock", &p, e.into()))?;
         }
+        let mut before = String::new();
+        let _ = std::io::Read::read_to_string(&mut file, &mut before);
+        let settled = parse_settled(&before);
         let _ = file.set_len(0);
-        let _ = write!(file, "{}", std::process::id());
-        Ok(WorkspaceLock { _file: file })
+        let _ = file.write_all_at(std::process::id().to_string().as_bytes(), 0);
+        Ok(WorkspaceLock { file, settled })
     }
 }
 
@@ -98,5 +169,44 @@ impl Workspace {
             }
         }
         Ok(removed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_folder_is_vouched_for_only_as_a_clean_end_left_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = Workspace::new(dir.path(), &dir.path().join(".store")).unwrap();
+        std::fs::create_dir_all(dir.path().join("out")).unwrap();
+        let lock = |ws: &Workspace| ws.lock(&mut |_| {}).unwrap();
+        // A new workspace: nothing vouched for.
+        let l = lock(&ws);
+        assert!(!l.unchanged_since_clean_end(&ws.root, "out"));
+        // Let the coarse clock move past the folder's ctime, then end cleanly.
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        l.ended_cleanly(&ws.root, ["out", "missing", "odd\nname"]);
+        drop(l);
+        let l = lock(&ws);
+        assert!(l.unchanged_since_clean_end(&ws.root, "out"));
+        assert!(!l.unchanged_since_clean_end(&ws.root, "missing"));
+        // A file appears: the folder is listed again.
+        std::fs::write(dir.path().join("out/.skyctl-tmp-x"), "half").unwrap();
+        assert!(!l.unchanged_since_clean_end(&ws.root, "out"));
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        l.ended_cleanly(&ws.root, ["out"]);
+        drop(l);
+        // A holder that did not end cleanly (killed: its pid stays) vouches for nothing.
+        let l = lock(&ws);
+        drop(l);
+        let l = lock(&ws);
+        assert!(!l.unchanged_since_clean_end(&ws.root, "out"));
+        assert_eq!(parse_settled("123"), None);
+        assert_eq!(
+            parse_settled("clean\nbad line\n1 2 a b\n").map(|m| m.len()),
+            Some(1)
+        );
     }
 }

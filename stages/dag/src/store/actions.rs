@@ -35,36 +35,23 @@ impl Store {
         Ok(out)
     }
 
-    pub(super) fn with_index<T>(
-        &self,
-        f: impl FnOnce(&mut HashMap<Digest, ActionRecord>) -> T,
-    ) -> T {
+    pub(super) fn with_index<T>(&self, f: impl FnOnce(&mut ActionIndex) -> T) -> T {
         let mut guard = self
             .shared
             .index
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let index = guard.get_or_insert_with(|| {
-            let mut index = HashMap::new();
-            for p in self.logs() {
-                // An unreadable log only costs cache misses.
-                if let Ok(content) = Self::read_log(&p) {
-                    index.extend(content.records);
-                }
-            }
-            index
-        });
-        f(index)
+        f(guard.get_or_insert_with(|| ActionIndex::load(&self.logs())))
     }
 
     /// Whether an action record exists for `key` (blobs not checked).
     pub fn has_action(&self, key: &Digest) -> bool {
-        self.with_index(|ix| ix.contains_key(key))
+        self.with_index(|ix| ix.get(key).is_some())
     }
 
     /// The action record of `key`; `None` when absent (treated as a cache miss).
     pub fn get_action(&self, key: &Digest) -> Option<ActionRecord> {
-        self.with_index(|ix| ix.get(key).cloned())
+        self.with_index(|ix| ix.get(key))
     }
 
     /// Append (or supersede) the action record of `key` to this process's log.
@@ -102,7 +89,7 @@ impl Store {
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         if let Some(ix) = guard.as_mut() {
-            ix.insert(*key, rec.clone());
+            ix.added.insert(*key, rec.clone());
         }
         Ok(())
     }
@@ -112,6 +99,120 @@ impl Store {
         let name = name.to_string_lossy();
         let name = name.trim_end_matches(".tmp");
         self.root.join("actions").join(format!("{name}.log"))
+    }
+}
+
+/// Every action log of the store, read once (mapped), searched for the few keys a build
+/// usually looks up, or indexed (where the last line of each key is) when it looks up many: a
+/// lookup parses and checks only the lines of its key (a build that looks up one new key does
+/// not parse thousands of records). The later line wins; a last line that does not check (a
+/// damaged log) falls back to the key's last good line, as if the damaged one were not there.
+#[derive(Debug, Default)]
+pub(super) struct ActionIndex {
+    /// The logs' bytes (mapped when large: a log is only ever appended to, or removed whole by
+    /// a compaction that holds the exclusive store lock, never cut).
+    logs: Vec<crate::codec::FileBytes>,
+    /// Key -> (log, start, end) of its last complete line, once built.
+    last: Option<HashMap<Digest, (usize, usize, usize), foldhash::fast::RandomState>>,
+    /// Lookups so far.
+    lookups: usize,
+    /// Records this process appended (they win).
+    added: HashMap<Digest, ActionRecord>,
+}
+
+/// A line's key, when it has the shape of a record line (`<key hex> <sum hex> <json>`).
+fn line_key(line: &[u8]) -> Option<Digest> {
+    if line.len() < 130 || line[64] != b' ' || line[129] != b' ' {
+        return None;
+    }
+    std::str::from_utf8(&line[..64])
+        .ok()
+        .and_then(Digest::from_hex)
+}
+
+/// The complete lines of a log (a last line without its newline is a write cut short).
+fn lines(bytes: &[u8]) -> impl Iterator<Item = (usize, usize)> + '_ {
+    let mut start = 0;
+    memchr::memchr_iter(b'\n', bytes).map(move |end| {
+        let line = (start, end);
+        start = end + 1;
+        line
+    })
+}
+
+/// Lookups answered by searching the logs for the key before the map of every key is built (a
+/// search is one pass of `memmem` over the logs; the map costs a few of them, and pays off when
+/// many nodes look up keys, a cold build say).
+const SEARCHES: usize = 8;
+
+impl ActionIndex {
+    fn load(paths: &[PathBuf]) -> ActionIndex {
+        let mut ix = ActionIndex::default();
+        for p in paths {
+            // An unreadable log only costs cache misses.
+            if let Ok(bytes) = crate::codec::FileBytes::read(p) {
+                ix.logs.push(bytes);
+            }
+        }
+        ix
+    }
+
+    /// The map of every key's last line.
+    fn map(&mut self) -> &HashMap<Digest, (usize, usize, usize), foldhash::fast::RandomState> {
+        let logs = &self.logs;
+        self.last.get_or_insert_with(|| {
+            let mut last = HashMap::default();
+            for (log, bytes) in logs.iter().enumerate() {
+                last.reserve(bytes.len() / 256);
+                for (start, end) in lines(bytes) {
+                    if let Some(key) = line_key(&bytes[start..end]) {
+                        last.insert(key, (log, start, end));
+                    }
+                }
+            }
+            last
+        })
+    }
+
+    fn get(&mut self, key: &Digest) -> Option<ActionRecord> {
+        if let Some(rec) = self.added.get(key) {
+            return Some(rec.clone());
+        }
+        self.lookups += 1;
+        if self.last.is_none() && self.lookups <= SEARCHES {
+            return self.search(key);
+        }
+        let &(log, start, end) = self.map().get(key)?;
+        let line = self.logs.get(log)?.get(start..end)?;
+        if let Ok((_, rec)) = parse_line(line) {
+            return Some(rec);
+        }
+        // The last line of this key is damaged: the last good one counts.
+        self.search(key)
+    }
+
+    /// The last good line of `key`, found by searching the logs from the end for the key at
+    /// the start of a complete line.
+    fn search(&self, key: &Digest) -> Option<ActionRecord> {
+        let mut hex = Vec::with_capacity(64);
+        key.write_hex(&mut hex);
+        let finder = memchr::memmem::FinderRev::new(&hex);
+        for bytes in self.logs.iter().rev() {
+            for at in finder.rfind_iter(bytes) {
+                if at > 0 && bytes[at - 1] != b'\n' {
+                    continue;
+                }
+                let Some(len) = memchr::memchr(b'\n', &bytes[at..]) else {
+                    continue;
+                };
+                if let Ok((k, rec)) = parse_line(&bytes[at..at + len]) {
+                    if k == *key {
+                        return Some(rec);
+                    }
+                }
+            }
+        }
+        None
     }
 }
 

@@ -149,8 +149,8 @@ pub struct Store {
 struct Shared {
     /// This process's action log, created with the first record.
     log: Mutex<Option<std::fs::File>>,
-    /// Every action record of every log, loaded on the first lookup.
-    index: Mutex<Option<HashMap<Digest, ActionRecord>>>,
+    /// Where every action record of every log is, loaded on the first lookup.
+    index: Mutex<Option<actions::ActionIndex>>,
     /// Whether `FICLONE` works here: 0 not tried yet, [`REFLINK_YES`] or [`REFLINK_NO`].
     reflink: AtomicU8,
 }
@@ -488,6 +488,51 @@ mod tests {
             .unwrap()
             .get_action(&Digest::of(b"k5"))
             .is_some());
+    }
+
+    #[test]
+    fn lookups_by_search_and_by_map_agree_on_the_last_good_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let d1 = store.put_bytes(b"1").unwrap();
+        let d2 = store.put_bytes(b"2").unwrap();
+        let keys: Vec<Digest> = (0..40)
+            .map(|i| Digest::of(format!("k{i}").as_bytes()))
+            .collect();
+        for k in &keys {
+            store.put_action(k, &record("n", d1)).unwrap();
+        }
+        // Another process supersedes k0 (later log), then a damaged line for k1 and a torn one
+        // for k2 follow in that log.
+        let other = Store::open(dir.path()).unwrap();
+        other.put_action(&keys[0], &record("n", d2)).unwrap();
+        let log = other.logs().into_iter().last().unwrap();
+        let mut f = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+        let mut bad = format_line(&keys[1], &record("n", d2)).unwrap();
+        let n = bad.len();
+        bad[n - 3] ^= 1;
+        f.write_all(&bad).unwrap();
+        let torn = format_line(&keys[2], &record("n", d2)).unwrap();
+        f.write_all(&torn[..torn.len() - 1]).unwrap();
+        // A digest that appears inside a line but not as its key is not a record of it.
+        let inside = d1;
+        let expect = |key: &Digest| -> Option<Digest> {
+            if *key == keys[0] {
+                Some(d2)
+            } else if keys.contains(key) {
+                Some(d1)
+            } else {
+                None
+            }
+        };
+        let fresh = Store::open(dir.path()).unwrap();
+        // The first lookups search; after enough of them the map answers.
+        for round in 0..3 {
+            for k in keys.iter().chain([&inside, &Digest::of(b"absent")]) {
+                let got = fresh.get_action(k).map(|r| r.outputs[0].digest);
+                assert_eq!(got, expect(k), "round {round}");
+            }
+        }
     }
 
     #[test]

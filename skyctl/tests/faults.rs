@@ -131,13 +131,24 @@ fn kill_9_at_random_points_never_leaves_a_wrong_release_or_leftovers() {
         }
         let got = snapshot(&ws.p("site/public"));
         if got != want {
-            let differ: Vec<&String> = want
+            let mut differ: Vec<&String> = want
                 .keys()
                 .chain(got.keys())
                 .filter(|k| want.get(*k) != got.get(*k))
                 .collect();
+            differ.sort();
+            differ.dedup();
+            // The text files' tails, to tell a stale output from a doubled write.
+            let tail = |m: &std::collections::BTreeMap<String, Vec<u8>>, k: &str| {
+                m.get(k)
+                    .map(|b| String::from_utf8_lossy(&b[b.len().saturating_sub(40)..]).into_owned())
+            };
+            let shown: Vec<String> = differ
+                .iter()
+                .map(|k| format!("{k}: want {:?}, got {:?}", tail(&want, k), tail(&got, k)))
+                .collect();
             failures.push(format!(
-                "round {round} ({delay} ms): release differs in {differ:?}"
+                "round {round} ({delay} ms): release differs: {shown:?}"
             ));
         }
         let mut left = temps(ws.path());

@@ -86,3 +86,62 @@ fn kill_9_at_several_points_then_rebuild_matches_a_clean_build() {
         .collect();
     assert!(leftovers.is_empty());
 }
+
+/// A build killed between starting a command and noting it in its journal
+/// (`.skyctl/state-v1/children.log`) leaves a command the journal does not name. The next
+/// build must end it by the mark every child carries before it makes that output anew, or
+/// the orphan's late write lands in the new output.
+#[test]
+fn a_command_the_killed_build_never_noted_is_ended_before_its_node_runs_again() {
+    let ws = Ws::new();
+    ws.write(
+        "pipeline.toml",
+        "[[command]]\nname = \"slow\"\nrun = \"mkdir -p out && echo first > out/x && sleep 0.6 && echo late >> out/x\"\noutputs = [\"out/x\"]\n",
+    );
+    let mut child = ws
+        .cmd(&["build"])
+        .process_group(0)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Kill once the command is under way (its first line written).
+    let t0 = std::time::Instant::now();
+    while !ws.p("out/x").exists() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "the command never started"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    let _ = std::process::Command::new("kill")
+        .args(["-9", "--", &format!("-{}", child.id())])
+        .status();
+    let _ = child.wait();
+    // As if the kill had come before the child was noted: the journal names nobody.
+    let journal = ws.p(".skyctl/state-v1/children.log");
+    assert!(
+        journal.exists(),
+        "a build with a running child keeps a journal"
+    );
+    std::fs::write(&journal, "").unwrap();
+
+    let run = ws.build(&[]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.executed(), ["slow"]);
+    assert_eq!(
+        std::fs::read_to_string(ws.p("out/x")).unwrap(),
+        "first\nlate\n"
+    );
+    // Nothing of the killed build writes afterwards either.
+    std::thread::sleep(Duration::from_millis(700));
+    assert_eq!(
+        std::fs::read_to_string(ws.p("out/x")).unwrap(),
+        "first\nlate\n"
+    );
+    assert!(
+        !journal.exists(),
+        "a build that ended normally leaves no journal"
+    );
+}

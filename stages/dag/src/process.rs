@@ -1,6 +1,6 @@
-//! The one way the engine and its kinds run a child process: a clean environment (PATH, HOME
-//! and what the caller declares), stdin closed, stdout and stderr interleaved into the node
-//! log.
+//! The one way the engine and its kinds run a child process: a clean environment (PATH, HOME,
+//! what the caller declares, and during a build [`crate::interrupt::CHILD_OF_VAR`]), stdin
+//! closed, stdout and stderr interleaved into the node log.
 
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
@@ -41,6 +41,10 @@ impl Child<'_> {
         }
         for (k, v) in self.env {
             cmd.env(k, v);
+        }
+        // Set last, so no declared variable hides it.
+        if let Some(mark) = crate::interrupt::before_spawn() {
+            cmd.env(crate::interrupt::CHILD_OF_VAR, mark);
         }
         // One pipe for both streams keeps their interleaving. CLOEXEC keeps it out of the
         // children that other workers spawn meanwhile (they would hold the write end open).

@@ -118,6 +118,8 @@ impl Op {
 pub struct OpTimes {
     ns: [AtomicU64; Op::ALL.len()],
     passes: AtomicU64,
+    /// Multiply-adds of the weight products (rows x k x n), f32 and int8 alike.
+    macs: AtomicU64,
 }
 
 impl OpTimes {
@@ -129,6 +131,19 @@ impl OpTimes {
     /// Forward passes timed.
     pub fn passes(&self) -> u64 {
         self.passes.load(Ordering::Relaxed)
+    }
+
+    /// Multiply-adds of the weight products over the timed passes (what their time bought:
+    /// the rate against the core's ceiling).
+    pub fn product_macs(&self) -> u64 {
+        self.macs.load(Ordering::Relaxed)
+    }
+
+    fn count_product(prof: Option<&OpTimes>, w: &Weight, rows: usize) {
+        if let Some(p) = prof {
+            p.macs
+                .fetch_add((rows * w.k * w.n) as u64, Ordering::Relaxed);
+        }
     }
 
     // wasm32 has no clock, so nothing is ever timed there.
@@ -387,6 +402,7 @@ impl Ctx<'_> {
         if let Some(o) = obs.as_mut() {
             o(&w.site, rows, w.k, &x[..rows * w.k]);
         }
+        OpTimes::count_product(self.prof, w, rows);
         let mut t = Tick::start(self.prof);
         w.matmul(self.isa, x, rows, out);
         let op = match w.data {
@@ -568,6 +584,7 @@ impl Run<'_, '_> {
             return;
         };
         if w.is_f32() {
+            OpTimes::count_product(c.prof, w, m);
             let shared = SharedOut::new(out);
             threads.for_each(split_even(w.panels(), parts), |panels| {
                 let mut t = Tick::start(c.prof);

@@ -132,3 +132,59 @@ fn thread_counts_out_of_range_are_refused() {
     ws.set_threads(1).unwrap();
     assert_eq!(ws.threads(), 1);
 }
+
+/// The profile's multiply-add count is each observed product's rows x k x n, once per product
+/// whichever way its rows or weight columns are split over threads.
+#[test]
+fn the_profile_counts_every_weight_product_once() {
+    let (mut e, _) = int8::open(
+        &common::model_dir("s1-pico"),
+        &ComputeOptions::default(),
+        None,
+    )
+    .unwrap();
+    let n_of: std::collections::HashMap<String, usize> = e
+        .model
+        .weights_mut()
+        .into_iter()
+        .map(|w| (w.site.clone(), w.n))
+        .collect();
+    let case = &cases("s1-pico", usize::MAX)[0];
+    let mut want = 0u64;
+    let mut count = |site: &str, rows: usize, k: usize, _: &[f32]| {
+        want += (rows * k * n_of[site]) as u64;
+    };
+    let mut ws = Workspace::new();
+    forward(
+        &e.model,
+        Isa::detect(),
+        &mut ws,
+        &case.ids,
+        &case.markers,
+        case.qtype,
+        Some(&mut count),
+    )
+    .unwrap();
+    assert!(want > 0);
+    for (threads, split) in [(1, Split::Auto), (2, Split::Rows), (2, Split::Columns)] {
+        let mut ws = Workspace::new();
+        ws.set_threads(threads).unwrap();
+        ws.set_split(split);
+        ws.set_profiling(true);
+        for _ in 0..2 {
+            forward(
+                &e.model,
+                Isa::detect(),
+                &mut ws,
+                &case.ids,
+                &case.markers,
+                case.qtype,
+                None,
+            )
+            .unwrap();
+        }
+        let t = ws.op_times().unwrap();
+        assert_eq!(t.passes(), 2);
+        assert_eq!(t.product_macs(), 2 * want, "{threads} threads, {split:?}");
+    }
+}

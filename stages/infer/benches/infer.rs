@@ -289,12 +289,17 @@ fn main() {
                     100.0 * ns as f64 / all.max(1) as f64
                 );
             }
-            let product_ns = t.nanos(Op::MatmulF32) + t.nanos(Op::MatmulInt8);
-            println!(
-                "  weight products: {:.1} M multiply-adds per forward, {:.1} GFLOP/s",
-                t.product_macs() as f64 / 1e6 / t.passes() as f64,
-                2.0 * t.product_macs() as f64 / product_ns.max(1) as f64
-            );
+            for o in [Op::MatmulF32, Op::MatmulInt8] {
+                let macs = t.product_macs(o);
+                if macs > 0 {
+                    println!(
+                        "  {:20} {:.1} M multiply-adds per forward, {:.1} GFLOP/s",
+                        o.name(),
+                        macs as f64 / 1e6 / t.passes() as f64,
+                        2.0 * macs as f64 / t.nanos(o).max(1) as f64
+                    );
+                }
+            }
             ws.set_profiling(false);
         }
         let cpu = match (cpu0, cpu_seconds()) {

@@ -118,8 +118,8 @@ impl Op {
 pub struct OpTimes {
     ns: [AtomicU64; Op::ALL.len()],
     passes: AtomicU64,
-    /// Multiply-adds of the weight products (rows x k x n), f32 and int8 alike.
-    macs: AtomicU64,
+    /// Multiply-adds of the weight products (rows x k x n): f32 weights, int8 weights.
+    macs: [AtomicU64; 2],
 }
 
 impl OpTimes {
@@ -134,15 +134,20 @@ impl OpTimes {
     }
 
     /// Multiply-adds of the weight products over the timed passes (what their time bought:
-    /// the rate against the core's ceiling).
-    pub fn product_macs(&self) -> u64 {
-        self.macs.load(Ordering::Relaxed)
+    /// the rate against the core's ceiling), of the f32 ([`Op::MatmulF32`]) or the int8
+    /// ([`Op::MatmulInt8`]) ones.
+    pub fn product_macs(&self, op: Op) -> u64 {
+        match op {
+            Op::MatmulF32 => self.macs[0].load(Ordering::Relaxed),
+            Op::MatmulInt8 => self.macs[1].load(Ordering::Relaxed),
+            _ => 0,
+        }
     }
 
     fn count_product(prof: Option<&OpTimes>, w: &Weight, rows: usize) {
         if let Some(p) = prof {
-            p.macs
-                .fetch_add((rows * w.k * w.n) as u64, Ordering::Relaxed);
+            let i = usize::from(!w.is_f32());
+            p.macs[i].fetch_add((rows * w.k * w.n) as u64, Ordering::Relaxed);
         }
     }
 

@@ -6,7 +6,7 @@
 
 mod common;
 
-use sky_infer::forward::{forward, Split, Workspace};
+use sky_infer::forward::{forward, Op, Split, Workspace};
 use sky_infer::int8::{self, ComputeOptions};
 use sky_infer::kernels::Isa;
 use sky_infer::QType;
@@ -134,57 +134,59 @@ fn thread_counts_out_of_range_are_refused() {
 }
 
 /// The profile's multiply-add count is each observed product's rows x k x n, once per product
-/// whichever way its rows or weight columns are split over threads.
+/// whichever way its rows or weight columns are split over threads, under the kind of weight
+/// it ran on.
 #[test]
 fn the_profile_counts_every_weight_product_once() {
-    let (mut e, _) = int8::open(
-        &common::model_dir("s1-pico"),
-        &ComputeOptions::default(),
-        None,
-    )
-    .unwrap();
-    let n_of: std::collections::HashMap<String, usize> = e
-        .model
-        .weights_mut()
-        .into_iter()
-        .map(|w| (w.site.clone(), w.n))
-        .collect();
-    let case = &cases("s1-pico", usize::MAX)[0];
-    let mut want = 0u64;
-    let mut count = |site: &str, rows: usize, k: usize, _: &[f32]| {
-        want += (rows * k * n_of[site]) as u64;
-    };
-    let mut ws = Workspace::new();
-    forward(
-        &e.model,
-        Isa::detect(),
-        &mut ws,
-        &case.ids,
-        &case.markers,
-        case.qtype,
-        Some(&mut count),
-    )
-    .unwrap();
-    assert!(want > 0);
-    for (threads, split) in [(1, Split::Auto), (2, Split::Rows), (2, Split::Columns)] {
+    for act in [None, Some(ActQuant::Q8x2)] {
+        let opts = ComputeOptions {
+            act,
+            ..Default::default()
+        };
+        let (mut e, _) = int8::open(&common::model_dir("s1-pico"), &opts, None).unwrap();
+        let n_of: std::collections::HashMap<String, usize> = e
+            .model
+            .weights_mut()
+            .into_iter()
+            .map(|w| (w.site.clone(), w.n))
+            .collect();
+        let case = &cases("s1-pico", usize::MAX)[0];
+        let mut want = 0u64;
+        let mut count = |site: &str, rows: usize, k: usize, _: &[f32]| {
+            want += (rows * k * n_of[site]) as u64;
+        };
         let mut ws = Workspace::new();
-        ws.set_threads(threads).unwrap();
-        ws.set_split(split);
-        ws.set_profiling(true);
-        for _ in 0..2 {
-            forward(
-                &e.model,
-                Isa::detect(),
-                &mut ws,
-                &case.ids,
-                &case.markers,
-                case.qtype,
-                None,
-            )
-            .unwrap();
+        let isa = Isa::detect();
+        let (ids, markers) = (&case.ids, &case.markers);
+        forward(
+            &e.model,
+            isa,
+            &mut ws,
+            ids,
+            markers,
+            case.qtype,
+            Some(&mut count),
+        )
+        .unwrap();
+        assert!(want > 0);
+        for (threads, split) in [(1, Split::Auto), (2, Split::Rows), (2, Split::Columns)] {
+            let mut ws = Workspace::new();
+            ws.set_threads(threads).unwrap();
+            ws.set_split(split);
+            ws.set_profiling(true);
+            for _ in 0..2 {
+                forward(&e.model, isa, &mut ws, ids, markers, case.qtype, None).unwrap();
+            }
+            let t = ws.op_times().unwrap();
+            assert_eq!(t.passes(), 2);
+            let (f32_macs, int8_macs) = (
+                t.product_macs(Op::MatmulF32),
+                t.product_macs(Op::MatmulInt8),
+            );
+            let why = format!("{act:?}, {threads} threads, {split:?}");
+            assert_eq!(f32_macs + int8_macs, 2 * want, "{why}");
+            assert_eq!(int8_macs > 0, act.is_some(), "{why}");
+            assert!(f32_macs > 0, "{why}: the decision head stays f32");
         }
-        let t = ws.op_times().unwrap();
-        assert_eq!(t.passes(), 2);
-        assert_eq!(t.product_macs(), 2 * want, "{threads} threads, {split:?}");
     }
 }

@@ -4,7 +4,14 @@
 
 use crate::outcome::Outcome;
 
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+use sky_dag::report::NodeStatus;
+
 use crate::kinds::registry;
+use crate::ops::golden_table::{render, Recorder, Row};
+use crate::pipeline::Pipeline;
 use crate::pipeline_args::WorkspaceArgs;
 use crate::progress::{Console, Mode};
 use crate::remote_args::RemoteArgs;
@@ -64,12 +71,9 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
     // Ctrl-C or a SIGTERM stops the build cleanly (sky_dag::interrupt).
     sky_dag::interrupt::install()?;
     let mut console = Console::new(Mode::pick(args.json), false);
-    let mut rec = crate::ops::golden_table::Recorder::new(&mut console);
+    let mut rec = Recorder::new(&mut console);
     let summary = sky_dag::build(&ws.ws, &ws.graph()?, &registry(), &opts, &mut rec)?;
-    print!(
-        "{}",
-        crate::ops::golden_table::verify_output(&ws, &targets, &rec, args.json)
-    );
+    print!("{}", verify_output(&ws, &targets, &rec, args.json));
     console.summary(&summary);
     Ok(if let Some(sig) = sky_dag::interrupt::requested() {
         Outcome::Interrupted(sig)
@@ -78,4 +82,49 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
     } else {
         Outcome::Success
     })
+}
+
+/// The rows of the suites `targets` (node ids `golden/<name>`) after a build.
+fn rows(
+    ws: &Pipeline,
+    targets: &[String],
+    finished: &BTreeMap<String, (NodeStatus, Option<String>)>,
+) -> Vec<Row> {
+    let graph = ws.graph().ok();
+    targets
+        .iter()
+        .map(|id| {
+            let suite = id.strip_prefix("golden/").unwrap_or(id);
+            let report = graph
+                .as_ref()
+                .and_then(|g| g.by_id.get(id).map(|&n| &g.nodes[n]))
+                .and_then(|n| n.outputs.first())
+                .and_then(|o| std::fs::read(ws.root.join(&o.path)).ok())
+                .and_then(|b| serde_json::from_slice::<Value>(&b).ok());
+            match (finished.get(id), report) {
+                (Some((NodeStatus::Skipped, _)), _) | (None, _) => Row::missing(suite, "not run"),
+                // A report saying "pass" next to a failed node predates this build.
+                (Some((NodeStatus::Failed, err)), r)
+                    if r.as_ref().is_none_or(|r| r["passed"] == true) =>
+                {
+                    Row::missing(
+                        suite,
+                        &format!("error: {}", err.as_deref().unwrap_or("failed")),
+                    )
+                }
+                (_, Some(r)) => Row::from_report(&r),
+                (_, None) => Row::missing(suite, "error: no report"),
+            }
+        })
+        .collect()
+}
+
+/// What `skyctl verify` prints on stdout after its build: the table, or JSON lines.
+fn verify_output(ws: &Pipeline, targets: &[String], rec: &Recorder<'_>, json: bool) -> String {
+    let rows = rows(ws, targets, &rec.finished);
+    if json {
+        rows.iter().map(|r| r.json_line() + "\n").collect()
+    } else {
+        render(&rows)
+    }
 }

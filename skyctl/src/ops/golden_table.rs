@@ -13,7 +13,6 @@ use std::fmt::Write as _;
 
 use serde_json::{json, Value};
 
-use crate::pipeline::Pipeline;
 use sky_dag::report::{Event, NodeStatus, Reporter};
 
 /// One row of the table.
@@ -234,51 +233,6 @@ impl Reporter for Recorder<'_> {
 
     fn tick(&mut self) {
         self.inner.tick();
-    }
-}
-
-/// The rows of the suites `targets` (node ids `golden/<name>`) after a build.
-pub fn rows(
-    ws: &Pipeline,
-    targets: &[String],
-    finished: &BTreeMap<String, (NodeStatus, Option<String>)>,
-) -> Vec<Row> {
-    let graph = ws.graph().ok();
-    targets
-        .iter()
-        .map(|id| {
-            let suite = id.strip_prefix("golden/").unwrap_or(id);
-            let report = graph
-                .as_ref()
-                .and_then(|g| g.by_id.get(id).map(|&n| &g.nodes[n]))
-                .and_then(|n| n.outputs.first())
-                .and_then(|o| std::fs::read(ws.root.join(&o.path)).ok())
-                .and_then(|b| serde_json::from_slice::<Value>(&b).ok());
-            match (finished.get(id), report) {
-                (Some((NodeStatus::Skipped, _)), _) | (None, _) => Row::missing(suite, "not run"),
-                // A report saying "pass" next to a failed node predates this build.
-                (Some((NodeStatus::Failed, err)), r)
-                    if r.as_ref().is_none_or(|r| r["passed"] == true) =>
-                {
-                    Row::missing(
-                        suite,
-                        &format!("error: {}", err.as_deref().unwrap_or("failed")),
-                    )
-                }
-                (_, Some(r)) => Row::from_report(&r),
-                (_, None) => Row::missing(suite, "error: no report"),
-            }
-        })
-        .collect()
-}
-
-/// What `skyctl verify` prints on stdout after its build: the table, or JSON lines.
-pub fn verify_output(ws: &Pipeline, targets: &[String], rec: &Recorder<'_>, json: bool) -> String {
-    let rows = rows(ws, targets, &rec.finished);
-    if json {
-        rows.iter().map(|r| r.json_line() + "\n").collect()
-    } else {
-        render(&rows)
     }
 }
 

@@ -18,7 +18,78 @@ use sky_dag::source::{did_you_mean, Source};
 use sky_gguf::GgmlType;
 use sky_laya::{parse_type, TypePolicy};
 
-use crate::pipeline::schema::{Policy, TensorType};
+use toml::Spanned;
+
+/// A GGUF tensor element type a policy can choose.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TensorType {
+    /// 32-bit float.
+    F32,
+    /// IEEE half.
+    F16,
+    /// bfloat16.
+    Bf16,
+    /// ggml Q8_0 blocks.
+    #[serde(rename = "q8_0")]
+    Q8_0,
+}
+
+impl TensorType {
+    /// The name used in pipeline.toml and file names.
+    pub fn name(self) -> &'static str {
+        match self {
+            TensorType::F32 => "f32",
+            TensorType::F16 => "f16",
+            TensorType::Bf16 => "bf16",
+            TensorType::Q8_0 => "q8_0",
+        }
+    }
+}
+
+/// `[policy.<name>]`: per-tensor types of a converted model.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Policy {
+    /// Type of every encoder tensor no rule matches.
+    #[serde(rename = "type", default = "default_policy_type")]
+    pub default_type: TensorType,
+    /// Type of the decision head's tensors.
+    #[serde(default = "default_head_type")]
+    pub head_type: TensorType,
+    /// Ordered rules; the first whose glob matches a GGUF tensor name wins.
+    #[serde(default)]
+    pub rule: Vec<PolicyRule>,
+}
+
+fn default_policy_type() -> TensorType {
+    TensorType::F16
+}
+fn default_head_type() -> TensorType {
+    TensorType::F32
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Policy {
+            default_type: default_policy_type(),
+            head_type: default_head_type(),
+            rule: Vec::new(),
+        }
+    }
+}
+
+/// One `[[policy.<name>.rule]]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyRule {
+    /// Glob over GGUF tensor names (`*`, `**`, `?`, `[set]`).
+    #[serde(rename = "match")]
+    pub pattern: Spanned<String>,
+    /// The type for matching tensors.
+    #[serde(rename = "type")]
+    pub tensor_type: TensorType,
+}
 
 /// The GGUF type of a policy type.
 pub fn ggml_type(t: TensorType) -> GgmlType {

@@ -19,6 +19,7 @@ use sky_dag::{DagError, Result, Source};
 
 use crate::ops::compute::Compute;
 use crate::ops::kernels::Generator;
+pub use crate::ops::policy::{Policy, PolicyRule, TensorType};
 
 /// The commented example `skyctl init` writes. It parses (a test checks).
 pub const EXAMPLE: &str = include_str!("pipeline.example.toml");
@@ -100,77 +101,6 @@ fn default_store_dir() -> String {
 }
 fn default_build_dir() -> Spanned<String> {
     Spanned::new(0..0, "build".into())
-}
-
-/// A GGUF tensor element type a policy can choose.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Deserialize, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TensorType {
-    /// 32-bit float.
-    F32,
-    /// IEEE half.
-    F16,
-    /// bfloat16.
-    Bf16,
-    /// ggml Q8_0 blocks.
-    #[serde(rename = "q8_0")]
-    Q8_0,
-}
-
-impl TensorType {
-    /// The name used in pipeline.toml and file names.
-    pub fn name(self) -> &'static str {
-        match self {
-            TensorType::F32 => "f32",
-            TensorType::F16 => "f16",
-            TensorType::Bf16 => "bf16",
-            TensorType::Q8_0 => "q8_0",
-        }
-    }
-}
-
-/// `[policy.<name>]`: per-tensor types of a converted model.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Policy {
-    /// Type of every encoder tensor no rule matches.
-    #[serde(rename = "type", default = "default_policy_type")]
-    pub default_type: TensorType,
-    /// Type of the decision head's tensors.
-    #[serde(default = "default_head_type")]
-    pub head_type: TensorType,
-    /// Ordered rules; the first whose glob matches a GGUF tensor name wins.
-    #[serde(default)]
-    pub rule: Vec<PolicyRule>,
-}
-
-fn default_policy_type() -> TensorType {
-    TensorType::F16
-}
-fn default_head_type() -> TensorType {
-    TensorType::F32
-}
-
-impl Default for Policy {
-    fn default() -> Self {
-        Policy {
-            default_type: default_policy_type(),
-            head_type: default_head_type(),
-            rule: Vec::new(),
-        }
-    }
-}
-
-/// One `[[policy.<name>.rule]]`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PolicyRule {
-    /// Glob over GGUF tensor names (`*`, `**`, `?`, `[set]`).
-    #[serde(rename = "match")]
-    pub pattern: Spanned<String>,
-    /// The type for matching tensors.
-    #[serde(rename = "type")]
-    pub tensor_type: TensorType,
 }
 
 /// `[calibration.<name>]`: a prompt set for int8 calibration.

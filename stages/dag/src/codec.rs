@@ -10,6 +10,9 @@
 
 use crate::key::Digest;
 
+/// How deeply a decoded JSON value (a node's parameters) may nest.
+pub const MAX_DEPTH: usize = 128;
+
 /// The bytes of one of the engine's own state files: mapped when large (no copy, and the page
 /// cache's pages are mapped many at a time instead of faulted in one by one into a fresh
 /// buffer), read otherwise.

@@ -27,9 +27,6 @@ use crate::source::Source;
 
 const MAGIC: &[u8; 8] = b"SKYGRPH1";
 
-/// How deeply a parameter value may nest.
-pub const MAX_DEPTH: usize = 128;
-
 /// Write `graph` to `path` (atomically, [`sky_fs::write_cache`]) under `key`, with the front
 /// end's `extra` payload. `params_checked`: every node's parameters were parsed by its kind
 /// (see [`Graph::params_checked`]).

@@ -127,7 +127,7 @@ impl NodeParams {
             let v = self
                 .buf
                 .get(self.encoded.clone())
-                .and_then(|b| crate::codec::Reader::new(b).json(crate::compiled::MAX_DEPTH))
+                .and_then(|b| crate::codec::Reader::new(b).json(crate::codec::MAX_DEPTH))
                 .filter(|v| crate::key::canonical_json(v) == self.canonical())
                 .unwrap_or(Value::Null);
             Arc::new(v)

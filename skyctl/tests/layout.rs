@@ -1,0 +1,188 @@
+//! The repository's layout rules (README, "Layout"): no crate has an import circle between its
+//! top-level modules, nothing in skyctl points at `cli` or `commands` but the front end itself,
+//! and sky-dag depends on no `sky-*` crate but sky-fs.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+/// Every workspace crate's `src` folder.
+fn crate_sources() -> Vec<PathBuf> {
+    let root = repo_root();
+    let mut out = vec![root.join("skyctl/src")];
+    for e in std::fs::read_dir(root.join("stages")).unwrap().flatten() {
+        if e.path().join("src").is_dir() {
+            out.push(e.path().join("src"));
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The code of a file without comments and without its `#[cfg(test)] mod tests` block.
+fn code(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap();
+    let text = match text.find("#[cfg(test)]\nmod tests") {
+        Some(i) => &text[..i],
+        None => &text[..],
+    };
+    text.lines()
+        .map(|l| l.split("//").next().unwrap_or(""))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Top-level module -> the other top-level modules it names through `crate::`.
+fn module_edges(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
+    let mut files: BTreeMap<String, Vec<PathBuf>> = BTreeMap::new();
+    for e in walkdir::WalkDir::new(src).into_iter().flatten() {
+        let p = e.path();
+        if p.extension().is_none_or(|x| x != "rs") {
+            continue;
+        }
+        let rel = p.strip_prefix(src).unwrap();
+        let first = rel
+            .components()
+            .next()
+            .unwrap()
+            .as_os_str()
+            .to_string_lossy();
+        let top = first.trim_end_matches(".rs").to_string();
+        if top != "lib" && top != "main" {
+            files.entry(top).or_default().push(p.to_path_buf());
+        }
+    }
+    let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (module, paths) in &files {
+        let named = edges.entry(module.clone()).or_default();
+        for p in paths {
+            let text = code(p);
+            for (i, _) in text.match_indices("crate::") {
+                let rest = &text[i + "crate::".len()..];
+                let names: Vec<&str> = match rest.strip_prefix('{') {
+                    Some(group) => group
+                        .split('}')
+                        .next()
+                        .unwrap_or("")
+                        .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                        .collect(),
+                    None => vec![rest
+                        .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                        .next()
+                        .unwrap_or("")],
+                };
+                for n in names {
+                    if n != module && files.contains_key(n) {
+                        named.insert(n.to_string());
+                    }
+                }
+            }
+        }
+    }
+    edges
+}
+
+/// A circle in `edges`, as the modules along it, if there is one.
+fn find_circle(edges: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
+    fn visit(
+        m: &str,
+        edges: &BTreeMap<String, BTreeSet<String>>,
+        path: &mut Vec<String>,
+        done: &mut BTreeSet<String>,
+    ) -> Option<Vec<String>> {
+        if let Some(i) = path.iter().position(|p| p == m) {
+            let mut circle = path[i..].to_vec();
+            circle.push(m.to_string());
+            return Some(circle);
+        }
+        if done.contains(m) {
+            return None;
+        }
+        path.push(m.to_string());
+        for next in edges.get(m).into_iter().flatten() {
+            if let Some(c) = visit(next, edges, path, done) {
+                return Some(c);
+            }
+        }
+        path.pop();
+        done.insert(m.to_string());
+        None
+    }
+    let mut done = BTreeSet::new();
+    edges
+        .keys()
+        .find_map(|m| visit(m, edges, &mut Vec::new(), &mut done))
+}
+
+#[test]
+fn no_crate_has_an_import_circle_between_its_modules() {
+    let sources = crate_sources();
+    assert!(sources.len() >= 9, "{sources:?}");
+    let (mut modules, mut arrows) = (0, 0);
+    for src in sources {
+        let edges = module_edges(&src);
+        modules += edges.len();
+        arrows += edges.values().map(BTreeSet::len).sum::<usize>();
+        if let Some(circle) = find_circle(&edges) {
+            panic!("{}: import circle {}", src.display(), circle.join(" -> "));
+        }
+    }
+    // The reader found the modules and their imports (a test that sees none proves nothing).
+    assert!(
+        modules > 50 && arrows > 50,
+        "{modules} modules, {arrows} imports"
+    );
+}
+
+#[test]
+fn the_circle_finder_finds_a_circle() {
+    let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (a, b) in [
+        ("ops", "pipeline"),
+        ("pipeline", "kinds"),
+        ("kinds", "ops"),
+        ("cli", "ops"),
+    ] {
+        edges.entry(a.into()).or_default().insert(b.into());
+    }
+    let circle = find_circle(&edges).unwrap();
+    assert_eq!(circle.first(), circle.last());
+    assert_eq!(circle.len(), 4, "{circle:?}");
+    edges.get_mut("kinds").unwrap().clear();
+    assert_eq!(find_circle(&edges), None);
+}
+
+#[test]
+fn nothing_points_at_the_front_end() {
+    let src = repo_root().join("skyctl/src");
+    for e in walkdir::WalkDir::new(&src).into_iter().flatten() {
+        let p = e.path();
+        let rel = p.strip_prefix(&src).unwrap().to_string_lossy().into_owned();
+        if p.extension().is_none_or(|x| x != "rs")
+            || rel == "cli.rs"
+            || rel == "main.rs"
+            || rel.starts_with("commands")
+        {
+            continue;
+        }
+        let text = code(p);
+        for bad in ["crate::cli", "crate::commands"] {
+            assert!(!text.contains(bad), "{rel} names {bad}");
+        }
+    }
+}
+
+#[test]
+fn sky_dag_depends_on_no_stage_crate_but_sky_fs() {
+    let manifest = std::fs::read_to_string(repo_root().join("stages/dag/Cargo.toml")).unwrap();
+    let doc: toml::Table = manifest.parse().unwrap();
+    let deps = doc["dependencies"].as_table().unwrap();
+    let sky: Vec<&String> = deps.keys().filter(|k| k.starts_with("sky")).collect();
+    assert_eq!(sky, ["sky-fs"]);
+}

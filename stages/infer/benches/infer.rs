@@ -164,6 +164,9 @@ fn main() {
     let mut threads = 1usize;
     let mut profile = false;
     let mut split = Split::Auto;
+    // `--dump FILE`: append every golden case's score and probability bits (one line per case,
+    // after the warm-up) for the bit-for-bit checks of kernel changes, then time as usual.
+    let mut dump: Option<PathBuf> = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -174,6 +177,7 @@ fn main() {
             "--q8-fast" => act = Some(sky_quant::ActQuant::Q8),
             "--threads" => threads = args.next().and_then(|v| v.parse().ok()).unwrap_or(1),
             "--profile" => profile = true,
+            "--dump" => dump = args.next().map(PathBuf::from),
             "--split" => {
                 split = match args.next().as_deref() {
                     Some("auto") => Split::Auto,
@@ -244,10 +248,28 @@ fn main() {
             .expect("checked after the arguments");
         ws.set_split(split);
         // Warm-up: one pass over every case.
-        for (q, c) in qs.iter().zip(&cases) {
-            engine
+        let mut lines = String::new();
+        for (i, (q, c)) in qs.iter().zip(&cases).enumerate() {
+            let r = engine
                 .run_question(&mut ws, q, &c["state"], "q")
                 .expect("run");
+            let bits = |v: &[f32]| -> Vec<String> {
+                v.iter().map(|x| format!("{:08x}", x.to_bits())).collect()
+            };
+            lines.push_str(&format!(
+                "{m} {path} {isa:?} {threads} {split:?} case {i}: scores {} probs {}\n",
+                bits(&r.scores).join(","),
+                bits(&r.probabilities).join(",")
+            ));
+        }
+        if let Some(d) = &dump {
+            use std::io::Write;
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(d)
+                .and_then(|mut f| f.write_all(lines.as_bytes()))
+                .expect("--dump file");
         }
         ws.set_profiling(profile);
         let mut total = Vec::with_capacity(iters);

@@ -111,6 +111,13 @@ fn main() {
         (118, 128, 64),
     ] {
         let shape = format!("{n} x {k} -> {rows}");
+        // QUANT_BENCH_SHAPES="118 x 64" keeps the shapes whose name contains one of the
+        // comma-separated parts.
+        if let Ok(keep) = std::env::var("QUANT_BENCH_SHAPES") {
+            if !keep.split(',').any(|s| shape.contains(s.trim())) {
+                continue;
+            }
+        }
         let flops = 2.0 * (n * k * rows) as f64;
         let x = data(n * k, 1, 1.0);
         let w = data(rows * k, 2, 0.05);

@@ -9,7 +9,10 @@
 //! results equal the scalar path's bit for bit; the AVX-VNNI and AVX2 paths do the same 256
 //! bits wide through [`dot_packed8`] (groups of 8 rows, [`Packed8`]). [`dot_rows`] (one
 //! activation row against every weight row) is the scalar path's kernel and the 256-bit
-//! paths' row kernel, kept for the tests.
+//! paths' row kernel, kept for the tests. Q8x2 on the AVX-512 VNNI path goes through
+//! [`dot_packed_x2`] instead: weights widened to i16 ([`Packed16W`]) and each activation's two
+//! passes as one i16 `128 q + r`, one `vpdpwssd` chain where [`dot_packed`] runs two `dpbusd`
+//! chains, with the same integers.
 //!
 //! All paths compute the same int32 block dot products bit for bit (integer arithmetic, no
 //! saturation possible: see [`KernelPath`]); they differ only in the order in which the f32
@@ -314,6 +317,77 @@ pub(crate) fn dot_packed(
     unsafe { x86::dot_packed_avx512(packed, rows, nb, (uq, ur, x_scales), outl, n, out) }
 }
 
+/// Weights repacked for the AVX-512 VNNI Q8x2 kernel ([`dot_packed_x2`]): the int8 values
+/// sign-extended to i16, rows in groups of 16 (one int32 lane per row), per group and block 16
+/// chunks of 16 rows x 2 values (one 512-bit vector each), and the 16 f32 row scales. One
+/// `vpdpwssd` of a chunk with the pair `a = 128 q + r` of two activations (i16, |a| <= 16383)
+/// adds `128 (q w) + r w` of both to each row's int32, so a block's 16 chunks give Q8x2's
+/// `128 dot(q, w) + dot(r, w)` in one chain: exactly the integer of the two `dpbusd` passes,
+/// without their shift, add and unsigned-offset correction. Rows past `rows` are zero.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub(crate) struct Packed16W {
+    qs: Vec<i16>,
+    scales: Vec<f32>,
+}
+
+// Only the x86-64 packed kernel builds one; other targets (wasm32) never do.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+impl Packed16W {
+    /// Repacks `rows x k` Q8_0 values (`qs`, row-major) and their block scales.
+    pub(crate) fn new(qs: &[i8], scales: &[f32], rows: usize, k: usize) -> Packed16W {
+        let nb = k / 32;
+        let groups = rows.div_ceil(16);
+        let mut p = Packed16W {
+            qs: vec![0; groups * nb * 512],
+            scales: vec![0.0; groups * nb * 16],
+        };
+        for row in 0..rows {
+            let (g, lane) = (row / 16, row % 16);
+            for b in 0..nb {
+                let base = g * nb + b;
+                let w = &qs[row * k + b * 32..row * k + (b + 1) * 32];
+                for (i, &v) in w.iter().enumerate() {
+                    p.qs[base * 512 + (i / 2) * 32 + lane * 2 + i % 2] = i16::from(v);
+                }
+                p.scales[base * 16 + lane] = scales[row * nb + b];
+            }
+        }
+        p
+    }
+}
+
+/// [`dot_packed`] for Q8x2 activations given as `a = 128 q + r` (i16, `n x 32 * nb`, from
+/// [`quantize_rows_x2_wide_avx512`]) against [`Packed16W`] weights, on the AVX-512 VNNI path:
+/// the same integers, hence the same outputs bit for bit.
+///
+/// Panics if the lengths disagree or the CPU lacks AVX-512 VNNI: internal invariants that
+/// [`crate::Q8Matrix::matmul`] establishes before calling.
+#[cfg(target_arch = "x86_64")]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn dot_packed_x2(
+    packed: &Packed16W,
+    rows: usize,
+    nb: usize,
+    a: &[i16],
+    x_scales: &[f32],
+    outl: OutlierTerms<'_>,
+    n: usize,
+    out: &mut [f32],
+) {
+    let k = nb * 32;
+    assert!(outl.x.len() == n * k && outl.cols.len() == outl.channels.len() * rows);
+    assert!(outl.channels.iter().all(|&c| (c as usize) < k));
+    let groups = rows.div_ceil(16);
+    assert!(a.len() == n * k && x_scales.len() == n * nb && out.len() == n * rows);
+    assert!(packed.qs.len() == groups * nb * 512 && packed.scales.len() == groups * nb * 16);
+    assert!(
+        KernelPath::Avx512Vnni.is_available(),
+        "AVX-512 VNNI not available"
+    );
+    // SAFETY: features checked just above; the asserts pin every length the kernel indexes.
+    unsafe { x86::dot_packed_x2_avx512(packed, rows, nb, a, x_scales, outl, n, out) }
+}
+
 /// Weights repacked for the 256-bit packed kernels ([`dot_packed8`], AVX-VNNI and AVX2): rows
 /// in groups of 8 (one int32 lane per row), per group and block 8 chunks of 8 rows x 4 bytes
 /// (one 256-bit vector each), the 8 f32 row scales, and `-128 * sum(w)` of each row's block
@@ -414,7 +488,9 @@ pub(crate) fn quantize_row_avx512(
         "AVX-512 not available"
     );
     // SAFETY: features checked just above (Avx512Vnni implies F and BW); lengths asserted.
-    unsafe { x86::quantize_rows_avx512::<false>(x, &[], scales.len(), q, r, scales, x2) }
+    unsafe {
+        x86::quantize_rows_avx512::<false, false>(x, &[], scales.len(), q, r, &mut [], scales, x2)
+    }
 }
 
 /// The AVX-512 quantizer's rounding of `v` (16 lanes) to -127..=127, half away from zero,
@@ -462,7 +538,36 @@ pub(crate) fn quantize_rows_biased_avx512(
         "AVX-512 not available"
     );
     // SAFETY: features checked just above (Avx512Vnni implies F and BW); lengths asserted.
-    unsafe { x86::quantize_rows_avx512::<true>(x, zero, nb, q, r, scales, x2) }
+    unsafe { x86::quantize_rows_avx512::<true, false>(x, zero, nb, q, r, &mut [], scales, x2) }
+}
+
+/// [`quantize_rows_biased_avx512`] for Q8x2, storing each value's pair as one i16
+/// `a = 128 q + r` (`a`: `32 * scales.len()` values, the layout [`dot_packed_x2`] reads)
+/// instead of the two biased bytes; `q`, `r` and the stored scales are the same.
+///
+/// Panics unless `x` and `a` are `32 * scales.len()` long, `nb > 0` divides `scales.len()`,
+/// `zero` is empty (no outliers) or `nb` long, and the CPU has AVX-512 F/BW.
+#[cfg(target_arch = "x86_64")]
+pub(crate) fn quantize_rows_x2_wide_avx512(
+    x: &[f32],
+    zero: &[u32],
+    nb: usize,
+    a: &mut [i16],
+    scales: &mut [f32],
+) {
+    let k = scales.len() * 32;
+    assert!(x.len() == k && a.len() == k);
+    assert!(nb > 0 && scales.len().is_multiple_of(nb));
+    assert!(zero.is_empty() || zero.len() == nb);
+    assert!(
+        KernelPath::Avx512Vnni.is_available(),
+        "AVX-512 not available"
+    );
+    // SAFETY: features checked just above (Avx512Vnni implies F and BW); lengths asserted
+    // (the byte outputs are not touched by the wide variant).
+    unsafe {
+        x86::quantize_rows_avx512::<true, true>(x, zero, nb, &mut [], &mut [], a, scales, true)
+    }
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -471,7 +576,7 @@ mod x86 {
     //! `#[target_feature]`: the callers in the parent module check the features at run time
     //! and the slice lengths with asserts before calling.
 
-    use super::{ActRow, OutlierTerms, Packed16, Packed8};
+    use super::{ActRow, OutlierTerms, Packed16, Packed16W, Packed8};
     use std::arch::x86_64::*;
 
     #[cfg(test)]
@@ -1016,17 +1121,24 @@ mod x86 {
     /// # Safety
     /// The CPU must support AVX-512 F/BW; lengths as asserted by
     /// `super::quantize_rows_biased_avx512` (rows of `nb` blocks). `BIASED`: store `q ^ 0x80`
-    /// (and `r ^ 0x80`) and read the lanes of `zero[b]` as 0.0 (`zero` empty: none).
+    /// (and `r ^ 0x80`) and read the lanes of `zero[b]` as 0.0 (`zero` empty: none). `WIDE`
+    /// (with `x2`): store `128 q + r` into `a` (as long as `x`) and leave `q`, `r` (then
+    /// empty) alone.
     #[target_feature(enable = "avx512f,avx512bw")]
-    pub(super) unsafe fn quantize_rows_avx512<const BIASED: bool>(
+    #[allow(clippy::too_many_arguments)]
+    pub(super) unsafe fn quantize_rows_avx512<const BIASED: bool, const WIDE: bool>(
         x: &[f32],
         zero: &[u32],
         nb: usize,
         q: &mut [i8],
         r: &mut [i8],
+        a: &mut [i16],
         scales: &mut [f32],
         x2: bool,
     ) {
+        let x2 = x2 || WIDE;
+        // The 64-bit units of `packs_epi32(lo, hi)` back in order: lo's 16 values, hi's 16.
+        let unpack16 = _mm512_set_epi64(7, 5, 3, 1, 6, 4, 2, 0);
         let flip8 = if BIASED { i8::MIN } else { 0 };
         let (flip, flip64) = (_mm_set1_epi8(flip8), _mm512_set1_epi8(flip8));
         let blocks = scales.len();
@@ -1104,6 +1216,20 @@ mod x86 {
                 }
                 (qi, ri)
             };
+            if WIDE {
+                for j in 0..cnt {
+                    let (qa, ra) = values(j);
+                    // |128 q + r| <= 16383: the saturating pack is exact.
+                    let wide = |h: usize| _mm512_add_epi32(_mm512_slli_epi32::<7>(qa[h]), ra[h]);
+                    let v =
+                        _mm512_permutexvar_epi64(unpack16, _mm512_packs_epi32(wide(0), wide(1)));
+                    // SAFETY: values (c0 + j) * 32.. + 32 (block c0 + j) lie inside a, which
+                    // is as long as x.
+                    unsafe { _mm512_storeu_si512(a.as_mut_ptr().add((c0 + j) * 32).cast(), v) };
+                }
+                c0 += cnt;
+                continue;
+            }
             let mut j = 0;
             while j + 2 <= cnt {
                 let (qa, ra) = values(j);
@@ -1296,6 +1422,149 @@ mod x86 {
                         packed_tile::<1, false>(p, g, nb, act, outl, i, rows, mask, out);
                     }
                 }
+                i += 1;
+            }
+        }
+    }
+
+    /// `acc + vpdpwssd(w, the two i16 at p broadcast)`, the broadcast folded into the
+    /// instruction. Inline assembly because LLVM splits `_mm512_dpwssd_epi32` into
+    /// `vpmaddwd` + `vpaddd` (two operations where one does) for this target, and keeps the
+    /// broadcast as a separate instruction.
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512 F/VNNI; `p` must be valid for reading 4 bytes.
+    #[target_feature(enable = "avx512f,avx512vnni")]
+    #[inline]
+    unsafe fn dpwssd_bcast(acc: __m512i, w: __m512i, p: *const i16) -> __m512i {
+        let mut acc = acc;
+        // SAFETY: the caller guarantees the CPU features and 4 readable bytes at p (no
+        // alignment needed); the instruction writes only `acc` and touches no flags or stack.
+        unsafe {
+            std::arch::asm!(
+                "vpdpwssd {acc}, {w}, dword ptr [{p}]{{1to16}}",
+                acc = inout(zmm_reg) acc,
+                w = in(zmm_reg) w,
+                p = in(reg) p,
+                options(pure, readonly, nostack, preserves_flags),
+            );
+        }
+        acc
+    }
+
+    /// `T` activation rows from `i0` against the 16-row group `g` of [`Packed16W`]: per
+    /// block, 16 `vpdpwssd` (the activation pair broadcast from memory inside the
+    /// instruction) in `CH` chains per token, one convert, two multiplies and an add.
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512 F/BW/VNNI; rows `i0..i0 + T` exist; lengths as asserted
+    /// by `super::dot_packed_x2`; `mask` covers only rows `< rows` of the group.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn packed_tile_x2w<const T: usize, const CH: usize>(
+        p: &Packed16W,
+        g: usize,
+        nb: usize,
+        a: &[i16],
+        xs: &[f32],
+        outl: OutlierTerms<'_>,
+        i0: usize,
+        rows: usize,
+        mask: __mmask16,
+        out: &mut [f32],
+    ) {
+        let k = nb * 32;
+        let mut acc = [_mm512_setzero_ps(); T];
+        for b in 0..nb {
+            let base = g * nb + b;
+            // SAFETY: group g, block b: 512 values and 16 scales inside the packed arrays
+            // (g < groups, b < nb).
+            let (wp, ws) = unsafe {
+                (
+                    p.qs.as_ptr().add(base * 512),
+                    _mm512_loadu_ps(p.scales.as_ptr().add(base * 16)),
+                )
+            };
+            // SAFETY: block b of row i0 (32 values) lies inside the activations.
+            let ap = unsafe { a.as_ptr().add(i0 * k + b * 32) };
+            // Integer sums: the order of the chains and links changes nothing.
+            let mut d = [[_mm512_setzero_si512(); T]; CH];
+            let mut c = 0;
+            while c < 16 {
+                for (h, dh) in d.iter_mut().enumerate() {
+                    // SAFETY: chunk c + h < 16 of the block: 32 values inside it.
+                    let wc = unsafe { _mm512_loadu_si512(wp.add((c + h) * 32).cast()) };
+                    for (t, dt) in dh.iter_mut().enumerate() {
+                        // SAFETY: values 2 (c + h)..+ 2 of block b of row i0 + t lie inside
+                        // the activations (rows of k values).
+                        *dt = unsafe { dpwssd_bcast(*dt, wc, ap.add(t * k + (c + h) * 2)) };
+                    }
+                }
+                c += CH;
+            }
+            for (t, acc_t) in acc.iter_mut().enumerate() {
+                let mut idot = d[0][t];
+                for dc in d.iter().skip(1) {
+                    idot = _mm512_add_epi32(idot, dc[t]);
+                }
+                let s = _mm512_mul_ps(ws, _mm512_set1_ps(xs[(i0 + t) * nb + b]));
+                // Multiply, then add (no FMA): the scalar path's rounding and order.
+                *acc_t = _mm512_add_ps(*acc_t, _mm512_mul_ps(s, _mm512_cvtepi32_ps(idot)));
+            }
+        }
+        for (o, &c) in outl.channels.iter().enumerate() {
+            // SAFETY: the mask limits the load to rows < rows of column o, which lies inside
+            // cols (channels.len() x rows).
+            let col =
+                unsafe { _mm512_maskz_loadu_ps(mask, outl.cols.as_ptr().add(o * rows + g * 16)) };
+            for (t, acc_t) in acc.iter_mut().enumerate() {
+                let xo = _mm512_set1_ps(outl.x[(i0 + t) * k + c as usize]);
+                *acc_t = _mm512_add_ps(*acc_t, _mm512_mul_ps(xo, col));
+            }
+        }
+        for (t, acc_t) in acc.iter().enumerate() {
+            let at = (i0 + t) * rows + g * 16;
+            // SAFETY: the mask limits the store to the rows of the group that exist, which lie
+            // inside out (row i0 + t < n, out is n x rows).
+            unsafe { _mm512_mask_storeu_ps(out.as_mut_ptr().add(at), mask, *acc_t) };
+        }
+    }
+
+    /// # Safety
+    /// The CPU must support AVX-512 F/BW/VNNI; lengths as asserted by `super::dot_packed_x2`.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    #[allow(clippy::too_many_arguments)]
+    pub(super) unsafe fn dot_packed_x2_avx512(
+        p: &Packed16W,
+        rows: usize,
+        nb: usize,
+        a: &[i16],
+        xs: &[f32],
+        outl: OutlierTerms<'_>,
+        n: usize,
+        out: &mut [f32],
+    ) {
+        const T: usize = 8;
+        const CH: usize = 2;
+        for g in 0..rows.div_ceil(16) {
+            let lanes = (rows - g * 16).min(16);
+            let mask: __mmask16 = if lanes == 16 {
+                0xFFFF
+            } else {
+                (1u16 << lanes) - 1
+            };
+            let mut i = 0;
+            // SAFETY (all calls): tokens i..i + T (or fewer) < n; as the caller guarantees.
+            while i + T <= n {
+                unsafe { packed_tile_x2w::<T, CH>(p, g, nb, a, xs, outl, i, rows, mask, out) };
+                i += T;
+            }
+            while i + 4 <= n {
+                unsafe { packed_tile_x2w::<4, 2>(p, g, nb, a, xs, outl, i, rows, mask, out) };
+                i += 4;
+            }
+            while i < n {
+                unsafe { packed_tile_x2w::<1, 4>(p, g, nb, a, xs, outl, i, rows, mask, out) };
                 i += 1;
             }
         }

@@ -13,7 +13,7 @@
 //! unchanged.
 
 use crate::error::{Error, Result};
-use crate::kernels::{dot_rows, ActRow, KernelPath, Packed16, Packed8};
+use crate::kernels::{dot_rows, ActRow, KernelPath, Packed16, Packed16W, Packed8};
 use crate::q8::{
     check_finite, check_shape, f16_bits_to_f32, f32_to_f16_bits, outlier_mask, quantize_q8_0,
     Q8_0_BLOCK_BYTES, QK8_0,
@@ -39,6 +39,8 @@ pub struct Scratch {
     row: Vec<f32>,
     q: Vec<i8>,
     r: Vec<i8>,
+    /// Q8x2 activations as `128 q + r` (i16) for the AVX-512 VNNI kernel.
+    a: Vec<i16>,
     scales: Vec<f32>,
 }
 
@@ -68,6 +70,7 @@ impl Scratch {
             row: Vec::new(),
             q: Vec::new(),
             r: Vec::new(),
+            a: Vec::new(),
             scales: Vec::new(),
         }
     }
@@ -77,10 +80,14 @@ impl Scratch {
         self.path
     }
 
-    fn ensure(&mut self, n: usize, k: usize) {
+    fn ensure(&mut self, n: usize, k: usize, mode: ActQuant) {
         grow(&mut self.row, k, 0.0);
-        grow(&mut self.q, n * k, 0);
-        grow(&mut self.r, n * k, 0);
+        if self.path == KernelPath::Avx512Vnni && mode == ActQuant::Q8x2 {
+            grow(&mut self.a, n * k, 0);
+        } else {
+            grow(&mut self.q, n * k, 0);
+            grow(&mut self.r, n * k, 0);
+        }
         grow(&mut self.scales, n * (k / QK8_0), 0.0);
     }
 }
@@ -153,6 +160,9 @@ pub struct Q8Matrix {
     /// The same int8 weights repacked for the AVX-512 VNNI kernel; built at construction only
     /// where this CPU can run that path.
     packed: Option<Packed16>,
+    /// The same int8 weights widened to i16 and repacked for the AVX-512 VNNI Q8x2 kernel,
+    /// built on the first Q8x2 product that runs on that path.
+    packed_x2: std::sync::OnceLock<Packed16W>,
     /// The same int8 weights repacked for the 256-bit packed kernels (AVX-VNNI, AVX2), built
     /// on the first product that runs on one of those paths.
     packed8: std::sync::OnceLock<Packed8>,
@@ -249,6 +259,7 @@ impl Q8Matrix {
             outliers: outliers.to_vec(),
             outlier_cols,
             packed,
+            packed_x2: std::sync::OnceLock::new(),
             packed8: std::sync::OnceLock::new(),
             zero_masks,
         })
@@ -338,15 +349,43 @@ impl Q8Matrix {
             });
         }
         let nb = k / QK8_0;
-        scratch.ensure(n, k);
+        scratch.ensure(n, k, mode);
         let Scratch {
             path,
             row,
             q,
             r,
+            a,
             scales,
         } = scratch;
         let row = &mut row[..k];
+        #[cfg(target_arch = "x86_64")]
+        if *path == KernelPath::Avx512Vnni && mode == ActQuant::Q8x2 && self.packed.is_some() {
+            let p = self
+                .packed_x2
+                .get_or_init(|| Packed16W::new(&self.qs, &self.scales, rows, k));
+            // Quantized straight from `x` as for Q8 below, each value's two passes stored as
+            // one i16 `128 q + r` for the single `vpdpwssd` chain.
+            if n > 0 && nb > 0 {
+                crate::kernels::quantize_rows_x2_wide_avx512(
+                    x,
+                    &self.zero_masks,
+                    nb,
+                    &mut a[..n * k],
+                    &mut scales[..n * nb],
+                );
+            }
+            let outl = crate::kernels::OutlierTerms {
+                channels: &self.outliers,
+                cols: &self.outlier_cols,
+                x,
+            };
+            let xs = &scales[..n * nb];
+            crate::kernels::dot_packed_x2(p, rows, nb, &a[..n * k], xs, outl, n, out);
+            return Ok(());
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = a;
         #[cfg(target_arch = "x86_64")]
         if let Some(p) = self
             .packed
@@ -863,6 +902,86 @@ mod tests {
                     );
                     if mode == ActQuant::Q8x2 {
                         assert_eq!(flip(&r1), r2, "{what}: biased residuals");
+                        // The wide variant: 128 q + r as one i16, the same scales.
+                        let (mut a3, mut s3) = (vec![1i16; n * k], vec![1f32; n * nb]);
+                        crate::kernels::quantize_rows_x2_wide_avx512(
+                            &x, zero, nb, &mut a3, &mut s3,
+                        );
+                        let want: Vec<i16> = q1
+                            .iter()
+                            .zip(&r1)
+                            .map(|(&q, &r)| 128 * i16::from(q) + i16::from(r))
+                            .collect();
+                        assert_eq!(a3, want, "{what}: 128 q + r");
+                        assert_eq!(
+                            s1.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                            s3.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                            "{what}: wide scales"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// Every path against the portable one, bit for bit, on the packed kernels' edges: one
+    /// token, one block, row counts around the 16- and 8-row groups, token counts around the
+    /// 8- and 4-token tiles, weights at -128 and 127 (possible in a Q8_0 file), activation
+    /// blocks at full scale (q and r at +-127), and outliers in the first and last lanes.
+    #[test]
+    fn every_path_is_bit_identical_on_kernel_edges() {
+        let mut rng = Rng(123);
+        for (n, k, rows) in [
+            (1usize, 32usize, 1usize),
+            (1, 64, 17),
+            (2, 32, 16),
+            (3, 96, 15),
+            (7, 64, 33),
+            (8, 32, 8),
+            (9, 128, 31),
+            (12, 160, 48),
+            (13, 64, 9),
+        ] {
+            let nb = k / QK8_0;
+            // Raw Q8_0 bytes: scale 1/64 (exact in f16), values covering -128..=127.
+            let mut bytes = Vec::with_capacity(rows * nb * Q8_0_BLOCK_BYTES);
+            for blk in 0..rows * nb {
+                bytes.extend_from_slice(&f32_to_f16_bits(1.0 / 64.0).to_le_bytes());
+                for i in 0..QK8_0 {
+                    let v = match (blk + i) % 5 {
+                        0 => -128i32,
+                        1 => 127,
+                        _ => (rng.uniform() * 255.0) as i32 - 128,
+                    };
+                    bytes.push(v.clamp(-128, 127) as i8 as u8);
+                }
+            }
+            let mut x: Vec<f32> = (0..n * k).map(|_| rng.normal()).collect();
+            for (i, row) in x.chunks_exact_mut(k).enumerate() {
+                // Block 0 of every row: one value at the block's amax, its neighbours just
+                // below a rounding step, so that q and r reach +-127 and the halves.
+                row[1] = if i % 2 == 0 { 50.0 } else { -50.0 };
+                row[2] = -49.8;
+                row[3] = 50.0 * (126.5 / 127.0);
+            }
+            for outliers in [vec![], vec![0u32, (k - 1) as u32], vec![5, 31, 32]] {
+                let outliers: Vec<u32> =
+                    outliers.into_iter().filter(|&o| (o as usize) < k).collect();
+                let m = Q8Matrix::from_q8_0_bytes(&bytes, rows, k, &outliers, None).unwrap();
+                for mode in [ActQuant::Q8, ActQuant::Q8x2] {
+                    let mut want = vec![0f32; n * rows];
+                    let mut scalar = Scratch::with_path(KernelPath::Scalar).unwrap();
+                    m.matmul(&x, n, &mut want, mode, &mut scalar).unwrap();
+                    for path in KernelPath::available() {
+                        let mut got = vec![1f32; n * rows];
+                        let mut s = Scratch::with_path(path).unwrap();
+                        m.matmul(&x, n, &mut got, mode, &mut s).unwrap();
+                        let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+                        assert_eq!(
+                            bits(&got),
+                            bits(&want),
+                            "{path} {mode:?} n {n} k {k} rows {rows} outliers {outliers:?}"
+                        );
                     }
                 }
             }

@@ -123,7 +123,11 @@ fn fma_peak() {
 fn weight_rate(isa: Isa) {
     use sky_infer::weights::Weight;
     for &(rows, n, k) in &[
-        (107usize, 384usize, 128usize),
+        (118usize, 192usize, 64usize),
+        (118, 64, 64),
+        (118, 256, 64),
+        (118, 64, 128),
+        (107, 384, 128),
         (107, 512, 128),
         (97, 768, 256),
         (97, 1024, 256),

@@ -83,7 +83,8 @@ impl Scratch {
     fn ensure(&mut self, n: usize, k: usize, mode: ActQuant) {
         grow(&mut self.row, k, 0.0);
         if self.path == KernelPath::Avx512Vnni && mode == ActQuant::Q8x2 {
-            grow(&mut self.a, n * k, 0);
+            // Room to start the values on a 64-byte boundary.
+            grow(&mut self.a, n * k + 32, 0);
         } else {
             grow(&mut self.q, n * k, 0);
             grow(&mut self.r, n * k, 0);
@@ -364,6 +365,11 @@ impl Q8Matrix {
             let p = self
                 .packed_x2
                 .get_or_init(|| Packed16W::new(&self.qs, &self.scales, rows, k));
+            // Every block of 32 values (64 bytes) on its own cache line: the quantizer's
+            // 64-byte stores split across two lines otherwise (a Vec<i16> is only 16-aligned),
+            // about 5% of its time (118 x 128 values: 3.1 against 3.0 µs).
+            let off = a.as_ptr().align_offset(64).min(32);
+            let a = &mut a[off..off + n * k];
             // Quantized straight from `x` as for Q8 below, each value's two passes stored as
             // one i16 `128 q + r` for the single `vpdpwssd` chain.
             if n > 0 && nb > 0 {
@@ -371,7 +377,7 @@ impl Q8Matrix {
                     x,
                     &self.zero_masks,
                     nb,
-                    &mut a[..n * k],
+                    a,
                     &mut scales[..n * nb],
                 );
             }
@@ -381,7 +387,7 @@ impl Q8Matrix {
                 x,
             };
             let xs = &scales[..n * nb];
-            crate::kernels::dot_packed_x2(p, rows, nb, &a[..n * k], xs, outl, n, out);
+            crate::kernels::dot_packed_x2(p, rows, nb, a, xs, outl, n, out);
             return Ok(());
         }
         #[cfg(not(target_arch = "x86_64"))]

@@ -1145,13 +1145,24 @@ mod x86 {
         // Block `b` of a row (the outlier lanes' index) of the next block to load.
         let mut b = 0;
         let mut c0 = 0;
+        // Where nb divides 16 (k = 32 to 512), every chunk of 16 blocks starts a row: one
+        // pattern of lane masks serves them all (4-5% of the quantizer's time at k = 64-256).
+        let periodic = nb > 0 && 16 % nb == 0;
+        let mut keep16 = [!0u32; 16];
+        if periodic {
+            for (j, kj) in keep16.iter_mut().enumerate() {
+                *kj = !zero.get(j % nb).copied().unwrap_or(0);
+            }
+        }
         while c0 < blocks {
             let cnt = (blocks - c0).min(16);
             // Block c0 + j's two halves, outlier lanes read as 0.
-            let mut keep = [!0u32; 16];
-            for kj in keep.iter_mut().take(cnt) {
-                *kj = !zero.get(b).copied().unwrap_or(0);
-                b = if b + 1 == nb { 0 } else { b + 1 };
+            let mut keep = keep16;
+            if !periodic {
+                for kj in keep.iter_mut().take(cnt) {
+                    *kj = !zero.get(b).copied().unwrap_or(0);
+                    b = if b + 1 == nb { 0 } else { b + 1 };
+                }
             }
             let load = |j: usize| {
                 // SAFETY: block c0 + j < blocks of x (32 floats each) lies inside x

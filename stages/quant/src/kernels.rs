@@ -1361,9 +1361,30 @@ mod x86 {
                 *a = _mm512_add_ps(*a, _mm512_mul_ps(s, _mm512_cvtepi32_ps(idot)));
             }
         }
-        // The outlier columns, each loaded once for the T tokens; per token still one after
-        // the other, in order (at k = 64 a token's own 4-outlier chain cost as much as its
-        // dots).
+        // SAFETY: the caller's guarantees, passed on.
+        unsafe { finish_tile(&mut acc, &outl, mask, rows, g, i0, k, out) };
+    }
+
+    /// The end of a packed tile, shared by both kernels: add the outlier columns' terms to the
+    /// T tokens' accumulators (each column loaded once for the T tokens; per token one after
+    /// the other, in order: the scalar path's sums), then store the group's rows of each token.
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512 F; rows `i0..i0 + T` exist (`out` is n x rows, `outl.x` is
+    /// n x k); `mask` covers only rows `< rows` of the group `g`.
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn finish_tile<const T: usize>(
+        acc: &mut [__m512; T],
+        outl: &OutlierTerms<'_>,
+        mask: __mmask16,
+        rows: usize,
+        g: usize,
+        i0: usize,
+        k: usize,
+        out: &mut [f32],
+    ) {
         for (o, &c) in outl.channels.iter().enumerate() {
             // SAFETY: the mask limits the load to rows < rows of column o, which lies inside
             // cols (channels.len() x rows).
@@ -1374,7 +1395,7 @@ mod x86 {
                 *a = _mm512_add_ps(*a, _mm512_mul_ps(xo, col));
             }
         }
-        for (t, a) in acc.iter_mut().enumerate() {
+        for (t, a) in acc.iter().enumerate() {
             let at = (i0 + t) * rows + g * 16;
             // SAFETY: the mask limits the store to the rows of the group that exist, which lie
             // inside out (row i0 + t < n, out is n x rows).
@@ -1523,22 +1544,8 @@ mod x86 {
                 *acc_t = _mm512_add_ps(*acc_t, _mm512_mul_ps(s, _mm512_cvtepi32_ps(idot)));
             }
         }
-        for (o, &c) in outl.channels.iter().enumerate() {
-            // SAFETY: the mask limits the load to rows < rows of column o, which lies inside
-            // cols (channels.len() x rows).
-            let col =
-                unsafe { _mm512_maskz_loadu_ps(mask, outl.cols.as_ptr().add(o * rows + g * 16)) };
-            for (t, acc_t) in acc.iter_mut().enumerate() {
-                let xo = _mm512_set1_ps(outl.x[(i0 + t) * k + c as usize]);
-                *acc_t = _mm512_add_ps(*acc_t, _mm512_mul_ps(xo, col));
-            }
-        }
-        for (t, acc_t) in acc.iter().enumerate() {
-            let at = (i0 + t) * rows + g * 16;
-            // SAFETY: the mask limits the store to the rows of the group that exist, which lie
-            // inside out (row i0 + t < n, out is n x rows).
-            unsafe { _mm512_mask_storeu_ps(out.as_mut_ptr().add(at), mask, *acc_t) };
-        }
+        // SAFETY: the caller's guarantees, passed on.
+        unsafe { finish_tile(&mut acc, &outl, mask, rows, g, i0, k, out) };
     }
 
     /// # Safety

@@ -401,6 +401,18 @@ pub fn hash_file(path: &Path) -> std::io::Result<Digest> {
 mod tests {
     use super::*;
 
+    /// Write `text` to `path` with an mtime 10 s in the past (old enough to be trusted).
+    fn write_old(path: &Path, text: &[u8]) {
+        std::fs::write(path, text).unwrap();
+        let old = std::time::SystemTime::now() - std::time::Duration::from_secs(10);
+        std::fs::File::options()
+            .write(true)
+            .open(path)
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+    }
+
     #[test]
     fn fresh_files_are_not_trusted_old_ones_are() {
         let dir = tempfile::tempdir().unwrap();
@@ -414,13 +426,7 @@ mod tests {
         std::fs::write(dir.path().join("a"), b"two").unwrap();
         assert_eq!(c.digest(dir.path(), "a").unwrap().0, Digest::of(b"two"));
         // Make it old: now recorded, and a second lookup hashes nothing.
-        let old = std::time::SystemTime::now() - std::time::Duration::from_secs(10);
-        std::fs::File::options()
-            .write(true)
-            .open(dir.path().join("a"))
-            .unwrap()
-            .set_modified(old)
-            .unwrap();
+        write_old(&dir.path().join("a"), b"two");
         c.digest(dir.path(), "a").unwrap();
         let before = c.hashed_bytes();
         c.digest(dir.path(), "a").unwrap();
@@ -453,17 +459,7 @@ mod tests {
     #[test]
     fn a_save_is_skipped_only_where_no_entry_can_mislead() {
         let dir = tempfile::tempdir().unwrap();
-        let old = std::time::SystemTime::now() - std::time::Duration::from_secs(10);
-        let make = |name: &str, text: &str| {
-            let f = dir.path().join(name);
-            std::fs::write(&f, text).unwrap();
-            std::fs::File::options()
-                .write(true)
-                .open(&f)
-                .unwrap()
-                .set_modified(old)
-                .unwrap();
-        };
+        let make = |name: &str, text: &str| write_old(&dir.path().join(name), text.as_bytes());
         let p = dir.path().join("cache");
         make("a", "one");
         let mut c = StatCache::default();
@@ -497,14 +493,7 @@ mod tests {
     fn save_load_round_trip() {
         let dir = tempfile::tempdir().unwrap();
         let f = dir.path().join("a");
-        std::fs::write(&f, b"x").unwrap();
-        let old = std::time::SystemTime::now() - std::time::Duration::from_secs(10);
-        std::fs::File::options()
-            .write(true)
-            .open(&f)
-            .unwrap()
-            .set_modified(old)
-            .unwrap();
+        write_old(&f, b"x");
         let mut c = StatCache::default();
         c.digest(dir.path(), "a").unwrap();
         let p = dir.path().join("cache");

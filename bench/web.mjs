@@ -5,11 +5,18 @@
 //
 //   cargo run --release -p skyctl -- build && (cd site && npm ci)
 //   node bench/web.mjs [--passes 5] [--reps 10] [--models s1-pico,...] [--variants simd,scalar]
-//                      [--json OUT.json]
+//                      [--json OUT.json] [--native BIN]
+//
+// `--native BIN` (the infer bench executable, `cargo bench -p sky-infer --bench infer --no-run`
+// prints its path) alternates the browser with native f32 on the same machine: after every
+// browser pass BIN answers the 41 cases `reps` times, and each pass gives a WASM / native
+// ratio of the same statistic (median over the cases of each case's time); reported: the
+// median of those ratios.
 //
 // Each pass answers every case `reps` times in a row inside the worker (no message round trip
 // per answer; the page is cross-origin isolated, so the timer resolves 5 µs); per case the
 // median of the passes; reported: the median over the 41 cases.
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -25,6 +32,21 @@ const REPS = Number(arg('reps', 10));
 const JSON_OUT = arg('json', null);
 const MODELS = arg('models', 's1-pico,s1-nano,s1-micro').split(',');
 const VARIANTS = arg('variants', 'simd,scalar').split(',');
+const NATIVE = arg('native', null);
+
+// One native f32 run of BIN over the 41 cases `reps` times: its median of case medians and its
+// mean per question, µs (the last two columns of its table).
+const nativeMicros = (model, cases) => {
+  const out = execFileSync(NATIVE, [model, '--iters', String(cases * REPS)], { encoding: 'utf8' });
+  const row = out.split('\n').find((l) => l.startsWith(`| ${model} |`));
+  const cells = row ? row.split('|').map((c) => c.trim()).filter(Boolean) : [];
+  const [mean, med] = cells.slice(-2).map(Number);
+  if (!Number.isFinite(med) || !Number.isFinite(mean)) {
+    throw new Error(`no mean and case-median columns in the output of ${NATIVE}:\n${out}`);
+  }
+  return { med, mean };
+};
+const mean = (xs) => xs.reduce((a, b) => a + b, 0) / xs.length;
 
 const median = (xs) => {
   const s = [...xs].sort((a, b) => a - b);
@@ -65,13 +87,36 @@ try {
       // Warm-up: two passes (the engine tiers the module up to its optimizing compiler).
       await page.evaluate((r) => window.sky.bench(r, 2), requests);
       const perCase = requests.map(() => []);
+      const native = [];
+      const ratios = [];
+      const meanRatios = [];
       for (let p = 0; p < PASSES; p++) {
         const t = await page.evaluate(([r, reps]) => window.sky.bench(r, reps), [requests, REPS]);
         t.forEach((ms, i) => perCase[i].push(ms));
+        if (NATIVE) {
+          const us = nativeMicros(m, requests.length);
+          native.push(us);
+          ratios.push((median(t) * 1000) / us.med);
+          meanRatios.push((mean(t) * 1000) / us.mean);
+        }
       }
       const ms = median(perCase.map(median));
-      results.models[m][v] = { ms_per_question: Number(ms.toFixed(4)), isolated };
-      console.log(`${m} ${v}: ${ms.toFixed(3)} ms per question (median of ${requests.length} cases)`);
+      results.models[m][v] = {
+        ms_per_question: Number(ms.toFixed(4)),
+        mean_ms_per_question: Number(mean(perCase.map(mean)).toFixed(4)),
+        isolated,
+      };
+      let line = `${m} ${v}: ${ms.toFixed(3)} ms per question (median of ${requests.length} cases)`;
+      if (NATIVE) {
+        const r = results.models[m][v];
+        r.native_ms_per_question = Number((median(native.map((u) => u.med)) / 1000).toFixed(4));
+        r.native_mean_ms_per_question = Number((median(native.map((u) => u.mean)) / 1000).toFixed(4));
+        r.wasm_over_native = Number(median(ratios).toFixed(3));
+        r.wasm_over_native_means = Number(median(meanRatios).toFixed(3));
+        r.pass_ratios = ratios.map((x) => Number(x.toFixed(3)));
+        line += `; native f32 ${r.native_ms_per_question.toFixed(3)} ms; WASM / native ${r.wasm_over_native}x (median of ${PASSES} alternated passes: ${r.pass_ratios.join(', ')}); means ${r.mean_ms_per_question} / ${r.native_mean_ms_per_question} ms, ${r.wasm_over_native_means}x`;
+      }
+      console.log(line);
       await page.close();
     }
   }

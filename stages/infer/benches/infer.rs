@@ -221,11 +221,15 @@ fn main() {
     println!(
         "isa {isa:?}, {iters} questions per model (the 41 golden cases round-robin), {threads} thread(s), split {split:?}"
     );
-    println!("| model | file | median µs/question | p10 | p90 | forward median µs | CPU µs/question (mean) | median tokens | 64 tokens forward median / p10 µs |");
-    println!("|---|---|---|---|---|---|---|---|---|");
+    println!("| model | file | median µs/question | p10 | p90 | forward median µs | CPU µs/question (mean) | median tokens | 64 tokens forward median / p10 µs | mean µs/question | median of case medians µs |");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
     for m in models {
         let dir = root.join("models").join(&m);
-        let ckpt = sky_laya::LayaCheckpoint::open(&dir).expect("checkpoint");
+        // A model name is the user's input: a missing one is a message and exit 2.
+        let ckpt = sky_laya::LayaCheckpoint::open(&dir).unwrap_or_else(|e| {
+            eprintln!("infer bench: model {m:?} ({}): {e}", dir.display());
+            std::process::exit(2)
+        });
         let opts = sky_laya::ConvertOptions {
             policy: sky_laya::TypePolicy {
                 ftype: GgmlType::F16,
@@ -273,7 +277,10 @@ fn main() {
                 .append(true)
                 .open(d)
                 .and_then(|mut f| f.write_all(lines.as_bytes()))
-                .expect("--dump file");
+                .unwrap_or_else(|e| {
+                    eprintln!("infer bench: --dump {}: {e}", d.display());
+                    std::process::exit(2)
+                });
         }
         ws.set_profiling(profile);
         let mut total = Vec::with_capacity(iters);
@@ -315,7 +322,12 @@ fn main() {
                     100.0 * ns as f64 / all.max(1) as f64
                 );
             }
-            for o in [Op::MatmulF32, Op::MatmulInt8] {
+            for o in [
+                Op::MatmulF32,
+                Op::MatmulInt8,
+                Op::AttnScores,
+                Op::AttnValues,
+            ] {
                 let macs = t.product_macs(o);
                 if macs > 0 {
                     println!(
@@ -360,9 +372,23 @@ fn main() {
             std::hint::black_box(s);
             t64.push(t0.elapsed().as_secs_f64() * 1e6);
         }
+        // The statistic `bench/web.mjs` reports for the browser: each case's median over its
+        // rounds, then the median over the cases (so the two can be divided).
+        let mut case_medians: Vec<f64> = (0..qs.len())
+            .filter_map(|k| {
+                let mut own: Vec<f64> = total.iter().skip(k).step_by(qs.len()).copied().collect();
+                (!own.is_empty()).then(|| pct(&mut own, 0.5))
+            })
+            .collect();
+        let case_med = if case_medians.is_empty() {
+            f64::NAN
+        } else {
+            pct(&mut case_medians, 0.5)
+        };
+        let mean = total.iter().sum::<f64>() / total.len().max(1) as f64;
         let med = pct(&mut total, 0.5);
         println!(
-            "| {m} | F16 GGUF, {path}, {isa:?} | {med:.0} | {:.0} | {:.0} | {:.0} | {cpu} | {:.0} | {:.0} / {:.0} |",
+            "| {m} | F16 GGUF, {path}, {isa:?} | {med:.0} | {:.0} | {:.0} | {:.0} | {cpu} | {:.0} | {:.0} / {:.0} | {mean:.1} | {case_med:.1} |",
             pct(&mut total, 0.1),
             pct(&mut total, 0.9),
             pct(&mut fwd, 0.5),

@@ -118,8 +118,9 @@ impl Op {
 pub struct OpTimes {
     ns: [AtomicU64; Op::ALL.len()],
     passes: AtomicU64,
-    /// Multiply-adds of the weight products (rows x k x n): f32 weights, int8 weights.
-    macs: [AtomicU64; 2],
+    /// Multiply-adds (rows x k x n) of the weight products on f32 and on int8 weights, and of
+    /// attention's two products (Q·Kᵀ, P·V).
+    macs: [AtomicU64; 4],
 }
 
 impl OpTimes {
@@ -133,14 +134,27 @@ impl OpTimes {
         self.passes.load(Ordering::Relaxed)
     }
 
-    /// Multiply-adds of the weight products over the timed passes (what their time bought:
-    /// the rate against the core's ceiling), of the f32 ([`Op::MatmulF32`]) or the int8
-    /// ([`Op::MatmulInt8`]) ones.
+    /// Multiply-adds of the products over the timed passes (what their time bought: the rate
+    /// against the core's ceiling): the weight products on f32 ([`Op::MatmulF32`]) or int8
+    /// ([`Op::MatmulInt8`]) weights, attention's [`Op::AttnScores`] and [`Op::AttnValues`];
+    /// 0 for the other ops.
     pub fn product_macs(&self, op: Op) -> u64 {
-        match op {
-            Op::MatmulF32 => self.macs[0].load(Ordering::Relaxed),
-            Op::MatmulInt8 => self.macs[1].load(Ordering::Relaxed),
-            _ => 0,
+        let i = match op {
+            Op::MatmulF32 => 0,
+            Op::MatmulInt8 => 1,
+            Op::AttnScores => 2,
+            Op::AttnValues => 3,
+            _ => return 0,
+        };
+        self.macs[i].load(Ordering::Relaxed)
+    }
+
+    /// One attention block's `rows x keys x head_dim`, once for each of its two products.
+    fn count_attention(prof: Option<&OpTimes>, macs: usize) {
+        if let Some(p) = prof {
+            for i in [2, 3] {
+                p.macs[i].fetch_add(macs as u64, Ordering::Relaxed);
+            }
         }
     }
 
@@ -940,6 +954,7 @@ fn attend_block(
         None => (0, n),
     };
     let width = hi - lo;
+    OpTimes::count_attention(c.prof, nr * width * hd);
     gemm(
         isa,
         Gemm {

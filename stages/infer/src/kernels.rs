@@ -1154,12 +1154,13 @@ mod wasm {
     /// `exp_fast` on 4 lanes: the same clamp, reduction, polynomial and exponent bits.
     #[inline(always)]
     fn exp4(x: v128) -> v128 {
-        let x = f32x4_min(f32x4_max(x, f32x4_splat(-87.3)), f32x4_splat(88.3));
+        // pmin / pmax (`a < b ? b : a`): one x86 instruction each, where min / max's IEEE
+        // NaN and signed-zero rules cost V8 several; for a clamp to finite bounds the two give
+        // the same values, NaN included.
+        let x = f32x4_pmin(f32x4_pmax(x, f32x4_splat(-87.3)), f32x4_splat(88.3));
         let magic = f32x4_splat(12_582_912.0);
-        let n = f32x4_sub(
-            f32x4_add(f32x4_mul(x, f32x4_splat(std::f32::consts::LOG2_E)), magic),
-            magic,
-        );
+        let shifted = f32x4_add(f32x4_mul(x, f32x4_splat(std::f32::consts::LOG2_E)), magic);
+        let n = f32x4_sub(shifted, magic);
         let r = f32x4_sub(
             f32x4_sub(x, f32x4_mul(n, f32x4_splat(0.693_145_75))),
             f32x4_mul(n, f32x4_splat(1.428_606_8e-6)),
@@ -1176,7 +1177,11 @@ mod wasm {
         }
         let one = f32x4_splat(1.0);
         let y = f32x4_add(f32x4_add(f32x4_mul(f32x4_mul(p, r), r), r), one);
-        let bits = i32x4_shl(i32x4_add(i32x4_trunc_sat_f32x4(n), i32x4_splat(127)), 23);
+        // n + 127 from the bits of `shifted` (1.5 * 2^23 + n, so its low mantissa bits are
+        // n): an integer subtract where `i32x4.trunc_sat_f32x4_s` costs V8 about eight x86
+        // instructions for its NaN and overflow cases, which the clamp above rules out.
+        let biased = i32x4_sub(shifted, i32x4_splat(0x4B40_0000 - 127));
+        let bits = i32x4_shl(biased, 23);
         f32x4_mul(y, bits)
     }
 
@@ -1221,7 +1226,8 @@ mod wasm {
         for ch in body.chunks_exact_mut(4) {
             let v = f32x4_mul(load4(ch), sv);
             store4(ch, v);
-            maxv = f32x4_max(maxv, v);
+            // pmax (one instruction) skips a NaN `v` as the scalar body's `f32::max` does.
+            maxv = f32x4_pmax(maxv, v);
         }
         for v in tail.iter_mut() {
             *v *= scale;

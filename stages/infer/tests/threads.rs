@@ -135,9 +135,9 @@ fn thread_counts_out_of_range_are_refused() {
 
 /// The profile's multiply-add count is each observed product's rows x k x n, once per product
 /// whichever way its rows or weight columns are split over threads, under the kind of weight
-/// it ran on.
+/// it ran on; and attention's two products, as the sequence's shape gives them.
 #[test]
-fn the_profile_counts_every_weight_product_once() {
+fn the_profile_counts_every_product_once() {
     for act in [None, Some(ActQuant::Q8x2)] {
         let opts = ComputeOptions {
             act,
@@ -187,6 +187,20 @@ fn the_profile_counts_every_weight_product_once() {
             assert_eq!(f32_macs + int8_macs, 2 * want, "{why}");
             assert_eq!(int8_macs > 0, act.is_some(), "{why}");
             assert!(f32_macs > 0, "{why}: the decision head stays f32");
+            // Attention: every query row against every key (the case is shorter than the
+            // local window, so no layer narrows it), over all heads (d columns); the last head
+            // block's queries are the markers alone. Counted once per product.
+            let cfg = &e.model.config;
+            let (n, d, nm) = (ids.len(), cfg.hidden, markers.len());
+            assert!(
+                n <= cfg.local_attention / 2,
+                "the case must fit the local window"
+            );
+            let queries = cfg.n_enc * n + (cfg.n_head_layers - 1) * n + nm;
+            let attention = (queries * n * d) as u64;
+            assert_eq!(t.product_macs(Op::AttnScores), 2 * attention, "{why}");
+            assert_eq!(t.product_macs(Op::AttnValues), 2 * attention, "{why}");
+            assert_eq!(t.product_macs(Op::Softmax), 0, "{why}");
         }
     }
 }

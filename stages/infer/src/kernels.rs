@@ -1076,8 +1076,9 @@ mod wasm {
     const VECS: usize = 2;
     const COLS: usize = 4 * VECS;
 
-    /// `C (+)= A · B` in tiles of up to [`ROWS`] rows x [`COLS`] columns; a column tail
-    /// narrower than [`COLS`] goes through the portable kernel.
+    /// `C (+)= A · B` in tiles of up to [`ROWS`] rows x [`COLS`] columns, then one 4-column
+    /// strip; a tail narrower than 4 goes through the portable kernel. Every element is summed
+    /// in the portable kernel's order, so the three give the same bits.
     ///
     /// # Safety
     /// `g.check` must have passed for the C at `c`, and no other thread touches this
@@ -1086,30 +1087,44 @@ mod wasm {
         let full = g.n / COLS * COLS;
         let mut j0 = 0;
         while j0 < full {
-            let mut i0 = 0;
-            while i0 < g.m {
-                let rows = ROWS.min(g.m - i0);
-                // SAFETY (all arms): tile indices stay inside the bounds `Gemm::check` verified.
-                match rows {
-                    4 => tile::<4>(g, a, b, c, i0, j0),
-                    3 => tile::<3>(g, a, b, c, i0, j0),
-                    2 => tile::<2>(g, a, b, c, i0, j0),
-                    _ => tile::<1>(g, a, b, c, i0, j0),
-                }
-                i0 += rows;
-            }
+            columns::<VECS>(g, a, b, c, j0);
             j0 += COLS;
         }
-        if full < g.n {
-            let rest = Gemm { n: g.n - full, ..g };
-            super::gemm_scalar_raw(rest, a, &b[full..], c.add(full));
+        // Attention's Q·Kᵀ has one column per key: up to 7 left over on every row.
+        if g.n - j0 >= 4 {
+            columns::<1>(g, a, b, c, j0);
+            j0 += 4;
+        }
+        if j0 < g.n {
+            let rest = Gemm { n: g.n - j0, ..g };
+            super::gemm_scalar_raw(rest, a, &b[j0..], c.add(j0));
+        }
+    }
+
+    /// Every row tile of the `4 * V` columns from `j0`.
+    ///
+    /// # Safety
+    /// As [`gemm_simd128`], with columns `j0..j0 + 4 * V` inside the checked bounds.
+    #[inline(always)]
+    unsafe fn columns<const V: usize>(g: Gemm, a: &[f32], b: &[f32], c: *mut f32, j0: usize) {
+        let mut i0 = 0;
+        while i0 < g.m {
+            let rows = ROWS.min(g.m - i0);
+            // SAFETY (all arms): tile indices stay inside the bounds `Gemm::check` verified.
+            match rows {
+                4 => tile::<4, V>(g, a, b, c, i0, j0),
+                3 => tile::<3, V>(g, a, b, c, i0, j0),
+                2 => tile::<2, V>(g, a, b, c, i0, j0),
+                _ => tile::<1, V>(g, a, b, c, i0, j0),
+            }
+            i0 += rows;
         }
     }
 
     /// # Safety
-    /// Rows `i0..i0 + R` and columns `j0..j0 + COLS` are inside the checked bounds.
+    /// Rows `i0..i0 + R` and columns `j0..j0 + 4 * V` are inside the checked bounds.
     #[inline(always)]
-    unsafe fn tile<const R: usize>(
+    unsafe fn tile<const R: usize, const V: usize>(
         g: Gemm,
         a: &[f32],
         b: &[f32],
@@ -1120,7 +1135,7 @@ mod wasm {
         let cp = c;
         let ap = a.as_ptr();
         let bp = b.as_ptr();
-        let mut acc = [[f32x4_splat(0.0); VECS]; R];
+        let mut acc = [[f32x4_splat(0.0); V]; R];
         if g.accumulate {
             for (r, acc_r) in acc.iter_mut().enumerate() {
                 let base = cp.add((i0 + r) * g.ldc + j0);
@@ -1131,7 +1146,7 @@ mod wasm {
         }
         for p in 0..g.k {
             let brow = bp.add(p * g.ldb + j0);
-            let mut bv = [f32x4_splat(0.0); VECS];
+            let mut bv = [f32x4_splat(0.0); V];
             for (v, b_v) in bv.iter_mut().enumerate() {
                 *b_v = v128_load(brow.add(4 * v) as *const v128);
             }

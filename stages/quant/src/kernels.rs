@@ -1142,9 +1142,6 @@ mod x86 {
         let flip8 = if BIASED { i8::MIN } else { 0 };
         let (flip, flip64) = (_mm_set1_epi8(flip8), _mm512_set1_epi8(flip8));
         let blocks = scales.len();
-        // Block `b` of a row (the outlier lanes' index) of the next block to load.
-        let mut b = 0;
-        let mut c0 = 0;
         // Where nb divides 16 (k = 32 to 512), every chunk of 16 blocks starts a row: one
         // pattern of lane masks serves them all (4-5% of the quantizer's time at k = 64-256).
         let periodic = nb > 0 && 16 % nb == 0;
@@ -1154,30 +1151,42 @@ mod x86 {
                 *kj = !zero.get(j % nb).copied().unwrap_or(0);
             }
         }
-        while c0 < blocks {
+        /// A chunk of up to 16 blocks ready for its values: its first block and block count,
+        /// each block's lanes to read (outlier lanes clear), `d`, `1 / d` and `128 / d`.
+        struct Chunk {
+            c0: usize,
+            cnt: usize,
+            keep: [u32; 16],
+            ds: [f32; 16],
+            ids: [f32; 16],
+            id128s: [f32; 16],
+        }
+        // Block c0 + j's two halves, the lanes clear in keep[j] (outliers) read as 0.
+        let load_at = |keep: &[u32; 16], c0: usize, j: usize| {
+            // SAFETY: every caller passes a block c0 + j < blocks of x (32 floats each),
+            // which lies inside x (32 * blocks long); the masked-off lanes are not read.
+            unsafe {
+                let p = x.as_ptr().add((c0 + j) * 32);
+                [
+                    _mm512_maskz_loadu_ps(keep[j] as u16, p),
+                    _mm512_maskz_loadu_ps((keep[j] >> 16) as u16, p.add(16)),
+                ]
+            }
+        };
+        // The chunk from block c0: its maxima and divisions, its scales stored. `b`: block of
+        // a row (the outlier lanes' index) of block c0, advanced past the chunk.
+        let mut prep = |c0: usize, b: &mut usize| -> Chunk {
             let cnt = (blocks - c0).min(16);
-            // Block c0 + j's two halves, outlier lanes read as 0.
             let mut keep = keep16;
             if !periodic {
                 for kj in keep.iter_mut().take(cnt) {
-                    *kj = !zero.get(b).copied().unwrap_or(0);
-                    b = if b + 1 == nb { 0 } else { b + 1 };
+                    *kj = !zero.get(*b).copied().unwrap_or(0);
+                    *b = if *b + 1 == nb { 0 } else { *b + 1 };
                 }
             }
-            let load = |j: usize| {
-                // SAFETY: block c0 + j < blocks of x (32 floats each) lies inside x
-                // (32 * blocks long); the masked-off lanes are not read.
-                unsafe {
-                    let p = x.as_ptr().add((c0 + j) * 32);
-                    [
-                        _mm512_maskz_loadu_ps(keep[j] as u16, p),
-                        _mm512_maskz_loadu_ps((keep[j] >> 16) as u16, p.add(16)),
-                    ]
-                }
-            };
             let mut m = [_mm512_setzero_ps(); 16];
             for (j, mj) in m.iter_mut().enumerate().take(cnt) {
-                let v = load(j);
+                let v = load_at(&keep, c0, j);
                 *mj = _mm512_max_ps(_mm512_abs_ps(v[0]), _mm512_abs_ps(v[1]));
             }
             // Per block, as the scalar quantizer: d = amax / 127, id = 1 / d (0 where d is
@@ -1194,15 +1203,42 @@ mod x86 {
                 d
             };
             let lanes: __mmask16 = if cnt == 16 { 0xFFFF } else { (1 << cnt) - 1 };
-            let (mut ds, mut ids, mut id128s) = ([0f32; 16], [0f32; 16], [0f32; 16]);
-            // SAFETY: scales c0..c0 + cnt exist (the mask covers cnt lanes); the arrays
-            // hold 16 floats.
+            let mut ch = Chunk {
+                c0,
+                cnt,
+                keep,
+                ds: [0.0; 16],
+                ids: [0.0; 16],
+                id128s: [0.0; 16],
+            };
+            // SAFETY: scales c0..c0 + cnt exist (the mask covers cnt lanes, and c0 + cnt <=
+            // blocks); the arrays hold 16 floats.
             unsafe {
                 _mm512_mask_storeu_ps(scales.as_mut_ptr().add(c0), lanes, sc);
-                _mm512_storeu_ps(ds.as_mut_ptr(), d);
-                _mm512_storeu_ps(ids.as_mut_ptr(), id);
-                _mm512_storeu_ps(id128s.as_mut_ptr(), id128);
+                _mm512_storeu_ps(ch.ds.as_mut_ptr(), d);
+                _mm512_storeu_ps(ch.ids.as_mut_ptr(), id);
+                _mm512_storeu_ps(ch.id128s.as_mut_ptr(), id128);
             }
+            ch
+        };
+        let mut b = 0;
+        // The chunk whose values come next, and the first block of the one after it.
+        let mut cur: Option<Chunk> = None;
+        let mut c_next = 0;
+        loop {
+            // The next chunk's maxima and divisions go first, so that they run alongside
+            // this chunk's values (which otherwise wait on their own chunk's divisions).
+            let next = (c_next < blocks).then(|| prep(c_next, &mut b));
+            c_next += next.as_ref().map_or(0, |ch| ch.cnt);
+            let Some(ch) = std::mem::replace(&mut cur, next) else {
+                if cur.is_some() {
+                    continue;
+                }
+                break;
+            };
+            let (c0, cnt) = (ch.c0, ch.cnt);
+            let (keep, ds, ids, id128s) = (&ch.keep, &ch.ds, &ch.ids, &ch.id128s);
+            let load = |j: usize| load_at(keep, c0, j);
             // Block j's values: (q, r) as i32, 16 lanes per half.
             let values = |j: usize| {
                 let v = load(j);
@@ -1230,15 +1266,18 @@ mod x86 {
             if WIDE {
                 for j in 0..cnt {
                     let (qa, ra) = values(j);
-                    // |128 q + r| <= 16383: the saturating pack is exact.
-                    let wide = |h: usize| _mm512_add_epi32(_mm512_slli_epi32::<7>(qa[h]), ra[h]);
-                    let v =
-                        _mm512_permutexvar_epi64(unpack16, _mm512_packs_epi32(wide(0), wide(1)));
+                    // q and r (in -127..=127: the saturating packs are exact) to i16 in the
+                    // same lane order, then 128 q + r (|128 q + r| <= 16383: no wrap).
+                    let (q16, r16) = (
+                        _mm512_packs_epi32(qa[0], qa[1]),
+                        _mm512_packs_epi32(ra[0], ra[1]),
+                    );
+                    let wide = _mm512_add_epi16(_mm512_slli_epi16::<7>(q16), r16);
+                    let v = _mm512_permutexvar_epi64(unpack16, wide);
                     // SAFETY: values (c0 + j) * 32.. + 32 (block c0 + j) lie inside a, which
                     // is as long as x.
                     unsafe { _mm512_storeu_si512(a.as_mut_ptr().add((c0 + j) * 32).cast(), v) };
                 }
-                c0 += cnt;
                 continue;
             }
             let mut j = 0;
@@ -1272,7 +1311,6 @@ mod x86 {
                     }
                 }
             }
-            c0 += cnt;
         }
     }
 
@@ -1577,13 +1615,20 @@ mod x86 {
                 unsafe { packed_tile_x2w::<T, CH>(p, g, nb, a, xs, outl, i, rows, mask, out) };
                 i += T;
             }
-            while i + 4 <= n {
-                unsafe { packed_tile_x2w::<4, 2>(p, g, nb, a, xs, outl, i, rows, mask, out) };
-                i += 4;
-            }
-            while i < n {
-                unsafe { packed_tile_x2w::<1, 4>(p, g, nb, a, xs, outl, i, rows, mask, out) };
-                i += 1;
+            // The last 1-7 tokens in one tile: a 4-token tile and single tokens, each a few
+            // chains of dependent `vpdpwssd`, left the multiply pipes waiting.
+            // SAFETY (all arms): tokens i..n exist; as the caller guarantees.
+            unsafe {
+                match n - i {
+                    1 => packed_tile_x2w::<1, 8>(p, g, nb, a, xs, outl, i, rows, mask, out),
+                    2 => packed_tile_x2w::<2, 8>(p, g, nb, a, xs, outl, i, rows, mask, out),
+                    3 => packed_tile_x2w::<3, 4>(p, g, nb, a, xs, outl, i, rows, mask, out),
+                    4 => packed_tile_x2w::<4, 2>(p, g, nb, a, xs, outl, i, rows, mask, out),
+                    5 => packed_tile_x2w::<5, 2>(p, g, nb, a, xs, outl, i, rows, mask, out),
+                    6 => packed_tile_x2w::<6, 2>(p, g, nb, a, xs, outl, i, rows, mask, out),
+                    7 => packed_tile_x2w::<7, 2>(p, g, nb, a, xs, outl, i, rows, mask, out),
+                    _ => {}
+                }
             }
         }
     }

@@ -1222,20 +1222,13 @@ mod x86 {
             ch
         };
         let mut b = 0;
-        // The chunk whose values come next, and the first block of the one after it.
-        let mut cur: Option<Chunk> = None;
-        let mut c_next = 0;
-        loop {
+        // The chunk whose values come next.
+        let mut next = (blocks > 0).then(|| prep(0, &mut b));
+        while let Some(ch) = next.take() {
             // The next chunk's maxima and divisions go first, so that they run alongside
             // this chunk's values (which otherwise wait on their own chunk's divisions).
-            let next = (c_next < blocks).then(|| prep(c_next, &mut b));
-            c_next += next.as_ref().map_or(0, |ch| ch.cnt);
-            let Some(ch) = std::mem::replace(&mut cur, next) else {
-                if cur.is_some() {
-                    continue;
-                }
-                break;
-            };
+            let c_next = ch.c0 + ch.cnt;
+            next = (c_next < blocks).then(|| prep(c_next, &mut b));
             let (c0, cnt) = (ch.c0, ch.cnt);
             let (keep, ds, ids, id128s) = (&ch.keep, &ch.ds, &ch.ids, &ch.id128s);
             let load = |j: usize| load_at(keep, c0, j);

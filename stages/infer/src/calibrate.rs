@@ -10,7 +10,6 @@
 use crate::engine::Engine;
 use crate::error::{InferError, Result};
 use crate::forward::{forward, Workspace};
-use crate::kernels::Isa;
 use crate::sequence::Question;
 use crate::weights::WeightData;
 use sky_quant::{calibration_prompts, Calibration, PromptRequest};
@@ -97,11 +96,11 @@ pub fn calibrate(engine: &Engine, prompts: &[PromptRequest]) -> Result<Calibrati
                 }
             }
         };
-        // The scalar path: its f32 results do not depend on the CPU's SIMD width, so the
-        // calibration file (and the digest a Q8_0 file records) is the same on every machine.
+        // Every instruction set computes the same bits (`kernels`), so the calibration file
+        // (and the digest a Q8_0 file records) is the same on every machine.
         forward(
             &engine.model,
-            Isa::Scalar,
+            engine.isa,
             &mut ws,
             &seq.ids,
             &seq.markers,

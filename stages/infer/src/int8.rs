@@ -15,6 +15,7 @@ use std::sync::Mutex;
 
 use crate::calibrate::{calibrate_builtin, quant_err};
 use crate::engine::Engine;
+use crate::kernels::Isa;
 use crate::error::{InferError, Result};
 use crate::model::Model;
 use crate::weights::{MatmulKernel, Weight, WeightData};
@@ -61,12 +62,15 @@ impl Q8Kernel {
 }
 
 impl MatmulKernel for Q8Kernel {
-    fn matmul(&self, x: &[f32], rows: usize, out: &mut [f32]) {
+    fn matmul(&self, isa: Isa, x: &[f32], rows: usize, out: &mut [f32]) {
+        // Every int8 path gives the same bits; the instruction set only caps the speed.
+        let path = isa.int8_path();
         let res = match self.scratch.iter().find_map(|m| m.try_lock().ok()) {
-            Some(mut s) => self.matrix.matmul(x, rows, out, self.mode, &mut s),
-            None => self
-                .matrix
-                .matmul(x, rows, out, self.mode, &mut Scratch::new()),
+            Some(mut s) => s
+                .set_path(path)
+                .and_then(|()| self.matrix.matmul(x, rows, out, self.mode, &mut s)),
+            None => Scratch::with_path(path)
+                .and_then(|mut s| self.matrix.matmul(x, rows, out, self.mode, &mut s)),
         };
         // The forward pass always passes the declared shapes; should that ever break, NaN
         // scores are visible where a panic would take the server down.

@@ -12,8 +12,9 @@ use std::ops::Range;
 
 /// A matrix product implemented outside this crate (quantized weights).
 pub trait MatmulKernel: Send + Sync {
-    /// `out[rows][n] = x[rows][k] · Wᵀ` with `k`, `n` the weight's input and output widths.
-    fn matmul(&self, x: &[f32], rows: usize, out: &mut [f32]);
+    /// `out[rows][n] = x[rows][k] · Wᵀ` with `k`, `n` the weight's input and output widths, on
+    /// the kernels of `isa` or below.
+    fn matmul(&self, isa: Isa, x: &[f32], rows: usize, out: &mut [f32]);
     /// A short description for logs (`"q8_0"`, `"q8_0+outliers"`).
     fn describe(&self) -> String;
 }
@@ -99,7 +100,7 @@ impl Weight {
                 unsafe { self.f32_panels(t, isa, x, rows, 0..self.panels(), ptr, len) }
             }
             WeightData::External(kern) => {
-                kern.matmul(&x[..rows * self.k], rows, &mut out[..rows * self.n])
+                kern.matmul(isa, &x[..rows * self.k], rows, &mut out[..rows * self.n])
             }
         }
     }
@@ -196,7 +197,7 @@ mod tests {
             .collect();
         let w = Weight::from_rows("t", n, k, &rows);
         assert_eq!(w.to_rows().unwrap(), rows);
-        for isa in [Isa::Scalar, Isa::Avx2, Isa::Avx512] {
+        for isa in Isa::NATIVE {
             let mut out = vec![0f32; m * n];
             w.matmul(isa, &x, m, &mut out);
             for r in 0..m {

@@ -42,7 +42,8 @@ pub enum KernelPath {
 }
 
 impl KernelPath {
-    /// Every path, fastest first.
+    /// Every path, fastest first. [`KernelPath::detect`] takes the first this CPU runs at or
+    /// below the `SKYCTL_ISA` level ([`crate::cpu`]).
     pub const ALL: [KernelPath; 4] = [
         KernelPath::Avx512Vnni,
         KernelPath::AvxVnni,
@@ -85,10 +86,26 @@ impl KernelPath {
 
     /// The fastest available path.
     pub fn detect() -> KernelPath {
+        KernelPath::best_at(crate::cpu::IsaLevel::current())
+    }
+
+    /// The fastest path this CPU runs at `level` or below.
+    pub fn best_at(level: crate::cpu::IsaLevel) -> KernelPath {
         Self::ALL
             .into_iter()
-            .find(|p| p.is_available())
+            .find(|p| p.level() <= level && p.is_available())
             .unwrap_or(KernelPath::Scalar)
+    }
+
+    /// The instruction-set level the path needs (`SKYCTL_ISA` caps it).
+    pub fn level(self) -> crate::cpu::IsaLevel {
+        use crate::cpu::IsaLevel;
+        match self {
+            KernelPath::Scalar => IsaLevel::Scalar,
+            KernelPath::Avx2 => IsaLevel::Avx2,
+            KernelPath::AvxVnni => IsaLevel::AvxVnni,
+            KernelPath::Avx512Vnni => IsaLevel::Avx512,
+        }
     }
 
     /// All paths this CPU can run, fastest first (always ends with `Scalar`).

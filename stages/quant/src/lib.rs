@@ -41,6 +41,7 @@
 #![deny(missing_docs)]
 
 mod calib;
+pub mod cpu;
 mod error;
 mod kernels;
 mod matmul;
@@ -49,6 +50,7 @@ mod prompts;
 pub mod q8;
 
 pub use calib::{Calibration, CALIBRATION_FORMAT};
+pub use cpu::{IsaEnvError, IsaLevel};
 pub use error::{Error, Result};
 pub use kernels::KernelPath;
 pub use matmul::{matmul_f32_ref, ActQuant, Q8Matrix, Scratch};

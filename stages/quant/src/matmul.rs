@@ -75,6 +75,15 @@ impl Scratch {
         }
     }
 
+    /// Runs `path` from now on: the buffers are kept. Errors if this CPU cannot run it.
+    pub fn set_path(&mut self, path: KernelPath) -> Result<()> {
+        if !path.is_available() {
+            return Err(Error::KernelUnavailable(path.name()));
+        }
+        self.path = path;
+        Ok(())
+    }
+
     /// The kernel path this scratch runs.
     pub fn path(&self) -> KernelPath {
         self.path

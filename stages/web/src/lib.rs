@@ -171,12 +171,7 @@ pub fn simd() -> bool {
 }
 
 fn isa_name(isa: Isa) -> &'static str {
-    match isa {
-        Isa::Scalar => "scalar",
-        Isa::Avx2 => "avx2",
-        Isa::Avx512 => "avx512",
-        Isa::Simd128 => "simd128",
-    }
+    isa.name()
 }
 
 thread_local! {

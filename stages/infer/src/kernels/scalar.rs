@@ -1,0 +1,158 @@
+//! The portable kernels: the definition of the arithmetic every other path reproduces (see
+//! the module docs of [`super`]). Always built; what wasm32 without SIMD128 runs.
+
+use super::{
+    add_f64, add_sq_dev_f64, exp_fast, fmadd, fmadd64, fold16, geglu_one, layer_norm_rstd,
+    normalize_from, Gemm, Kernels, LANES,
+};
+use std::ops::Range;
+
+/// The portable kernel table.
+pub(crate) static KERNELS: Kernels = Kernels {
+    gemm: gemm_raw,
+    layer_norm: layer_norm_safe,
+    softmax_scaled: softmax_scaled_safe,
+    geglu: geglu_safe,
+};
+
+/// `C (+)= A · B`: 4 rows x 16 columns per tile (a `k`-panel of B stays in cache across all
+/// row tiles), each element one chain of fused multiply-adds along `k`.
+///
+/// # Safety
+/// `g.check(a, b, len)` passed for a C of `len` elements at `c`, and no other thread reads or
+/// writes the elements this product touches during the call.
+pub(crate) unsafe fn gemm_raw(g: Gemm, a: &[f32], b: &[f32], c: *mut f32) {
+    const MR: usize = 4;
+    const NR: usize = 16;
+    let mut j0 = 0;
+    while j0 < g.n {
+        let cols = NR.min(g.n - j0);
+        let mut i0 = 0;
+        while i0 < g.m {
+            let rows = MR.min(g.m - i0);
+            let mut acc = [[0f32; NR]; MR];
+            if g.accumulate {
+                for (r, acc_r) in acc.iter_mut().enumerate().take(rows) {
+                    let base = (i0 + r) * g.ldc + j0;
+                    for (q, v) in acc_r.iter_mut().enumerate().take(cols) {
+                        // SAFETY: `base + q` is an element of this product (checked bounds).
+                        *v = unsafe { *c.add(base + q) };
+                    }
+                }
+            }
+            for p in 0..g.k {
+                let brow = &b[p * g.ldb + j0..p * g.ldb + j0 + cols];
+                for (r, acc_r) in acc.iter_mut().enumerate().take(rows) {
+                    let av = a[(i0 + r) * g.lda + p];
+                    for (acc_v, &bv) in acc_r.iter_mut().zip(brow) {
+                        *acc_v = fmadd(av, bv, *acc_v);
+                    }
+                }
+            }
+            for (r, acc_r) in acc.iter().enumerate().take(rows) {
+                let base = (i0 + r) * g.ldc + j0;
+                for (q, &v) in acc_r.iter().enumerate().take(cols) {
+                    // SAFETY: as above.
+                    unsafe { *c.add(base + q) = v };
+                }
+            }
+            i0 += rows;
+        }
+        j0 += cols;
+    }
+}
+
+/// The table's LayerNorm entry (the portable body needs no CPU feature).
+unsafe fn layer_norm_safe(
+    x: &[f32],
+    out: &mut [f32],
+    d: usize,
+    w: &[f32],
+    b: Option<&[f32]>,
+    eps: f32,
+) {
+    layer_norm(x, out, d, w, b, eps)
+}
+
+/// LayerNorm rows: the mean and the sum of squared deviations in f64 over [`LANES`] partial
+/// sums of the full 16-blocks, folded, then the tail in order.
+pub(crate) fn layer_norm(
+    x: &[f32],
+    out: &mut [f32],
+    d: usize,
+    w: &[f32],
+    b: Option<&[f32]>,
+    eps: f32,
+) {
+    let full = d / LANES * LANES;
+    for (row, orow) in x.chunks_exact(d).zip(out.chunks_exact_mut(d)) {
+        let mut p = [0f64; LANES];
+        for block in row[..full].chunks_exact(LANES) {
+            for (acc, &v) in p.iter_mut().zip(block) {
+                *acc += v as f64;
+            }
+        }
+        let mean = add_f64(fold16(p), &row[full..]) / d as f64;
+        let mut q = [0f64; LANES];
+        for block in row[..full].chunks_exact(LANES) {
+            for (acc, &v) in q.iter_mut().zip(block) {
+                let t = v as f64 - mean;
+                *acc = fmadd64(t, t, *acc);
+            }
+        }
+        let var = add_sq_dev_f64(fold16(q), &row[full..], mean);
+        let rstd = layer_norm_rstd(var, d, eps);
+        normalize_from(0, row, orow, mean as f32, rstd, w, b);
+    }
+}
+
+/// The table's softmax entry.
+unsafe fn softmax_scaled_safe(row: &mut [f32], scale: f32, valid: Range<usize>) {
+    softmax_scaled(row, scale, valid)
+}
+
+/// `softmax(scale * row[valid])`, zeros outside `valid`: the max, the exponentials, their sum
+/// over [`LANES`] partial sums of the full 16-blocks from `valid.start`, folded, then the tail
+/// in order; each exponential times `1 / sum`.
+pub(crate) fn softmax_scaled(row: &mut [f32], scale: f32, valid: Range<usize>) {
+    row[..valid.start].fill(0.0);
+    row[valid.end..].fill(0.0);
+    let seg = &mut row[valid];
+    if seg.is_empty() {
+        return;
+    }
+    let mut max = f32::NEG_INFINITY;
+    for v in seg.iter_mut() {
+        *v *= scale;
+        max = max.max(*v);
+    }
+    for v in seg.iter_mut() {
+        *v = exp_fast(*v - max);
+    }
+    let full = seg.len() / LANES * LANES;
+    let mut p = [0f32; LANES];
+    for block in seg[..full].chunks_exact(LANES) {
+        for (acc, &v) in p.iter_mut().zip(block) {
+            *acc += v;
+        }
+    }
+    let sum = seg[full..].iter().fold(fold16(p), |s, &v| s + v);
+    let inv = 1.0 / sum;
+    for v in seg.iter_mut() {
+        *v *= inv;
+    }
+}
+
+/// The table's GeGLU entry.
+unsafe fn geglu_safe(z: &[f32], out: &mut [f32]) {
+    geglu(z, out)
+}
+
+/// `out[j] = GELU(z[j]) * z[f + j]` with `f = out.len()`.
+pub(crate) fn geglu(z: &[f32], out: &mut [f32]) {
+    let f = out.len();
+    let (a, g) = z.split_at(f);
+    for ((o, &x), &gate) in out.iter_mut().zip(a).zip(&g[..f]) {
+        *o = geglu_one(x, gate);
+    }
+}

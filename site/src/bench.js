@@ -51,6 +51,11 @@ function render() {
     for (const v of VARIANTS) cell(tr, fmt(r.bytes[v], 0), { col: `bytes-${v}` });
     for (const [m] of MODES) cell(tr, fmt(r.native[m]), { col: `native-${m}` });
     cell(tr, fmt(state.browser[r.name]), { col: 'browser' });
+    // Where the native figures come from: a timing means little without its CPU and path.
+    const on = r.measured;
+    const where = on ? `${on.isa ?? DASH}, ${on.threads ?? DASH} thread${on.threads === 1 ? '' : 's'}` : DASH;
+    const td = cell(tr, where, { col: 'measured' });
+    if (on?.cpu) td.title = `${on.cpu}; int8 kernel ${on.int8_kernel ?? DASH}`;
     body.append(tr);
   }
   chart();
@@ -125,8 +130,15 @@ async function main() {
       const native = {};
       for (const [k] of MODES) native[k] = bench.models?.[name]?.[k] ?? null;
       const published = (m.files || []).find((f) => f.variant === 'f16') || (m.files || [])[0] || null;
-      state.rows.push({ name, parameters: m.parameters ?? null, bytes, native, file: published?.path ?? null });
+      const measured = bench.measured?.[name] ?? null;
+      state.rows.push({ name, parameters: m.parameters ?? null, bytes, native, measured, file: published?.path ?? null });
     }
+    const machines = new Set(
+      Object.values(bench.measured || {})
+        .filter((on) => on && on.cpu)
+        .map((on) => `${on.cpu} (${on.isa}, int8 kernel ${on.int8_kernel})`),
+    );
+    if (machines.size) $('machine-note').textContent = `Native figures measured on ${[...machines].join('; ')}.`;
     render();
   } catch (e) {
     showError($('error'), `The bench data could not be loaded: ${e.message}`);

@@ -271,6 +271,13 @@ test('the Bench page shows bench.json and manifest.json, and measures this brows
         assert.equal(row.cells[`native-${mode}`], fmt(us), `${m.name} ${mode}`);
       }
       assert.equal(row.cells.browser, DASH);
+      // Every native timing names the CPU, the instruction set and the threads that made it.
+      const on = bench.measured[m.name];
+      assert.ok(on && typeof on.cpu === 'string' && on.cpu.length > 0, `${m.name}: measured on`);
+      assert.match(on.isa, /^(scalar|avx2|avx-vnni|avx512)$/, `${m.name}: isa`);
+      assert.ok(Number.isInteger(on.threads) && on.threads >= 1, `${m.name}: threads`);
+      assert.equal(row.cells.measured, `${on.isa}, ${on.threads} thread${on.threads === 1 ? '' : 's'}`);
+      assert.ok((await page.textContent('#machine-note')).includes(on.cpu), `${m.name}: the CPU on the page`);
     }
     assert.ok((await page.locator('#chart svg rect').count()) > 0, 'a chart');
     await page.click('#measure');

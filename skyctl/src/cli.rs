@@ -79,6 +79,14 @@ pub fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
+    // Every kernel reads the cap once; a bad one is refused before anything runs.
+    if let Err(e) = sky_quant::IsaLevel::from_env() {
+        #[allow(clippy::print_stderr)]
+        {
+            eprintln!("skyctl: {e}");
+        }
+        return ExitCode::from(EXIT_USAGE);
+    }
     match run(cli.command) {
         Ok(Outcome::Success) => ExitCode::SUCCESS,
         Ok(Outcome::Failed) => ExitCode::from(EXIT_FAILED),

@@ -61,7 +61,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
             .collect();
         writeln!(
             out,
-            "{} [{}; int8 weights: {}, {} matrices, {} outlier columns]: {:.1} us/question (best median of {} rounds x {} frames of {} question(s); rounds {})",
+            "{} [{}; int8 weights: {}, {} matrices, {} outlier columns]: {:.1} us/question (best median of {} rounds x {} frames of {} question(s); rounds {})\non {} ({}, int8 kernel {}), {} thread(s)",
             r.model,
             r.mode,
             r.weights,
@@ -71,7 +71,11 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
             cfg.rounds,
             cfg.iters,
             cfg.questions,
-            rounds.join(", ")
+            rounds.join(", "),
+            r.cpu,
+            r.isa,
+            r.int8_kernel,
+            cfg.threads
         )?;
     }
     Ok(Outcome::Success)

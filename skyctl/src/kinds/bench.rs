@@ -53,7 +53,7 @@ fn variant_of(input: &StageInput) -> Option<&str> {
 
 impl Kind for Bench {
     const NAME: &'static str = "bench";
-    const VERSION: u32 = 1;
+    const VERSION: u32 = 2;
     type Params = Params;
 
     fn exclusive(&self) -> bool {

@@ -44,7 +44,7 @@ pub struct Params {
 
 impl Kind for Calibrate {
     const NAME: &'static str = "calibrate";
-    const VERSION: u32 = 1;
+    const VERSION: u32 = 2;
     type Params = Params;
 
     fn run(&self, p: Params, ctx: &mut StageCtx<'_>) -> anyhow::Result<()> {

@@ -38,7 +38,7 @@ pub struct Params {
 
 impl Kind for GoldenModel {
     const NAME: &'static str = "golden_model";
-    const VERSION: u32 = 1;
+    const VERSION: u32 = 2;
     type Params = Params;
 
     fn run(&self, p: Params, ctx: &mut StageCtx<'_>) -> anyhow::Result<()> {

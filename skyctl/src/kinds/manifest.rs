@@ -1,7 +1,8 @@
 //! `manifest`: the release's `manifest.json` (every model the pipeline builds with its parameter
 //! count and every variant's size and blake3 digest; `files`: the published files with their
 //! release path, size, tensor types, digest and type policy) and `bench.json` (microseconds per
-//! question per model and mode, `null` where not measured).
+//! question per model and mode, `null` where not measured; `measured`: per model, the CPU, the
+//! instruction set, the int8 kernel path and the thread count that produced the timings).
 //!
 //! Params: `models`: `[{name, variants: [variant...], publish: [{variant, path}], bench: bool,
 //! tune: bool}]`. Inputs, model by model: every variant's file (in `variants` order), then the
@@ -137,7 +138,7 @@ fn tune_summary(report: &Value) -> Value {
 
 impl Kind for Manifest {
     const NAME: &'static str = "manifest";
-    const VERSION: u32 = 2;
+    const VERSION: u32 = 3;
     type Params = Params;
 
     fn run(&self, p: Params, ctx: &mut StageCtx<'_>) -> anyhow::Result<()> {
@@ -149,6 +150,7 @@ impl Kind for Manifest {
         let mut inputs = ctx.inputs.iter();
         let mut models = Vec::new();
         let mut bench = Map::new();
+        let mut measured = Map::new();
         for m in &p.models {
             let mut files = Vec::new();
             let mut variants = Vec::new();
@@ -188,6 +190,14 @@ impl Kind for Manifest {
                     for (mode, r) in modes {
                         per_mode.insert(mode.clone(), r["us_per_question"].clone());
                     }
+                    // Where the timings come from: one process measures every mode.
+                    if let Some(r) = modes.values().find(|r| r.is_object()) {
+                        let on = ["cpu", "isa", "int8_kernel", "threads"]
+                            .into_iter()
+                            .map(|k| (k.to_string(), r[k].clone()))
+                            .collect();
+                        measured.insert(m.name.clone(), Value::Object(on));
+                    }
                 }
             }
             bench.insert(m.name.clone(), Value::Object(per_mode));
@@ -205,8 +215,7 @@ impl Kind for Manifest {
             );
         }
         let manifest = json!({"format": MANIFEST_FORMAT, "models": models});
-        let bench =
-            json!({"format": BENCH_FORMAT, "unit": "microseconds per question", "models": bench});
+        let bench = json!({"format": BENCH_FORMAT, "unit": "microseconds per question", "models": bench, "measured": measured});
         sky_fs::write(
             manifest_out,
             format!("{}\n", serde_json::to_string_pretty(&manifest)?).as_bytes(),

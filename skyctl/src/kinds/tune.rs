@@ -43,7 +43,7 @@ const TYPES: [sky_gguf::GgmlType; 3] = [
 
 impl Kind for Tune {
     const NAME: &'static str = "tune";
-    const VERSION: u32 = 1;
+    const VERSION: u32 = 2;
     type Params = Params;
 
     fn run(&self, p: Params, ctx: &mut StageCtx<'_>) -> anyhow::Result<()> {

@@ -112,6 +112,12 @@ pub struct BenchResult {
     pub int8_matrices: usize,
     /// Outlier columns computed in f32.
     pub outlier_columns: usize,
+    /// The CPU that measured it (`/proc/cpuinfo`'s model name).
+    pub cpu: String,
+    /// The instruction set of the f32 kernels (`SKYCTL_ISA` caps it).
+    pub isa: &'static str,
+    /// The int8 kernel path (the same bits on every path; only the speed differs).
+    pub int8_kernel: &'static str,
     /// The settings.
     #[serde(flatten)]
     pub config: BenchConfig,
@@ -175,6 +181,9 @@ pub fn bench_engine(
         weights: report.weights,
         int8_matrices: report.int8.matrices,
         outlier_columns: report.int8.outlier_columns,
+        cpu: sky_quant::cpu::cpu_model(),
+        isa: engine.isa.name(),
+        int8_kernel: engine.isa.int8_path().name(),
         config: cfg,
         us_per_question: (best * 10.0).round() / 10.0,
         round_medians_us: round_medians

@@ -13,7 +13,7 @@ use serde::Serialize;
 use serde_json::{json, Map, Value};
 
 /// Version of the engine's numerics; part of golden cache keys.
-pub const ENGINE_VERSION: &str = concat!("sky-infer ", env!("CARGO_PKG_VERSION"), " f32-v1");
+pub const ENGINE_VERSION: &str = concat!("sky-infer ", env!("CARGO_PKG_VERSION"), " f32-v2");
 
 /// A loaded decision model ready to answer.
 pub struct Engine {

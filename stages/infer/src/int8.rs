@@ -15,8 +15,8 @@ use std::sync::Mutex;
 
 use crate::calibrate::{calibrate_builtin, quant_err};
 use crate::engine::Engine;
-use crate::kernels::Isa;
 use crate::error::{InferError, Result};
+use crate::kernels::Isa;
 use crate::model::Model;
 use crate::weights::{MatmulKernel, Weight, WeightData};
 use sky_gguf::{GgmlType, GgufFile, Value as GValue};

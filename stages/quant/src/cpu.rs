@@ -184,13 +184,12 @@ mod tests {
     fn settings_parse_and_check_the_cpu() {
         assert_eq!(IsaLevel::from_setting("auto"), Ok(None));
         assert_eq!(IsaLevel::from_setting(""), Ok(None));
-        assert_eq!(
-            IsaLevel::from_setting("scalar"),
-            Ok(Some(IsaLevel::Scalar))
-        );
+        assert_eq!(IsaLevel::from_setting("scalar"), Ok(Some(IsaLevel::Scalar)));
         let err = IsaLevel::from_setting("sse9").unwrap_err();
         assert_eq!(err, IsaEnvError::Unknown("sse9".into()));
-        assert!(err.to_string().contains("scalar, avx2, avx-vnni, avx512, auto"));
+        assert!(err
+            .to_string()
+            .contains("scalar, avx2, avx-vnni, avx512, auto"));
         for level in IsaLevel::ALL {
             match IsaLevel::from_setting(level.name()) {
                 Ok(got) => assert_eq!(got, Some(level)),

@@ -4,8 +4,8 @@
 //! folded by halves.
 
 use super::{
-    add_f64, add_sq_dev_f64, geglu_one, layer_norm_rstd, normalize_from, Gemm, Kernels,
-    ERF_P, ERF_POLY, EXP_HI, EXP_LO, EXP_POLY, LANES, LN2_HI, LN2_LO,
+    add_f64, add_sq_dev_f64, geglu_one, layer_norm_rstd, normalize_from, Gemm, Kernels, ERF_P,
+    ERF_POLY, EXP_HI, EXP_LO, EXP_POLY, LANES, LN2_HI, LN2_LO,
 };
 use std::arch::x86_64::*;
 use std::ops::Range;
@@ -97,9 +97,10 @@ unsafe fn exp8(x: __m256) -> __m256 {
         _mm256_max_ps(x, _mm256_set1_ps(EXP_LO)),
         _mm256_set1_ps(EXP_HI),
     );
-    let n = _mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(
-        _mm256_mul_ps(x, _mm256_set1_ps(std::f32::consts::LOG2_E)),
-    );
+    let n = _mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(_mm256_mul_ps(
+        x,
+        _mm256_set1_ps(std::f32::consts::LOG2_E),
+    ));
     let r = _mm256_fnmadd_ps(n, _mm256_set1_ps(LN2_HI), x);
     let r = _mm256_fnmadd_ps(n, _mm256_set1_ps(LN2_LO), r);
     let mut p = _mm256_set1_ps(EXP_POLY[0]);
@@ -248,14 +249,7 @@ unsafe fn widen16(p: *const f32) -> [__m256d; 4] {
 /// avx2 and fma are available; `w` (and `b`) hold at least `d` values, `out` at least
 /// `x.len()`.
 #[target_feature(enable = "avx2,fma")]
-unsafe fn layer_norm(
-    x: &[f32],
-    out: &mut [f32],
-    d: usize,
-    w: &[f32],
-    b: Option<&[f32]>,
-    eps: f32,
-) {
+unsafe fn layer_norm(x: &[f32], out: &mut [f32], d: usize, w: &[f32], b: Option<&[f32]>, eps: f32) {
     let full = d / LANES * LANES;
     let full8 = d / 8 * 8;
     for (row, orow) in x.chunks_exact(d).zip(out.chunks_exact_mut(d)) {
@@ -277,7 +271,7 @@ unsafe fn layer_norm(
         while i < full {
             for (acc, v) in q.iter_mut().zip(widen16(rp.add(i))) {
                 let t = _mm256_sub_pd(v, mv);
-                *acc = _mm256_fmadd_pd(t, t, *acc);
+                *acc = _mm256_add_pd(*acc, _mm256_mul_pd(t, t));
             }
             i += 16;
         }

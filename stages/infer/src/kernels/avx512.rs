@@ -3,8 +3,8 @@
 //! partial sums (two of 8 f64 for LayerNorm), folded by halves.
 
 use super::{
-    add_f64, add_sq_dev_f64, geglu_one, layer_norm_rstd, normalize_from, Gemm, Kernels,
-    ERF_P, ERF_POLY, EXP_HI, EXP_LO, EXP_POLY, LANES, LN2_HI, LN2_LO,
+    add_f64, add_sq_dev_f64, geglu_one, layer_norm_rstd, normalize_from, Gemm, Kernels, ERF_P,
+    ERF_POLY, EXP_HI, EXP_LO, EXP_POLY, LANES, LN2_HI, LN2_LO,
 };
 use std::arch::x86_64::*;
 use std::ops::Range;
@@ -221,14 +221,7 @@ unsafe fn softmax_scaled(row: &mut [f32], scale: f32, valid: Range<usize>) {
 /// # Safety
 /// avx512f is available; `w` (and `b`) hold at least `d` values, `out` at least `x.len()`.
 #[target_feature(enable = "avx512f,avx2,fma")]
-unsafe fn layer_norm(
-    x: &[f32],
-    out: &mut [f32],
-    d: usize,
-    w: &[f32],
-    b: Option<&[f32]>,
-    eps: f32,
-) {
+unsafe fn layer_norm(x: &[f32], out: &mut [f32], d: usize, w: &[f32], b: Option<&[f32]>, eps: f32) {
     let full = d / LANES * LANES;
     for (row, orow) in x.chunks_exact(d).zip(out.chunks_exact_mut(d)) {
         let rp = row.as_ptr();
@@ -257,8 +250,8 @@ unsafe fn layer_norm(
         while i < full {
             let (lo, hi) = widen(i);
             let (t0, t1) = (_mm512_sub_pd(lo, mv), _mm512_sub_pd(hi, mv));
-            q0 = _mm512_fmadd_pd(t0, t0, q0);
-            q1 = _mm512_fmadd_pd(t1, t1, q1);
+            q0 = _mm512_add_pd(q0, _mm512_mul_pd(t0, t0));
+            q1 = _mm512_add_pd(q1, _mm512_mul_pd(t1, t1));
             i += 16;
         }
         let var = add_sq_dev_f64(fold_pd(q0, q1), &row[full..], mean);

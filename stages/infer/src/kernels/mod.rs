@@ -14,7 +14,7 @@
 //!   `j % 16` in order; the partials are folded by halves (`p[l] + p[l + 8]`, then `+ 4`, `+ 2`,
 //!   `+ 1`: [`fold16`]), the order in which one 16-lane register folds and in which two 8-lane
 //!   or four 4-lane registers fold the same partials. The elements past the last full block are
-//!   then added in order.
+//!   then added in order. LayerNorm sums in f64, squares multiplied then added.
 //! - **Element-wise functions** ([`exp_fast`], GELU's [`erf_as`]) are written with explicit
 //!   fused multiply-adds where their polynomials have them, and plain operations elsewhere;
 //!   Rust never contracts `a * b + c` on its own, so every path rounds the same operations.
@@ -163,23 +163,11 @@ pub struct Kernels {
 /// Partial sums of a reduction (see the module docs).
 pub const LANES: usize = 16;
 
-/// `a * b + c` with one rounding where the target has fused multiply-add (every native path:
-/// the vector paths use the instruction, the scalar one `f32::mul_add`), two on wasm32.
+/// `a * b + c` with one rounding on every native target (`f32::mul_add`: the FMA instruction
+/// in code compiled with FMA, which every vector path and the portable one on an FMA CPU are; a
+/// libm call elsewhere), two on wasm32, which has no fused multiply-add.
 #[inline(always)]
 pub fn fmadd(a: f32, b: f32, c: f32) -> f32 {
-    #[cfg(target_arch = "wasm32")]
-    {
-        a * b + c
-    }
-    #[cfg(not(target_arch = "wasm32"))]
-    {
-        a.mul_add(b, c)
-    }
-}
-
-/// [`fmadd`] in f64.
-#[inline(always)]
-pub fn fmadd64(a: f64, b: f64, c: f64) -> f64 {
     #[cfg(target_arch = "wasm32")]
     {
         a * b + c
@@ -333,12 +321,13 @@ pub(crate) fn add_f64(acc: f64, xs: &[f32]) -> f64 {
     xs.iter().fold(acc, |sum, &v| sum + v as f64)
 }
 
-/// `acc` plus the squared deviations of `xs` from `mean` in f64, in order, fused.
+/// `acc` plus the squared deviations of `xs` from `mean` in f64, in order (multiply, then
+/// add: in f64 the second rounding costs nothing that matters, and no path needs an f64 FMA).
 #[inline(always)]
 pub(crate) fn add_sq_dev_f64(acc: f64, xs: &[f32], mean: f64) -> f64 {
     xs.iter().fold(acc, |sum, &v| {
         let t = v as f64 - mean;
-        fmadd64(t, t, sum)
+        sum + t * t
     })
 }
 

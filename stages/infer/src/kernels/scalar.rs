@@ -1,19 +1,77 @@
 //! The portable kernels: the definition of the arithmetic every other path reproduces (see
 //! the module docs of [`super`]). Always built; what wasm32 without SIMD128 runs.
+//!
+//! On an x86-64 CPU with FMA the table runs a copy of these loops compiled with FMA enabled:
+//! `f32::mul_add` is exact either way, so the bits are the same, but without the feature each
+//! term is a libm call (30-40x slower than the vector paths, which made the scalar path too
+//! slow to check every golden case against).
 
 use super::{
-    add_f64, add_sq_dev_f64, exp_fast, fmadd, fmadd64, fold16, geglu_one, layer_norm_rstd,
-    normalize_from, Gemm, Kernels, LANES,
+    add_f64, add_sq_dev_f64, exp_fast, fmadd, fold16, geglu_one, layer_norm_rstd, normalize_from,
+    Gemm, Kernels, LANES,
 };
 use std::ops::Range;
 
 /// The portable kernel table.
 pub(crate) static KERNELS: Kernels = Kernels {
-    gemm: gemm_raw,
-    layer_norm: layer_norm_safe,
-    softmax_scaled: softmax_scaled_safe,
-    geglu: geglu_safe,
+    gemm: gemm_entry,
+    layer_norm: layer_norm_entry,
+    softmax_scaled: softmax_entry,
+    geglu: geglu_entry,
 };
+
+/// Whether the FMA-compiled copy can run.
+#[inline]
+fn has_fma() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("fma")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// Each table entry: the FMA-compiled copy where the CPU has FMA, else the plain one.
+macro_rules! entry {
+    ($entry:ident, $fma:ident, $plain:ident, ($($arg:ident: $ty:ty),*)) => {
+        /// # Safety
+        /// As the plain body's (see the table's field).
+        unsafe fn $entry($($arg: $ty),*) {
+            #[cfg(target_arch = "x86_64")]
+            if has_fma() {
+                // SAFETY: FMA was detected on this CPU; the rest is the caller's contract.
+                return unsafe { $fma($($arg),*) };
+            }
+            // SAFETY: the caller's contract.
+            #[allow(unused_unsafe)]
+            unsafe { $plain($($arg),*) }
+        }
+
+        /// The plain body compiled with FMA.
+        ///
+        /// # Safety
+        /// FMA is available; the rest as the plain body's.
+        #[cfg(target_arch = "x86_64")]
+        #[target_feature(enable = "fma")]
+        pub(crate) unsafe fn $fma($($arg: $ty),*) {
+            // SAFETY: the caller's contract.
+            #[allow(unused_unsafe)]
+            unsafe { $plain($($arg),*) }
+        }
+    };
+}
+
+entry!(gemm_entry, gemm_fma, gemm_raw, (g: Gemm, a: &[f32], b: &[f32], c: *mut f32));
+entry!(
+    layer_norm_entry,
+    layer_norm_fma,
+    layer_norm,
+    (x: &[f32], out: &mut [f32], d: usize, w: &[f32], b: Option<&[f32]>, eps: f32)
+);
+entry!(softmax_entry, softmax_fma, softmax_scaled, (row: &mut [f32], scale: f32, valid: Range<usize>));
+entry!(geglu_entry, geglu_fma, geglu, (z: &[f32], out: &mut [f32]));
 
 /// `C (+)= A · B`: 4 rows x 16 columns per tile (a `k`-panel of B stays in cache across all
 /// row tiles), each element one chain of fused multiply-adds along `k`.
@@ -21,6 +79,7 @@ pub(crate) static KERNELS: Kernels = Kernels {
 /// # Safety
 /// `g.check(a, b, len)` passed for a C of `len` elements at `c`, and no other thread reads or
 /// writes the elements this product touches during the call.
+#[inline(always)]
 pub(crate) unsafe fn gemm_raw(g: Gemm, a: &[f32], b: &[f32], c: *mut f32) {
     const MR: usize = 4;
     const NR: usize = 16;
@@ -62,20 +121,9 @@ pub(crate) unsafe fn gemm_raw(g: Gemm, a: &[f32], b: &[f32], c: *mut f32) {
     }
 }
 
-/// The table's LayerNorm entry (the portable body needs no CPU feature).
-unsafe fn layer_norm_safe(
-    x: &[f32],
-    out: &mut [f32],
-    d: usize,
-    w: &[f32],
-    b: Option<&[f32]>,
-    eps: f32,
-) {
-    layer_norm(x, out, d, w, b, eps)
-}
-
 /// LayerNorm rows: the mean and the sum of squared deviations in f64 over [`LANES`] partial
 /// sums of the full 16-blocks, folded, then the tail in order.
+#[inline(always)]
 pub(crate) fn layer_norm(
     x: &[f32],
     out: &mut [f32],
@@ -97,7 +145,7 @@ pub(crate) fn layer_norm(
         for block in row[..full].chunks_exact(LANES) {
             for (acc, &v) in q.iter_mut().zip(block) {
                 let t = v as f64 - mean;
-                *acc = fmadd64(t, t, *acc);
+                *acc += t * t;
             }
         }
         let var = add_sq_dev_f64(fold16(q), &row[full..], mean);
@@ -106,14 +154,10 @@ pub(crate) fn layer_norm(
     }
 }
 
-/// The table's softmax entry.
-unsafe fn softmax_scaled_safe(row: &mut [f32], scale: f32, valid: Range<usize>) {
-    softmax_scaled(row, scale, valid)
-}
-
 /// `softmax(scale * row[valid])`, zeros outside `valid`: the max, the exponentials, their sum
 /// over [`LANES`] partial sums of the full 16-blocks from `valid.start`, folded, then the tail
 /// in order; each exponential times `1 / sum`.
+#[inline(always)]
 pub(crate) fn softmax_scaled(row: &mut [f32], scale: f32, valid: Range<usize>) {
     row[..valid.start].fill(0.0);
     row[valid.end..].fill(0.0);
@@ -143,12 +187,8 @@ pub(crate) fn softmax_scaled(row: &mut [f32], scale: f32, valid: Range<usize>) {
     }
 }
 
-/// The table's GeGLU entry.
-unsafe fn geglu_safe(z: &[f32], out: &mut [f32]) {
-    geglu(z, out)
-}
-
 /// `out[j] = GELU(z[j]) * z[f + j]` with `f = out.len()`.
+#[inline(always)]
 pub(crate) fn geglu(z: &[f32], out: &mut [f32]) {
     let f = out.len();
     let (a, g) = z.split_at(f);

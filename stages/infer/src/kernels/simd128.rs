@@ -24,7 +24,14 @@ pub(crate) static KERNELS: Kernels = Kernels {
 };
 
 /// The table's LayerNorm entry.
-unsafe fn layer_norm_entry(x: &[f32], out: &mut [f32], d: usize, w: &[f32], b: Option<&[f32]>, eps: f32) {
+unsafe fn layer_norm_entry(
+    x: &[f32],
+    out: &mut [f32],
+    d: usize,
+    w: &[f32],
+    b: Option<&[f32]>,
+    eps: f32,
+) {
     layer_norm_simd128(x, out, d, w, b, eps)
 }
 
@@ -325,7 +332,10 @@ fn geglu_simd128(z: &[f32], out: &mut [f32]) {
         let gate = load4(&g[j * 4..]);
         let u = f32x4_mul(x, f32x4_splat(std::f32::consts::FRAC_1_SQRT_2));
         let au = f32x4_abs(u);
-        let t = f32x4_div(one, f32x4_add(f32x4_mul(f32x4_splat(super::ERF_P), au), one));
+        let t = f32x4_div(
+            one,
+            f32x4_add(f32x4_mul(f32x4_splat(super::ERF_P), au), one),
+        );
         let mut r = f32x4_splat(super::ERF_POLY[0]);
         for c in &super::ERF_POLY[1..] {
             r = f32x4_add(f32x4_mul(r, t), f32x4_splat(*c));
@@ -342,4 +352,3 @@ fn geglu_simd128(z: &[f32], out: &mut [f32]) {
         out[j] = super::geglu_one(a[j], g[j]);
     }
 }
-

@@ -84,7 +84,10 @@ fn every_gemm_path_gives_the_scalar_bits() {
                 for j in 0..n {
                     let idx = i * ldc + j;
                     let err = (scalar[idx] as f64 - want[idx]).abs();
-                    assert!(err <= 1e-5 * (k as f64 + 1.0), "{m}x{n}x{k} ({i},{j}): {err}");
+                    assert!(
+                        err <= 1e-5 * (k as f64 + 1.0),
+                        "{m}x{n}x{k} ({i},{j}): {err}"
+                    );
                 }
             }
             for isa in vector_isas() {
@@ -133,7 +136,10 @@ fn the_reduction_folds_by_halves() {
     assert_eq!(p.iter().sum::<f32>(), 1e8);
     assert_eq!(fold16(p), 100_000_008.0);
     let f64s: [f64; LANES] = std::array::from_fn(|l| l as f64 + 0.5);
-    assert_eq!(fold16(f64s), (0..LANES).map(|l| l as f64 + 0.5).sum::<f64>());
+    assert_eq!(
+        fold16(f64s),
+        (0..LANES).map(|l| l as f64 + 0.5).sum::<f64>()
+    );
 }
 
 #[test]
@@ -220,7 +226,10 @@ fn every_softmax_path_gives_the_scalar_bits() {
                 assert!((total - 1.0).abs() < 1e-5, "{len} {valid:?}: sum {total}");
             }
             for (j, v) in want.iter().enumerate() {
-                assert!(valid.contains(&j) || *v == 0.0, "{len} {valid:?} col {j}: {v}");
+                assert!(
+                    valid.contains(&j) || *v == 0.0,
+                    "{len} {valid:?} col {j}: {v}"
+                );
             }
             for isa in vector_isas() {
                 let mut got = row0.clone();
@@ -299,4 +308,49 @@ fn names_and_levels_agree() {
     }
     assert_eq!(Isa::Simd128.name(), "simd128");
     assert!(Isa::Scalar.int8_path() == KernelPath::Scalar);
+}
+
+/// The portable loops compiled plain (each fused term a libm call) and compiled with FMA (what
+/// the scalar table runs on an FMA CPU) give the same bits.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn both_compilations_of_the_portable_loops_agree() {
+    if !std::arch::is_x86_feature_detected!("fma") {
+        return;
+    }
+    let mut seed = 17u64;
+    let (m, n, k) = (7, 37, 45);
+    let g = Gemm {
+        m,
+        n,
+        k,
+        lda: k,
+        ldb: n,
+        ldc: n,
+        accumulate: false,
+    };
+    let a = rand_vec(m * k, &mut seed);
+    let b = rand_vec(k * n, &mut seed);
+    let (mut plain, mut fused) = (vec![0f32; m * n], vec![0f32; m * n]);
+    // SAFETY: the shapes match the slices; FMA was detected above.
+    unsafe {
+        scalar::gemm_raw(g, &a, &b, plain.as_mut_ptr());
+        scalar::gemm_fma(g, &a, &b, fused.as_mut_ptr());
+    }
+    assert_eq!(bits(&plain), bits(&fused), "gemm");
+    let z: Vec<f32> = rand_vec(2 * 300, &mut seed)
+        .iter()
+        .map(|v| v * 6.0)
+        .collect();
+    let (mut plain, mut fused) = (vec![0f32; 300], vec![0f32; 300]);
+    scalar::geglu(&z, &mut plain);
+    // SAFETY: FMA was detected above; `z` holds twice the output.
+    unsafe { scalar::geglu_fma(&z, &mut fused) };
+    assert_eq!(bits(&plain), bits(&fused), "geglu");
+    let row: Vec<f32> = z.iter().map(|v| v * 5.0).collect();
+    let (mut plain, mut fused) = (row.clone(), row);
+    scalar::softmax_scaled(&mut plain, 0.3, 5..290);
+    // SAFETY: FMA was detected above; the range lies inside the row.
+    unsafe { scalar::softmax_fma(&mut fused, 0.3, 5..290) };
+    assert_eq!(bits(&plain), bits(&fused), "softmax");
 }

@@ -72,9 +72,7 @@ fn check(model: &str) {
     for isa in isas() {
         let mut e = engine();
         e.isa = isa;
-        let t0 = std::time::Instant::now();
         let c = calibrate_builtin(&e).expect("calibrates").calibration;
-        eprintln!("TIMING calib {isa}: {:?}", t0.elapsed());
         let file = int8::quantize_gguf(
             &GgufFile::parse(&f32_bytes).expect("parses"),
             &c,
@@ -120,18 +118,14 @@ fn check(model: &str) {
         ("q8_0 file q8-fast", from_file(ActQuant::Q8)),
     ];
     for (name, e) in &paths {
-        let t0 = std::time::Instant::now();
         let want = answers(e, Isa::Scalar, 1, &gold);
-        eprintln!("TIMING {model} {name} scalar 1: {:?}", t0.elapsed());
         assert_eq!(want.len(), gold.len());
         for isa in isas() {
             for threads in [1, 2] {
                 if isa == Isa::Scalar && threads == 1 {
                     continue;
                 }
-                let t0 = std::time::Instant::now();
                 let got = answers(e, isa, threads, &gold);
-                eprintln!("TIMING {model} {name} {isa} {threads}: {:?}", t0.elapsed());
                 assert_eq!(got.len(), want.len());
                 for (i, (g, w)) in got.iter().zip(&want).enumerate() {
                     assert!(

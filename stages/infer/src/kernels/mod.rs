@@ -141,6 +141,9 @@ impl std::fmt::Display for Isa {
     }
 }
 
+/// A table's LayerNorm: rows of `x`, output, width `d`, weight, optional bias, epsilon.
+pub(crate) type LayerNormFn = unsafe fn(&[f32], &mut [f32], usize, &[f32], Option<&[f32]>, f32);
+
 /// One instruction set's kernels. Every entry is `unsafe` to call only because the vector
 /// tables need their CPU features: a table is handed out by [`Isa::kernels`] only where the CPU
 /// has them, and the safe wrappers below check the slice bounds each entry relies on.
@@ -151,7 +154,7 @@ pub struct Kernels {
     pub(crate) gemm: unsafe fn(Gemm, &[f32], &[f32], *mut f32),
     /// LayerNorm rows (see [`layer_norm`]). Safety: the CPU runs this table; `w` (and `b`)
     /// hold at least `d` values and `out` at least `x.len()`.
-    pub(crate) layer_norm: unsafe fn(&[f32], &mut [f32], usize, &[f32], Option<&[f32]>, f32),
+    pub(crate) layer_norm: LayerNormFn,
     /// Scaled softmax of one row over a range inside it (see [`softmax_scaled`]). Safety: the
     /// CPU runs this table; the range lies inside the row.
     pub(crate) softmax_scaled: unsafe fn(&mut [f32], f32, Range<usize>),

@@ -21,16 +21,10 @@ pub(crate) static KERNELS: Kernels = Kernels {
 };
 
 /// Whether the FMA-compiled copy can run.
+#[cfg(target_arch = "x86_64")]
 #[inline]
 fn has_fma() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        std::arch::is_x86_feature_detected!("fma")
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
+    std::arch::is_x86_feature_detected!("fma")
 }
 
 /// Each table entry: the FMA-compiled copy where the CPU has FMA, else the plain one.

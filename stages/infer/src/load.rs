@@ -7,6 +7,7 @@ use crate::error::{InferError, Result};
 use crate::model::Model;
 use crate::sequence::SpecialTokens;
 use sky_gguf::{GgufFile, Value as GValue};
+use sky_laya::config::limits;
 
 fn upstream(component: &'static str, e: impl std::fmt::Display) -> InferError {
     InferError::Upstream {
@@ -52,6 +53,23 @@ impl Meta<'_, '_> {
                 key: self.key(k),
                 message: format!("expected an unsigned integer, found {:?}", v.value_type()),
             })
+    }
+    /// [`Meta::req_u`] checked against `max` (a count that sizes an allocation: checked before
+    /// anything is sized, so a hostile file costs nothing).
+    fn req_u_max(&self, k: &str, max: usize) -> Result<usize> {
+        let v = self.req_u(k)?;
+        self.within(k, v, max)
+    }
+    /// [`Meta::opt_u`] checked against `max`.
+    fn opt_u_max(&self, k: &str, max: usize) -> Result<Option<usize>> {
+        self.opt_u(k)?.map(|v| self.within(k, v, max)).transpose()
+    }
+    fn within(&self, k: &str, v: usize, max: usize) -> Result<usize> {
+        limits::check(v, max).map_err(|message| InferError::BadValue {
+            key: self.key(k),
+            message,
+        })?;
+        Ok(v)
     }
     fn opt_u(&self, k: &str) -> Result<Option<usize>> {
         match self.get(k) {
@@ -110,8 +128,10 @@ pub fn engine_from_gguf(bytes: &[u8], name: String) -> Result<Engine> {
             })
         }
     }
-    let n_layer = m.req_u("block_count")?;
-    let n_dec = m.req_u("decision.block_count")?;
+    // Every count below sizes something (layer lists, RoPE tables, weights): each is checked
+    // against the engine's limits as it is read.
+    let n_layer = m.req_u_max("block_count", 2 * limits::MAX_LAYERS)?;
+    let n_dec = m.req_u_max("decision.block_count", limits::MAX_LAYERS)?;
     if n_dec >= n_layer {
         return Err(InferError::BadValue {
             key: m.key("decision.block_count"),
@@ -119,7 +139,7 @@ pub fn engine_from_gguf(bytes: &[u8], name: String) -> Result<Engine> {
         });
     }
     let n_enc = n_layer - n_dec;
-    let hidden = m.req_u("embedding_length")?;
+    let hidden = m.req_u_max("embedding_length", limits::MAX_HIDDEN)?;
     let ff_key = m.key("feed_forward_length");
     let intermediate = match m.get("feed_forward_length") {
         Some(GValue::Array(a)) => a.items.first().and_then(GValue::as_u64).map(|x| x as usize),
@@ -130,11 +150,14 @@ pub fn engine_from_gguf(bytes: &[u8], name: String) -> Result<Engine> {
         source: "GGUF".into(),
         key: ff_key,
     })?;
+    let intermediate = m.within("feed_forward_length", intermediate, limits::MAX_INTERMEDIATE)?;
     let pattern = m
         .opt_u("attention.sliding_window_pattern")?
         .unwrap_or(3)
         .max(1);
-    let window = m.opt_u("attention.sliding_window")?.unwrap_or(0);
+    let window = m
+        .opt_u_max("attention.sliding_window", limits::MAX_SEQUENCE)?
+        .unwrap_or(0);
     let eps = match m.opt_f("attention.layer_norm_epsilon")? {
         Some(e) => e,
         None => m.opt_f("attention.layer_norm_rms_epsilon")?.unwrap_or(1e-5),
@@ -142,7 +165,7 @@ pub fn engine_from_gguf(bytes: &[u8], name: String) -> Result<Engine> {
     let rope_global = m.opt_f("rope.freq_base")?.unwrap_or(160_000.0);
     let cfg = ModelConfig {
         hidden,
-        vocab: m.opt_u("vocab_size")?.map_or_else(
+        vocab: m.opt_u_max("vocab_size", limits::MAX_VOCAB)?.map_or_else(
             || {
                 f.tensor("token_embd.weight")
                     .map(|t| t.shape().first().copied().unwrap_or(0) as usize)
@@ -153,7 +176,7 @@ pub fn engine_from_gguf(bytes: &[u8], name: String) -> Result<Engine> {
             Ok,
         )?,
         n_enc,
-        enc_heads: m.req_u("attention.head_count")?,
+        enc_heads: m.req_u_max("attention.head_count", limits::MAX_HEADS)?,
         intermediate,
         n_head_layers: n_dec,
         head_heads: (hidden / 64).max(1),
@@ -164,8 +187,12 @@ pub fn engine_from_gguf(bytes: &[u8], name: String) -> Result<Engine> {
         local_attention: if window == 0 { usize::MAX / 4 } else { window },
         rope_global: rope_global as f32,
         rope_local: m.opt_f("rope.freq_base_swa")?.unwrap_or(rope_global) as f32,
-        max_len: m.opt_u("decision.max_tokens")?.unwrap_or(512),
-        max_head_tokens: m.opt_u("decision.max_head_tokens")?.unwrap_or(256),
+        max_len: m
+            .opt_u_max("decision.max_tokens", limits::MAX_SEQUENCE)?
+            .unwrap_or(512),
+        max_head_tokens: m
+            .opt_u_max("decision.max_head_tokens", limits::MAX_SEQUENCE)?
+            .unwrap_or(256),
     };
     let mut temps = Temperatures::default();
     let prefix = m.key("decision.temperature.");

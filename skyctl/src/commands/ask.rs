@@ -37,15 +37,31 @@ pub struct Args {
     pub threads: u32,
 }
 
-/// The bytes of `path`, or of standard input for `-`.
+/// The largest request file `ask` reads (a request is a few kilobytes; a device or a runaway
+/// pipe stops here instead of filling memory).
+pub const MAX_REQUEST_BYTES: u64 = 64 << 20;
+
+/// The bytes of `path`, or of standard input for `-`, at most [`MAX_REQUEST_BYTES`].
 fn read(path: &PathBuf) -> anyhow::Result<Vec<u8>> {
-    if path.as_os_str() == "-" {
-        let mut bytes = Vec::new();
-        std::io::Read::read_to_end(&mut std::io::stdin().lock(), &mut bytes)
-            .map_err(|e| anyhow::anyhow!("standard input: {e}"))?;
-        return Ok(bytes);
-    }
-    std::fs::read(path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
+    use std::io::Read as _;
+    let (name, source): (String, Box<dyn std::io::Read>) = if path.as_os_str() == "-" {
+        ("standard input".into(), Box::new(std::io::stdin().lock()))
+    } else {
+        let name = path.display().to_string();
+        let file = std::fs::File::open(path).map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
+        (name, Box::new(file))
+    };
+    let mut bytes = Vec::new();
+    source
+        .take(MAX_REQUEST_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
+    anyhow::ensure!(
+        bytes.len() as u64 <= MAX_REQUEST_BYTES,
+        "{name}: a request larger than {} MiB",
+        MAX_REQUEST_BYTES >> 20
+    );
+    Ok(bytes)
 }
 
 /// Run `skyctl ask`.

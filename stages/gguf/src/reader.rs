@@ -466,7 +466,6 @@ pub struct GgufMmap {
 #[derive(Debug)]
 enum Backing {
     Map(memmap2::Mmap),
-    Owned(Vec<u8>),
 }
 
 impl GgufMmap {
@@ -477,12 +476,15 @@ impl GgufMmap {
             path: path.clone(),
             err,
         };
-        let is_file = std::fs::metadata(&path).map_err(io)?.is_file();
-        let bytes = if is_file {
-            Backing::Map(mmap_file(&path)?)
-        } else {
-            Backing::Owned(std::fs::read(&path).map_err(io)?)
-        };
+        // A FIFO would block the open, and a device or a pipe could stream without end: only
+        // a regular file is mapped (its header says how much of it is read).
+        if !std::fs::metadata(&path).map_err(io)?.is_file() {
+            return Err(io(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "not a regular file (a directory, FIFO, socket or device)",
+            )));
+        }
+        let bytes = Backing::Map(mmap_file(&path)?);
         Ok(GgufMmap { path, bytes })
     }
 
@@ -490,7 +492,6 @@ impl GgufMmap {
     pub fn bytes(&self) -> &[u8] {
         match &self.bytes {
             Backing::Map(m) => m,
-            Backing::Owned(v) => v,
         }
     }
 

@@ -518,22 +518,27 @@ pub fn open(
         let r = apply(&mut e, None, opts, calibration)?;
         return Ok((e, r));
     }
-    let bytes = std::fs::read(path).map_err(|e| InferError::Io {
+    // Mapped, not read (see `load::open`): a FIFO or a device is refused before it is opened.
+    let map = sky_gguf::GgufMmap::open(path).map_err(|e| InferError::Io {
         path: path.display().to_string(),
-        message: e.to_string(),
+        message: match e {
+            sky_gguf::Error::Io { err, .. } => err.to_string(),
+            other => other.to_string(),
+        },
     })?;
+    let bytes = map.bytes();
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| path.display().to_string());
-    let mut e = crate::load::engine_from_gguf(&bytes, name).map_err(|e| match e {
+    let mut e = crate::load::engine_from_gguf(bytes, name).map_err(|e| match e {
         InferError::Upstream { component, message } => InferError::Upstream {
             component,
             message: format!("{}: {message}", path.display()),
         },
         other => other,
     })?;
-    let f = GgufFile::parse(&bytes).map_err(|e| InferError::Upstream {
+    let f = GgufFile::parse(bytes).map_err(|e| InferError::Upstream {
         component: "gguf",
         message: format!("{}: {e}", path.display()),
     })?;

@@ -150,7 +150,11 @@ pub fn engine_from_gguf(bytes: &[u8], name: String) -> Result<Engine> {
         source: "GGUF".into(),
         key: ff_key,
     })?;
-    let intermediate = m.within("feed_forward_length", intermediate, limits::MAX_INTERMEDIATE)?;
+    let intermediate = m.within(
+        "feed_forward_length",
+        intermediate,
+        limits::MAX_INTERMEDIATE,
+    )?;
     let pattern = m
         .opt_u("attention.sliding_window_pattern")?
         .unwrap_or(3)
@@ -353,8 +357,13 @@ mod fs {
         if path.is_dir() {
             return engine_from_laya_dir(path);
         }
-        let bytes = std::fs::read(path).map_err(|e| io(path, e))?;
-        engine_from_gguf(&bytes, file_name(path)).map_err(|e| match e {
+        // Mapped, not read: only what the header names is touched, and a file that is not a
+        // regular file (a FIFO, a device) is refused before it is opened.
+        let map = sky_gguf::GgufMmap::open(path).map_err(|e| match e {
+            sky_gguf::Error::Io { err, .. } => io(path, err),
+            other => upstream("gguf", other),
+        })?;
+        engine_from_gguf(map.bytes(), file_name(path)).map_err(|e| match e {
             InferError::Upstream { component, message } => InferError::Upstream {
                 component,
                 message: format!("{}: {message}", path.display()),

@@ -22,7 +22,11 @@ fn with_u32(bytes: &[u8], key: &str, value: u32) -> Vec<u8> {
         .position(|w| w == needle.as_slice())
         .unwrap_or_else(|| panic!("{key} not in the file"));
     let ty = at + needle.len();
-    assert_eq!(u32::from_le_bytes(out[ty..ty + 4].try_into().unwrap()), 4, "{key}: u32");
+    assert_eq!(
+        u32::from_le_bytes(out[ty..ty + 4].try_into().unwrap()),
+        4,
+        "{key}: u32"
+    );
     out[ty + 4..ty + 8].copy_from_slice(&value.to_le_bytes());
     out
 }
@@ -44,7 +48,10 @@ fn counts_above_the_limits_are_refused_by_name() {
         match &err {
             InferError::BadValue { key: k, message } => {
                 assert_eq!(k, key);
-                assert_eq!(message, &format!("4294967295 is above the limit of {limit}"));
+                assert_eq!(
+                    message,
+                    &format!("4294967295 is above the limit of {limit}")
+                );
             }
             other => panic!("{key}: {other:?}"),
         }

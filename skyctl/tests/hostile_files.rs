@@ -57,12 +57,12 @@ fn model_paths_that_are_not_regular_files_are_refused_unopened() {
     refused(
         dir.path(),
         &["inspect", "/dev/zero"],
-        "/dev/zero: not a regular file",
+        "/dev/zero: not a regular file (a character device)",
     );
     refused(
         dir.path(),
         &["ask", "/dev/zero", "--request", req],
-        "/dev/zero: not a regular file",
+        "/dev/zero: not a regular file (a character device)",
     );
     // A FIFO with no writer: opening it would block for ever.
     let fifo = dir.path().join("model.gguf");

@@ -226,7 +226,7 @@ fn messages_say_each_thing_once() {
         "{e}"
     );
     let e = ws.fails(&["inspect", "models"], 2);
-    assert_eq!(e.trim(), "skyctl: models: Is a directory (os error 21)");
+    assert_eq!(e.trim(), "skyctl: models: is a directory");
     let e = ws.fails(&["golden", "check", "models", "nope"], 2);
     assert_eq!(e.trim(), "skyctl: nope: candidate directory does not exist");
     let e = ws.fails(&["kernels", "run", "--impl", "cpu", "models", "out"], 2);

@@ -478,10 +478,14 @@ impl GgufMmap {
         };
         // A FIFO would block the open, and a device or a pipe could stream without end: only
         // a regular file is mapped (its header says how much of it is read).
-        if !std::fs::metadata(&path).map_err(io)?.is_file() {
+        let meta = std::fs::metadata(&path).map_err(io)?;
+        if meta.is_dir() {
+            return Err(io(std::io::Error::from(std::io::ErrorKind::IsADirectory)));
+        }
+        if !meta.is_file() {
             return Err(io(std::io::Error::new(
                 std::io::ErrorKind::InvalidInput,
-                "not a regular file (a directory, FIFO, socket or device)",
+                format!("not a regular file ({})", special_kind(&meta)),
             )));
         }
         let bytes = Backing::Map(mmap_file(&path)?);
@@ -504,6 +508,29 @@ impl GgufMmap {
     pub fn parse(&self) -> Result<GgufFile<'_>> {
         GgufFile::parse(self.bytes())
     }
+}
+
+/// What a file that is neither a regular file nor a directory is, for messages.
+fn special_kind(meta: &std::fs::Metadata) -> &'static str {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        let t = meta.file_type();
+        if t.is_fifo() {
+            return "a FIFO";
+        }
+        if t.is_socket() {
+            return "a socket";
+        }
+        if t.is_char_device() {
+            return "a character device";
+        }
+        if t.is_block_device() {
+            return "a block device";
+        }
+    }
+    let _ = meta;
+    "a special file"
 }
 
 /// Map a file read-only into memory.

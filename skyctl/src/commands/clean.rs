@@ -13,13 +13,17 @@ pub struct Args {
     pub workspace: WorkspaceArgs,
 }
 
-/// Run `skyctl clean`: remove materialized outputs and the release tree (the store keeps them).
+/// Run `skyctl clean`: remove materialized outputs and the release tree (the store keeps them);
+/// what skyctl did not make is left, and listed.
 pub fn run(args: Args) -> anyhow::Result<Outcome> {
     let ws = args.workspace.open()?;
     let graph = ws.graph()?;
     let _lock = ws.lock(&mut |m| eprintln_note(m))?;
-    let n = ws.clean(&graph)?;
-    println!("removed {n} outputs");
+    let done = ws.clean(&graph)?;
+    println!("removed {} outputs", done.removed);
+    for (path, why) in &done.left {
+        println!("left `{path}`: {why}");
+    }
     Ok(Outcome::Success)
 }
 

@@ -8,11 +8,12 @@
 //! engine's key format, every kind's name and version, and the executable file itself: device,
 //! inode, size and mtime, so any rebuilt or reinstalled binary compiles again). All but
 //! the environment go into the cache key; the variables' names and values are in the payload
-//! and compared one by one. The checks the graph makes against the disk (folders and outputs
-//! that lead out of the workspace through a symlink) are made again on every load; if one
-//! fails, or anything else does not match, or the file is damaged, the build parses the
-//! manifest as if there were no cache (and reports what is wrong the usual way). Writing the
-//! cache can fail without harm: it is only a cache.
+//! and compared one by one. The checks the graph makes against the disk (symlinks on the way
+//! to the project folders and outputs, cwds leading out of the workspace, a `.git` in a
+//! project folder, a store folder holding what is not the store's) are made again on every
+//! load; if one fails, or anything else does not match, or the file is damaged, the build
+//! parses the manifest as if there were no cache (and reports what is wrong the usual way).
+//! Writing the cache can fail without harm: it is only a cache.
 
 use std::cell::RefCell;
 use std::path::{Path, PathBuf};
@@ -24,7 +25,7 @@ use sky_dag::{Graph, Registry, Source, Workspace};
 use super::{ManifestFile, Pipeline};
 
 /// Domain of the cache key; bump when what the key covers changes.
-const CACHE_FORMAT: &str = "skyctl-compiled-graph-v1";
+const CACHE_FORMAT: &str = "skyctl-compiled-graph-v2";
 
 /// What `skyctl build` needs of an opened pipeline.
 #[derive(Debug)]
@@ -49,6 +50,9 @@ struct Extra {
     /// The folders checked for symlinks leading out (build_dir, command cwds; the store when
     /// it is the manifest's).
     confined: Vec<String>,
+    /// The project folders checked on the disk ([`super::folder_on_disk`]): which key names
+    /// each, and its workspace path.
+    folders: Vec<(String, String)>,
     /// `[cache] remote`.
     remote: Option<String>,
 }
@@ -65,6 +69,11 @@ impl Extra {
         w.len(self.confined.len());
         for c in &self.confined {
             w.str(c);
+        }
+        w.len(self.folders.len());
+        for (what, rel) in &self.folders {
+            w.str(what);
+            w.str(rel);
         }
         w.opt_str(self.remote.as_deref());
         w.buf
@@ -83,11 +92,17 @@ impl Extra {
         for _ in 0..n {
             confined.push(r.str()?.to_string());
         }
+        let n = r.count(8)?;
+        let mut folders = Vec::with_capacity(n);
+        for _ in 0..n {
+            folders.push((r.str()?.to_string(), r.str()?.to_string()));
+        }
         let remote = r.opt_str()?.map(str::to_string);
         r.is_empty().then_some(Extra {
             env,
             store_dir,
             confined,
+            folders,
             remote,
         })
     }
@@ -170,8 +185,14 @@ pub fn open(
     let mut graph = pipeline.graph_with_env(&env)?;
     let extra = Extra {
         env: read.into_inner(),
-        store_dir: pipeline.manifest.project.store_dir.clone(),
+        store_dir: pipeline.manifest.project.store_dir.get_ref().clone(),
         confined: confined_dirs(&pipeline),
+        folders: pipeline
+            .project_folders()?
+            .into_iter()
+            .filter(|f| f.what != "--store")
+            .map(|f| (f.what.to_string(), f.rel))
+            .collect(),
         remote: pipeline
             .manifest
             .cache
@@ -283,6 +304,13 @@ fn check(
     {
         return None;
     }
+    if extra
+        .folders
+        .iter()
+        .any(|(what, rel)| super::folder_on_disk(root, what, rel).is_some())
+    {
+        return None;
+    }
     Some((compiled, ws, extra.remote))
 }
 
@@ -296,6 +324,7 @@ mod tests {
             env: vec![("A".into(), Some("1".into())), ("B".into(), None)],
             store_dir: ".skyctl".into(),
             confined: vec!["build".into(), "sub".into()],
+            folders: vec![("release_dir".into(), "site/public".into())],
             remote: Some("http://x/".into()),
         };
         let b = e.encode();

@@ -45,7 +45,7 @@ pub fn expand(m: &Manifest, env: &dyn Fn(&str) -> Option<String>) -> Result<Grap
             m.project.release_dir.get_ref().clone(),
             m.project.release_dir.span(),
         ),
-        store_dir: m.project.store_dir.clone(),
+        store_dir: m.project.store_dir.get_ref().clone(),
         group_noun: "model".into(),
         protected: Vec::new(),
     })
@@ -130,7 +130,12 @@ impl Expander<'_> {
             node.exclusive = c.exclusive;
             node.volatile = c.volatile;
             for i in &c.inputs {
-                node = node.input(i.get_ref(), i.span());
+                let decl = i.get_ref();
+                node = if decl.allow_empty {
+                    node.input_may_be_empty(&decl.path, i.span())
+                } else {
+                    node.input(&decl.path, i.span())
+                };
             }
             for o in &c.outputs {
                 node = node.output(o.get_ref(), o.span());
@@ -486,12 +491,15 @@ impl Expander<'_> {
         Ok(node)
     }
 
-    /// `[[release.publish]]`: `to` ending in `/` (or empty) means "into this directory".
+    /// `[[release.publish]]`: `to` ending in `/` means "into this directory" (an empty `to`
+    /// was refused by the manifest check).
     fn explicit_release(&mut self) {
         for p in &self.m.release.publish {
             let mut to = p.to.get_ref().clone();
-            if to.ends_with('/') || to.is_empty() {
-                let base = p.from.get_ref().rsplit('/').next().unwrap_or_default();
+            if to.ends_with('/') {
+                // A directory output (`out/site/`) keeps its name too.
+                let from = p.from.get_ref().trim_end_matches('/');
+                let base = from.rsplit('/').next().unwrap_or_default();
                 to.push_str(base);
             }
             self.release.push(ReleaseSpec {

@@ -89,7 +89,7 @@ impl Pipeline {
         let manifest = Manifest::parse(&file.text, &file.shown)?;
         let store_dir = match store_override {
             Some(s) => s,
-            None => file.root.join(&manifest.project.store_dir),
+            None => file.root.join(manifest.project.store_dir.get_ref()),
         };
         let ws = Workspace::new(&file.root, &store_dir)?;
         Ok(Pipeline {
@@ -106,19 +106,286 @@ impl Pipeline {
 
     /// [`Pipeline::graph`], with `env` reading the declared environment variables.
     pub fn graph_with_env(&self, env: &dyn Fn(&str) -> Option<String>) -> Result<Graph> {
+        let folders = self.project_folders()?;
+        self.check_folders(&folders)?;
         self.check_confined()?;
         let mut spec = expand::expand(&self.manifest, env)?;
         // The manifest is never an output (nor a folder holding it).
         spec.protected.push(self.manifest_rel.clone());
-        Graph::build(spec, &self.manifest.source, &self.ws.root)
+        // Nor is anything inside the store in use (`--store` inside the workspace too).
+        if let Some(store) = folders.iter().find(|f| f.is_store()) {
+            spec.store_dir = store.rel.clone();
+        }
+        let graph = Graph::build(spec, &self.manifest.source, &self.ws.root)?;
+        self.check_folder_inputs(&folders, &graph)?;
+        Ok(graph)
+    }
+}
+
+/// One of the project folders: the release tree (replaced whole by each build), the store and
+/// the build folder. Each is skyctl's alone: none may hold another, the workspace root,
+/// `.git`, the manifest, skyctl's state or a declared source input.
+#[derive(Debug, Clone)]
+pub struct Folder {
+    /// The key naming it (`release_dir`, `store_dir`, `build_dir`, or `--store`).
+    pub what: &'static str,
+    /// Its workspace path, normalised.
+    pub rel: String,
+    /// Where it is declared (`0..0`: a default, or `--store`).
+    pub span: std::ops::Range<usize>,
+}
+
+impl Folder {
+    fn is_store(&self) -> bool {
+        matches!(self.what, "store_dir" | "--store")
+    }
+
+    /// What it is, in messages.
+    fn noun(&self) -> &'static str {
+        match self.what {
+            "release_dir" => "the release tree",
+            "build_dir" => "the build folder",
+            _ => "the store",
+        }
+    }
+}
+
+/// The workspace paths no project folder may be, hold or lie inside, and what each is.
+fn reserved(manifest_rel: &str, folder: &Folder) -> Vec<(String, &'static str)> {
+    let mut v = vec![
+        (".git".to_string(), "version control's folder"),
+        (manifest_rel.to_string(), "the pipeline file"),
+    ];
+    // The store may be `.skyctl` (the default) or lie in it, but never be the state.
+    v.push(if folder.is_store() {
+        (".skyctl/state-v1".to_string(), "skyctl's workspace state")
+    } else {
+        (
+            ".skyctl".to_string(),
+            "skyctl's workspace state and store folder",
+        )
+    });
+    v
+}
+
+/// What is wrong on the disk with project folder `rel` (named by `what`), if anything: a
+/// symlink on its way (leading out of the workspace or not), a `.git` inside it, or, for the
+/// store, entries that are not the store's (it writes `CACHEDIR.TAG` and `.gitignore` beside
+/// `store-v2/`). Checked again when a cached graph is used ([`cache`]).
+pub fn folder_on_disk(root: &Path, what: &str, rel: &str) -> Option<String> {
+    if let Some(target) = sky_dag::graph::symlink_escape(root, rel) {
+        return Some(format!(
+            "{what} `{rel}` leads out of the workspace through a symlink (to `{}`)",
+            target.display()
+        ));
+    }
+    if let Some((link, target)) = sky_dag::graph::symlink_on_path(root, rel, true) {
+        return Some(format!(
+            "{what} `{rel}`: `{link}` is a symlink (to `{}`); skyctl writes its folders only through real folders, never through a symlink",
+            target.display()
+        ));
+    }
+    let abs = root.join(rel);
+    let Ok(md) = std::fs::symlink_metadata(&abs) else {
+        return None;
+    };
+    if !md.is_dir() {
+        return Some(format!(
+            "{what} `{rel}` is a file skyctl did not make, not a folder; choose a folder of its own"
+        ));
+    }
+    if std::fs::symlink_metadata(abs.join(".git")).is_ok() {
+        return Some(format!(
+            "{what} `{rel}` contains `{rel}/.git` (version control), which is not skyctl's; choose a folder of its own"
+        ));
+    }
+    if what == "store_dir" {
+        let foreign = std::fs::read_dir(&abs).ok()?.flatten().find(|e| {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            !(name.starts_with("store-v")
+                || name.starts_with("state-v")
+                || name.starts_with(sky_fs::TEMP_PREFIX)
+                || name == "CACHEDIR.TAG"
+                || name == ".gitignore")
+        });
+        if let Some(e) = foreign {
+            return Some(format!(
+                "{what} `{rel}` already exists and holds `{rel}/{}`, which is not the store's; choose a folder of its own (the store writes `CACHEDIR.TAG` and `.gitignore` into it)",
+                e.file_name().to_string_lossy()
+            ));
+        }
+    }
+    None
+}
+
+impl Pipeline {
+    /// The project folders in use, normalised: `[project] release_dir`, `build_dir`, and the
+    /// store (`store_dir`, or `--store` / `SKYCTL_STORE` when that lies inside the workspace).
+    pub fn project_folders(&self) -> Result<Vec<Folder>> {
+        let m = &self.manifest;
+        let p = &m.project;
+        let mut out = Vec::with_capacity(3);
+        let store = self.store_from_manifest().then_some(&p.store_dir);
+        for (what, raw) in [
+            ("release_dir", Some(&p.release_dir)),
+            ("store_dir", store),
+            ("build_dir", Some(&p.build_dir)),
+        ] {
+            let Some(raw) = raw else { continue };
+            let rel = sky_dag::graph::clean_rel(raw.get_ref()).map_err(|e| {
+                let hint = if what == "store_dir" {
+                    " (a store elsewhere is `--store DIR` or SKYCTL_STORE)"
+                } else {
+                    ""
+                };
+                m.error_at(raw.span(), format!("{what}: {e}{hint}"))
+            })?;
+            out.push(Folder {
+                what,
+                rel,
+                span: raw.span(),
+            });
+        }
+        if !self.store_from_manifest() {
+            if let Ok(inside) = self.ws.store_dir.strip_prefix(&self.ws.root) {
+                out.push(Folder {
+                    what: "--store",
+                    rel: inside.to_string_lossy().into_owned(),
+                    span: 0..0,
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    /// The project folders must be apart from each other and from what is not skyctl's
+    /// (README, "What a build never does"); each message is located at the folder's key.
+    fn check_folders(&self, folders: &[Folder]) -> Result<()> {
+        let m = &self.manifest;
+        for f in folders {
+            if f.rel.is_empty() {
+                return Err(m.error_at(
+                    f.span.clone(),
+                    format!(
+                        "{} `.`: the workspace root cannot be {}; name a folder inside it",
+                        f.what,
+                        f.noun()
+                    ),
+                ));
+            }
+            for (p, desc) in reserved(&self.manifest_rel, f) {
+                // The store holds the state when it is `.skyctl` (the default).
+                let may_hold = f.is_store() && p.starts_with(".skyctl/");
+                let relation = if f.rel == p {
+                    "is"
+                } else if sky_dag::graph::under(&f.rel, &p) {
+                    "lies inside"
+                } else if sky_dag::graph::under(&p, &f.rel) && !may_hold {
+                    "contains"
+                } else {
+                    continue;
+                };
+                let whose = if p.starts_with(".skyctl") {
+                    "which nothing else may share"
+                } else {
+                    "which is not skyctl's"
+                };
+                return Err(m.error_at(
+                    f.span.clone(),
+                    format!(
+                        "{} `{}` {relation} {desc} `{p}`, {whose}; choose a folder of its own",
+                        f.what, f.rel
+                    ),
+                ));
+            }
+        }
+        for (i, a) in folders.iter().enumerate() {
+            for b in &folders[i + 1..] {
+                let (inner, outer, relation) = if a.rel == b.rel {
+                    (b, a, "is also")
+                } else if sky_dag::graph::under(&a.rel, &b.rel) {
+                    (a, b, "lies inside")
+                } else if sky_dag::graph::under(&b.rel, &a.rel) {
+                    (b, a, "lies inside")
+                } else {
+                    continue;
+                };
+                // Located at the folder the message is about, or at the other one when that
+                // is a default or `--store`.
+                let span = if inner.span.is_empty() {
+                    outer.span.clone()
+                } else {
+                    inner.span.clone()
+                };
+                return Err(m.error_at(
+                    span,
+                    format!(
+                        "{} `{}` {relation} {} (`{} = \"{}\"`); the release tree, the store and the build folder must not overlap",
+                        inner.what,
+                        inner.rel,
+                        outer.noun(),
+                        outer.what,
+                        outer.rel
+                    ),
+                ));
+            }
+        }
+        for f in folders.iter().filter(|f| f.what != "--store") {
+            if let Some(problem) = folder_on_disk(&self.ws.root, f.what, &f.rel) {
+                return Err(m.error_at(f.span.clone(), problem));
+            }
+        }
+        Ok(())
+    }
+
+    /// No project folder may be, hold or lie inside a declared source input (a file, a
+    /// folder, or the folder a glob starts from): the release swap would delete it, the store
+    /// or the build outputs would change it.
+    fn check_folder_inputs(&self, folders: &[Folder], graph: &Graph) -> Result<()> {
+        use sky_dag::graph::{under, Input};
+        for node in &graph.nodes {
+            for (input, span) in node.inputs.iter().zip(&node.input_spans) {
+                let (path, shown) = match input {
+                    Input::Source(p) => (p.as_str(), p.as_str()),
+                    Input::Glob { glob, .. } => (glob.literal_dir(), glob.as_str()),
+                    Input::Output { .. } => continue,
+                };
+                for f in folders {
+                    let relation = if path == f.rel || under(path, &f.rel) {
+                        "holds"
+                    } else if !path.is_empty() && under(&f.rel, path) {
+                        "lies inside"
+                    } else {
+                        continue;
+                    };
+                    let span = if f.span.is_empty() {
+                        span.clone()
+                    } else {
+                        f.span.clone()
+                    };
+                    return Err(self.manifest.error_at(
+                        span,
+                        format!(
+                            "{} `{}` {relation} the input `{shown}` of node `{}`; {} must be a folder of its own (move it, or the input)",
+                            f.what,
+                            f.rel,
+                            node.id,
+                            f.noun()
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(())
     }
 }
 
 impl Pipeline {
-    /// The folders `pipeline.toml` names (store, build, command working directories) must not
-    /// lead out of the workspace through a symlink (`--store` / `SKYCTL_STORE` are the user's
-    /// explicit choice and may be anywhere). Outputs and the release tree are checked with the
-    /// graph.
+    /// The command working directories must not lead out of the workspace through a symlink
+    /// (the project folders are checked by [`Pipeline::check_folders`]; `--store` /
+    /// `SKYCTL_STORE` are the user's explicit choice and may be anywhere). Outputs and the
+    /// release tree are checked with the graph.
     fn check_confined(&self) -> Result<()> {
         let m = &self.manifest;
         let root = &self.ws.root;
@@ -147,7 +414,11 @@ impl Pipeline {
             m.project.build_dir.span(),
         )];
         if self.store_from_manifest() {
-            dirs.push(("store_dir", m.project.store_dir.clone(), 0..0));
+            dirs.push((
+                "store_dir",
+                m.project.store_dir.get_ref().clone(),
+                m.project.store_dir.span(),
+            ));
         }
         for c in &m.command {
             if let Some(cwd) = &c.cwd {
@@ -159,7 +430,7 @@ impl Pipeline {
 
     /// Whether the store in use is the one `[project] store_dir` names.
     pub fn store_from_manifest(&self) -> bool {
-        self.ws.store_dir == self.ws.root.join(&self.manifest.project.store_dir)
+        self.ws.store_dir == self.ws.root.join(self.manifest.project.store_dir.get_ref())
     }
 }
 

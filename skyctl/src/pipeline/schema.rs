@@ -77,7 +77,7 @@ pub struct Project {
     pub release_dir: Spanned<String>,
     /// The content store (overridden by `--store` / `SKYCTL_STORE`).
     #[serde(default = "default_store_dir")]
-    pub store_dir: String,
+    pub store_dir: Spanned<String>,
     /// Where built-in model stages write their outputs (`build/<model>/...`).
     #[serde(default = "default_build_dir")]
     pub build_dir: Spanned<String>,
@@ -96,8 +96,8 @@ impl Default for Project {
 fn default_release_dir() -> Spanned<String> {
     Spanned::new(0..0, "site/public".into())
 }
-fn default_store_dir() -> String {
-    ".skyctl".into()
+fn default_store_dir() -> Spanned<String> {
+    Spanned::new(0..0, ".skyctl".into())
 }
 fn default_build_dir() -> Spanned<String> {
     Spanned::new(0..0, "build".into())
@@ -312,9 +312,10 @@ pub struct Command {
     /// Working directory, relative to the workspace root.
     #[serde(default)]
     pub cwd: Option<Spanned<String>>,
-    /// Files, directories, globs, or `node:<name>` (all outputs of that node).
+    /// Files, directories, globs, or `node:<name>` (all outputs of that node); a glob that may
+    /// match nothing as `{ glob = "...", allow_empty = true }`.
     #[serde(default)]
-    pub inputs: Vec<Spanned<String>>,
+    pub inputs: Vec<Spanned<InputDecl>>,
     /// Files, or directories when the path ends in `/`.
     #[serde(default)]
     pub outputs: Vec<Spanned<String>>,
@@ -327,6 +328,68 @@ pub struct Command {
     /// Not reproducible: cached, but re-run by `--rerun`.
     #[serde(default)]
     pub volatile: bool,
+}
+
+/// One entry of a command's `inputs`: a string (a path, a glob or `node:<name>`), or a table
+/// `{ glob = "...", allow_empty = true }` for a glob that may match no file (a glob that matches
+/// nothing is an error otherwise).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InputDecl {
+    /// The path, glob or `node:<name>` as written.
+    pub path: String,
+    /// (a glob) matching no file is not an error.
+    pub allow_empty: bool,
+}
+
+impl<'de> Deserialize<'de> for InputDecl {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        d.deserialize_any(InputDeclVisitor)
+    }
+}
+
+struct InputDeclVisitor;
+
+impl<'de> serde::de::Visitor<'de> for InputDeclVisitor {
+    type Value = InputDecl;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(
+            "a path, a glob or `node:<name>`, or a table `{ glob = \"...\", allow_empty = true }`",
+        )
+    }
+
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> std::result::Result<InputDecl, E> {
+        Ok(InputDecl {
+            path: v.to_string(),
+            allow_empty: false,
+        })
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(
+        self,
+        mut map: A,
+    ) -> std::result::Result<InputDecl, A::Error> {
+        use serde::de::Error;
+        const KEYS: &[&str] = &["glob", "allow_empty"];
+        let (mut glob, mut allow_empty) = (None, None);
+        while let Some(key) = map.next_key::<String>()? {
+            match key.as_str() {
+                "glob" if glob.is_none() => glob = Some(map.next_value::<String>()?),
+                "allow_empty" if allow_empty.is_none() => {
+                    allow_empty = Some(map.next_value::<bool>()?)
+                }
+                "glob" | "allow_empty" => {
+                    return Err(A::Error::custom(format!("duplicate key `{key}`")))
+                }
+                other => return Err(A::Error::unknown_field(other, KEYS)),
+            }
+        }
+        Ok(InputDecl {
+            path: glob
+                .ok_or_else(|| A::Error::custom("an input table needs `glob = \"<pattern>\"`"))?,
+            allow_empty: allow_empty.unwrap_or(false),
+        })
+    }
 }
 
 /// `[cache]`: the shared remote cache (README, "Sharing the cache"). Not part of any key.
@@ -469,6 +532,9 @@ impl Manifest {
                     ));
                 }
             }
+        }
+        for p in &self.release.publish {
+            validate_publish_to(self, p)?;
         }
         Ok(())
     }
@@ -775,6 +841,27 @@ fn check_name(m: &Manifest, name: &Spanned<String>) -> Result<()> {
     }
 }
 
+/// A `[[release.publish]]` `to` must name a file of the release tree: a path inside it, or a
+/// folder ending in `/` (the file keeps its name). Empty, `.` or a path ending in `/.` name a
+/// folder without saying where the file goes (the release directory itself, for `.`).
+fn validate_publish_to(m: &Manifest, p: &Publish) -> Result<()> {
+    let raw = p.to.get_ref();
+    let hint = "give the file's path in the release tree (`x.txt`), or a folder ending in `/` (`models/`) to keep its name";
+    if raw.is_empty() {
+        return Err(m.error_at(p.to.span(), format!("publish `to` is empty; {hint}")));
+    }
+    sky_dag::graph::clean_rel(raw)
+        .map_err(|e| m.error_at(p.to.span(), format!("publish `to = \"{raw}\"`: {e}")))?;
+    let names_folder = !raw.ends_with('/') && raw.rsplit('/').next() == Some(".");
+    if names_folder {
+        return Err(m.error_at(
+            p.to.span(),
+            format!("publish `to = \"{raw}\"` names a folder, not a file; {hint}"),
+        ));
+    }
+    Ok(())
+}
+
 fn validate_run(m: &Manifest, c: &Command) -> Result<()> {
     let ok = match c.run.get_ref() {
         toml::Value::String(s) => !s.trim().is_empty(),
@@ -849,7 +936,7 @@ mod tests {
     fn empty_manifest_has_defaults() {
         let m = parse("").unwrap();
         assert_eq!(m.project.release_dir.get_ref(), "site/public");
-        assert_eq!(m.project.store_dir, ".skyctl");
+        assert_eq!(m.project.store_dir.get_ref(), ".skyctl");
     }
 
     #[test]

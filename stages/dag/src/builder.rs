@@ -132,6 +132,18 @@ pub fn build_preloaded(
     };
     // Another store than the one the last build filled: check each cached node's record.
     let verify_store = last.store.as_ref() != Some(&stamp);
+    // A build that will write the release tree replaces the whole folder: it must be ours.
+    if plan.full && !graph.release.is_empty() {
+        release::check_ours(&store, &ws.root, &graph.release_dir, &last).map_err(|e| {
+            graph.source.error_at(
+                graph.release_span.clone(),
+                format!(
+                    "release_dir `{}` {e}; the release tree replaces the whole folder, so choose another release_dir (or move the folder away)",
+                    graph.release_dir
+                ),
+            )
+        })?;
+    }
     let mut scanner = Scanner::new(&ws.root, graph, registry, &store, &last, statcache);
     scanner.check_kinds(&plan.selected)?;
     for &n in &graph.order {
@@ -256,7 +268,9 @@ pub fn build_preloaded(
     // `delta` holds only nodes whose key or outputs differ from the last build.
     let nodes_before = last.nodes.len();
     let last_store = last.store.clone();
-    let release_changed = release_files.is_some() && release_files != last.release;
+    let release_changed = release_files.is_some()
+        && (release_files != last.release
+            || last.release_dir.as_deref() != Some(graph.release_dir.as_str()));
     let mut new_last = last;
     let changed = !delta.nodes.is_empty() || release_changed;
     // The ids whose state this build changes: updated or added, or no longer in the graph.
@@ -294,6 +308,7 @@ pub fn build_preloaded(
     let made_changed = new_last.made != made_before;
     if release_files.is_some() {
         new_last.release = release_files;
+        new_last.release_dir = Some(graph.release_dir.clone());
     }
     // Stamp the store only once every node is known to have its record there.
     if plan.full && summary.failed == 0 && summary.skipped == 0 {
@@ -458,6 +473,7 @@ impl<'a> BuildDriver<'a> {
                 .check_outputs(std::slice::from_ref(o))
                 .is_some()
             {
+                through_real_folders(self.root, &o.path)?;
                 self.scanner.statcache.forget_replaced(&o.path);
                 self.store
                     .restore(o, &self.root.join(&o.path), true)
@@ -766,6 +782,13 @@ impl Job<'_> {
             .iter()
             .map(|o| (o.path.as_str(), o.dir))
             .collect();
+        if node
+            .outputs
+            .iter()
+            .any(|o| through_real_folders(self.root, &o.path).is_err())
+        {
+            return None;
+        }
         let rec = remote.fetch(self.store, &self.key, &declared)?;
         for o in &rec.outputs {
             if let Err(e) = self.store.restore(o, &self.root.join(&o.path), true) {
@@ -786,6 +809,9 @@ impl Job<'_> {
         // nothing the stage writes can land in a file shared with the store.
         let mut out_paths = Vec::with_capacity(node.outputs.len());
         for o in &node.outputs {
+            // A folder on the way that became a symlink since the graph was checked (another
+            // node made it) would take the writes elsewhere.
+            through_real_folders(self.root, &o.path)?;
             if !self.ours(&o.path, &self.root.join(&o.path)) {
                 return Err(format!(
                     "output `{}` already exists and was not made by skyctl; it is left as it is (move it away, or declare another output path)",
@@ -834,7 +860,7 @@ impl Job<'_> {
                 crate::graph::Input::Source(rel) => {
                     Some((rel.as_str(), fingerprint(&self.root.join(rel))))
                 }
-                crate::graph::Input::Glob(_) => None,
+                crate::graph::Input::Glob { .. } => None,
             })
             .collect();
         let before = fingerprint(self.release_abs);
@@ -900,6 +926,18 @@ impl Job<'_> {
     }
 }
 
+/// `Err` when a folder on the way to output `rel` is a symlink: the engine writes and reads
+/// outputs only through real folders, so nothing it does lands where a link points.
+fn through_real_folders(root: &Path, rel: &str) -> std::result::Result<(), String> {
+    match crate::graph::symlink_on_path(root, rel, false) {
+        None => Ok(()),
+        Some((link, target)) => Err(format!(
+            "output `{rel}`: `{link}` is a symlink (to `{}`); outputs are written only through real folders",
+            target.display()
+        )),
+    }
+}
+
 /// Check one declared output and put it into the store.
 fn ingest(
     store: &Store,
@@ -907,6 +945,7 @@ fn ingest(
     rel: &str,
     dir: bool,
 ) -> std::result::Result<OutputRecord, String> {
+    through_real_folders(root, rel)?;
     let abs = root.join(rel);
     let md = std::fs::symlink_metadata(&abs)
         .map_err(|_| format!("declared output `{rel}` was not written"))?;

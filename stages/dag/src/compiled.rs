@@ -11,10 +11,11 @@
 //! invariants [`Graph::build`] gives. What the graph checks read from the disk (symlinks that
 //! lead out of the workspace) is not in the file: the front end repeats those checks.
 //!
-//! Format (`SKYGRPH1` frame): the key (32 bytes), the payload (length-prefixed), the
+//! Format (`SKYGRPH2` frame): the key (32 bytes), the payload (length-prefixed), the
 //! `params_checked` flag, then the graph: nodes (id, kind, parameters as
 //! [`crate::codec::Writer::json`] and their canonical key bytes, inputs, their spans, outputs,
-//! flags, group, span), the release entries, the release directory and the group noun.
+//! flags, group, span; a glob input is tag 1, or 3 when it may match nothing), the release
+//! entries, the release directory and its span, and the group noun.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -25,7 +26,7 @@ use crate::graph::{deps_of, topo_order, Graph, Input, Node, NodeParams, Output, 
 use crate::key::Digest;
 use crate::source::Source;
 
-const MAGIC: &[u8; 8] = b"SKYGRPH1";
+const MAGIC: &[u8; 8] = b"SKYGRPH2";
 
 /// Write `graph` to `path` (atomically, [`sky_fs::write_cache`]) under `key`, with the front
 /// end's `extra` payload. `params_checked`: every node's parameters were parsed by its kind
@@ -62,9 +63,9 @@ fn encode(w: &mut Writer, g: &Graph) {
                     w.u8(0);
                     w.str(p);
                 }
-                Input::Glob(g) => {
-                    w.u8(1);
-                    w.str(g.as_str());
+                Input::Glob { glob, allow_empty } => {
+                    w.u8(if *allow_empty { 3 } else { 1 });
+                    w.str(glob.as_str());
                 }
                 Input::Output { node, output } => {
                     w.u8(2);
@@ -94,6 +95,7 @@ fn encode(w: &mut Writer, g: &Graph) {
         w.len(r.output);
     }
     w.str(&g.release_dir);
+    w.span(&g.release_span);
     w.str(&g.group_noun);
 }
 
@@ -171,7 +173,14 @@ impl Compiled {
             for _ in 0..k {
                 inputs.push(match r.u8()? {
                     0 => Input::Source(r.str()?.to_string()),
-                    1 => Input::Glob(Glob::new(r.str()?).ok()?),
+                    1 => Input::Glob {
+                        glob: Glob::new(r.str()?).ok()?,
+                        allow_empty: false,
+                    },
+                    3 => Input::Glob {
+                        glob: Glob::new(r.str()?).ok()?,
+                        allow_empty: true,
+                    },
                     2 => Input::Output {
                         node: r.index()?,
                         output: r.index()?,
@@ -215,6 +224,7 @@ impl Compiled {
             });
         }
         let release_dir = r.str()?.to_string();
+        let release_span = r.span()?;
         let group_noun = r.str()?.to_string();
         if !r.is_empty() {
             return None;
@@ -257,6 +267,7 @@ impl Compiled {
             order,
             release,
             release_dir,
+            release_span,
             group_noun,
             source: source.take()?,
             params_checked: self.params_checked,
@@ -279,6 +290,7 @@ mod tests {
             ),
             cmd("b", "true", &["out/a", "node:a"], &["out/b"]),
         ];
+        nodes[0] = nodes[0].clone().input_may_be_empty("opt/*.txt", 2..4);
         nodes[1].group = Some("g".into());
         nodes[1].volatile = true;
         nodes[0].params["float"] = serde_json::json!(0.1);
@@ -298,8 +310,8 @@ mod tests {
         assert_eq!(a.order, b.order);
         assert_eq!(format!("{:?}", a.release), format!("{:?}", b.release));
         assert_eq!(
-            (&a.release_dir, &a.group_noun),
-            (&b.release_dir, &b.group_noun)
+            (&a.release_dir, &a.release_span, &a.group_noun),
+            (&b.release_dir, &b.release_span, &b.group_noun)
         );
         for (x, y) in a.nodes.iter().zip(&b.nodes) {
             assert_eq!(x.params.canonical(), y.params.canonical());

@@ -84,6 +84,19 @@ pub enum DagError {
         /// Where it leads.
         target: PathBuf,
     },
+    /// An input that cannot be hashed as it is: a special file, a name that is not UTF-8,
+    /// a folder that cannot be listed, or a glob that matches nothing.
+    #[error("{location}node `{node}`: input `{path}` {message}")]
+    BadInput {
+        /// `FILE:LINE:COL: ` of the declaration, or empty.
+        location: String,
+        /// The node id.
+        node: String,
+        /// The input as declared (a path or a glob).
+        path: String,
+        /// What is wrong with it, and what to do.
+        message: String,
+    },
     /// An input file or directory that a node declares does not exist.
     #[error("{location}node `{node}`: input `{path}` does not exist")]
     MissingInput {

@@ -32,7 +32,13 @@ pub enum Input {
     /// A source file or directory in the workspace (a directory hashes as a tree).
     Source(String),
     /// Source files matching a glob, hashed in sorted path order.
-    Glob(Glob),
+    Glob {
+        /// The pattern.
+        glob: Glob,
+        /// Matching no file is allowed (else it is an error: the command would read files
+        /// its key does not cover, or none at all).
+        allow_empty: bool,
+    },
     /// One declared output of another node.
     Output {
         /// The producing node.
@@ -175,6 +181,8 @@ pub struct Graph {
     pub release: Vec<ReleaseEntry>,
     /// The release directory, workspace-relative.
     pub release_dir: String,
+    /// Where the release directory is declared.
+    pub release_span: Range<usize>,
     /// What the front end calls a group, for messages ("model").
     pub group_noun: String,
     /// The declaration the spans point into.
@@ -198,7 +206,7 @@ pub struct NodeSpec {
     /// Inputs in declared order: a workspace path (file or directory), a glob, or
     /// `node:<id>` (every output of that node). A path inside a declared output depends on
     /// its node.
-    pub inputs: Vec<Located<String>>,
+    pub inputs: Vec<InputSpec>,
     /// Declared outputs, workspace-relative; a trailing `/` declares a directory.
     pub outputs: Vec<Located<String>>,
     /// Runs alone.
@@ -238,7 +246,19 @@ impl NodeSpec {
 
     /// Add an input (see [`NodeSpec::inputs`]).
     pub fn input(mut self, path: impl Into<String>, span: Range<usize>) -> NodeSpec {
-        self.inputs.push(Located::new(path.into(), span));
+        self.inputs.push(InputSpec {
+            path: Located::new(path.into(), span),
+            allow_empty: false,
+        });
+        self
+    }
+
+    /// Add a glob input that may match no file (see [`InputSpec::allow_empty`]).
+    pub fn input_may_be_empty(mut self, glob: impl Into<String>, span: Range<usize>) -> NodeSpec {
+        self.inputs.push(InputSpec {
+            path: Located::new(glob.into(), span),
+            allow_empty: true,
+        });
         self
     }
 
@@ -253,6 +273,15 @@ impl NodeSpec {
         self.group = Some(group.into());
         self
     }
+}
+
+/// One input of a node as declared.
+#[derive(Clone, Debug)]
+pub struct InputSpec {
+    /// A workspace path, a glob or `node:<id>`, as written.
+    pub path: Located<String>,
+    /// For a glob: matching no file is not an error. Only globs take it.
+    pub allow_empty: bool,
 }
 
 /// One file of the release tree as declared: `to` (inside the release directory) is a copy of
@@ -345,19 +374,20 @@ impl Graph {
         )
     }
 
-    /// Repeat the checks of [`Graph::build`] that read the disk (the release directory and the
-    /// folders above each output must not lead out of `root` through a symlink), for a graph
+    /// Repeat the checks of [`Graph::build`] that read the disk (no component of the release
+    /// directory or of an output path may be a symlink), for a graph
     /// read back from a compiled cache ([`crate::compiled`]); `false` when one fails (the front
     /// end then builds the graph again, which reports it).
     pub fn disk_checks_pass(&self, root: &Path) -> bool {
-        if symlink_escape(root, &self.release_dir).is_some() {
+        if symlink_on_path(root, &self.release_dir, true).is_some() {
             return false;
         }
         let root_real = root.canonicalize().ok();
         let mut checked = std::collections::HashSet::new();
-        self.nodes.iter().flat_map(|n| &n.outputs).all(|o| {
-            check_no_symlink_escape(root, root_real.as_deref(), &o.path, &mut checked).is_ok()
-        })
+        self.nodes
+            .iter()
+            .flat_map(|n| &n.outputs)
+            .all(|o| check_output_path(root, root_real.as_deref(), &o.path, &mut checked).is_ok())
     }
 
     /// The node ids a command-line target names: a node id, a group name, or a kind name.
@@ -395,7 +425,7 @@ fn output(src: &Source, raw: &str, span: Range<usize>) -> Result<Output> {
 #[allow(clippy::too_many_arguments)]
 fn finish(
     mut nodes: Vec<Node>,
-    pending: Vec<Vec<Located<String>>>,
+    pending: Vec<Vec<InputSpec>>,
     release_specs: Vec<ReleaseSpec>,
     release_dir: &Located<String>,
     store_dir: &str,
@@ -407,12 +437,27 @@ fn finish(
     let release_span = release_dir.span.clone();
     let release_dir = clean_rel(&release_dir.value)
         .map_err(|e| m.error_at(release_span.clone(), format!("release_dir: {e}")))?;
+    if release_dir.is_empty() {
+        return Err(m.error_at(
+            release_span,
+            "release_dir `.`: the workspace root cannot be the release directory (it is replaced whole); name a folder inside it",
+        ));
+    }
     // The release tree is replaced whole: it must not lead anywhere else.
     if let Some(target) = symlink_escape(root, &release_dir) {
         return Err(m.error_at(
             release_span,
             format!(
                 "release_dir `{release_dir}` leads out of the workspace through a symlink (to `{}`)",
+                target.display()
+            ),
+        ));
+    }
+    if let Some((link, target)) = symlink_on_path(root, &release_dir, true) {
+        return Err(m.error_at(
+            release_span,
+            format!(
+                "release_dir `{release_dir}`: `{link}` is a symlink (to `{}`); the release tree is written only through real folders",
                 target.display()
             ),
         ));
@@ -457,13 +502,14 @@ fn finish(
                     format!("node `{}`: output `{}` is inside the store", n.id, o.path),
                 ));
             }
-            check_no_symlink_escape(root, root_real.as_deref(), &o.path, &mut checked_dirs)
-                .map_err(|e| {
+            check_output_path(root, root_real.as_deref(), &o.path, &mut checked_dirs).map_err(
+                |e| {
                     m.error_at(
                         at.clone(),
                         format!("node `{}`: output `{}`: {e}", n.id, o.path),
                     )
-                })?;
+                },
+            )?;
             if let Some((other, &(on, _))) = overlapping(&owners, &o.path) {
                 {
                     let what = if other == &o.path {
@@ -487,7 +533,11 @@ fn finish(
     for (ni, raw_inputs) in pending.into_iter().enumerate() {
         let mut inputs = Vec::new();
         let mut input_spans = Vec::new();
-        for Located { value: raw, span } in raw_inputs {
+        for InputSpec {
+            path: Located { value: raw, span },
+            allow_empty,
+        } in raw_inputs
+        {
             let id = nodes[ni].id.clone();
             if let Some(target) = raw.strip_prefix("node:") {
                 let Some(&t) = by_id.get(target) else {
@@ -531,9 +581,18 @@ fn finish(
                     return Err(m.error_at(span, format!(
                         "node `{id}`: input glob `{raw}` matches output `{o}`; name built outputs explicitly or with `node:<name>`")));
                 }
-                inputs.push(Input::Glob(g));
+                inputs.push(Input::Glob {
+                    glob: g,
+                    allow_empty,
+                });
                 input_spans.push(span.clone());
                 continue;
+            }
+            if allow_empty {
+                return Err(m.error_at(
+                    span,
+                    format!("node `{id}`: input `{raw}`: only a glob (`*`, `?`, `[...]`) may be allowed to match nothing; name a plain path as a string"),
+                ));
             }
             // A path that is (or lies inside) a declared output is a dependency on its node.
             let owner = owner_of(&owners, &path);
@@ -578,6 +637,12 @@ fn finish(
     {
         let to = clean_rel(&to_raw)
             .map_err(|e| m.error_at(span.clone(), format!("release path `{to_raw}`: {e}")))?;
+        if to.is_empty() {
+            return Err(m.error_at(
+                span,
+                format!("release path `{to_raw}` names the release directory itself; give a path inside it"),
+            ));
+        }
         let from = clean_rel(&from_raw)
             .map_err(|e| m.error_at(span.clone(), format!("publish `{from_raw}`: {e}")))?;
         let Some(&(node, output)) = owners.get(&from) else {
@@ -607,6 +672,7 @@ fn finish(
         order,
         release,
         release_dir,
+        release_span,
         group_noun,
         source: m.clone(),
         params_checked: false,
@@ -762,39 +828,77 @@ pub fn symlink_escape(root: &Path, rel: &str) -> Option<std::path::PathBuf> {
     None
 }
 
-/// Fails when an existing prefix of `rel` under `root` is a symlink resolving outside `root`.
-fn check_no_symlink_escape(
+/// The first existing component of `rel` under `root` that is a symlink (the last component
+/// too when `last`): its workspace path and what the link says. `None` when there is none
+/// (the walk stops at the first component that does not exist).
+pub fn symlink_on_path(root: &Path, rel: &str, last: bool) -> Option<(String, std::path::PathBuf)> {
+    let parts: Vec<&str> = rel
+        .split('/')
+        .filter(|c| !c.is_empty() && *c != ".")
+        .collect();
+    let upto = if last {
+        parts.len()
+    } else {
+        parts.len().saturating_sub(1)
+    };
+    let mut p = root.to_path_buf();
+    for (i, c) in parts.iter().take(upto).enumerate() {
+        p.push(c);
+        match std::fs::symlink_metadata(&p) {
+            Ok(md) if md.file_type().is_symlink() => {
+                let target = std::fs::read_link(&p).unwrap_or_default();
+                return Some((parts[..=i].join("/"), target));
+            }
+            Ok(_) => {}
+            Err(_) => return None,
+        }
+    }
+    None
+}
+
+/// Fails when a component of output path `rel` under `root` (the last one too) is a symlink:
+/// every write of an output goes through real folders, so none can land in `.git`, the
+/// store or anywhere else a link points. `checked` holds the folders already found clean.
+fn check_output_path(
     root: &Path,
     root_real: Option<&Path>,
     rel: &str,
     checked: &mut std::collections::HashSet<String>,
 ) -> std::result::Result<(), String> {
-    let Some(root_real) = root_real else {
-        return Ok(());
-    };
-    // Only directories can lead a write elsewhere: the output file itself is removed before its
-    // node runs (removing a symlink removes the link), so its last component is not checked.
-    for (end, _) in rel.match_indices('/') {
+    let ends = rel
+        .match_indices('/')
+        .map(|(end, _)| end)
+        .chain([rel.len()]);
+    for end in ends {
         let prefix = &rel[..end];
-        if checked.contains(prefix) {
+        if end < rel.len() && checked.contains(prefix) {
             continue;
         }
-        checked.insert(prefix.to_string());
         let p = root.join(prefix);
         match std::fs::symlink_metadata(&p) {
             Ok(md) if md.file_type().is_symlink() => {
-                let target = p
-                    .canonicalize()
-                    .map_err(|_| format!("`{}` is a dangling symlink", p.display()))?;
-                if !target.starts_with(root_real) {
+                let Ok(target) = p.canonicalize() else {
+                    return Err(format!("`{prefix}` is a dangling symlink"));
+                };
+                if root_real.is_some_and(|r| !target.starts_with(r)) {
                     return Err(format!(
-                        "`{}` is a symlink leading out of the workspace (to `{}`)",
-                        p.strip_prefix(root).unwrap_or(&p).display(),
+                        "`{prefix}` is a symlink leading out of the workspace (to `{}`)",
                         target.display()
                     ));
                 }
+                let shown = target
+                    .strip_prefix(root_real.unwrap_or(root))
+                    .map(|t| t.display().to_string())
+                    .unwrap_or_else(|_| target.display().to_string());
+                return Err(format!(
+                    "`{prefix}` is a symlink (to `{shown}`); outputs are written only through real folders, never through a symlink"
+                ));
             }
-            Ok(_) => {}
+            Ok(_) => {
+                if end < rel.len() {
+                    checked.insert(prefix.to_string());
+                }
+            }
             Err(_) => return Ok(()),
         }
     }
@@ -950,6 +1054,83 @@ mod tests {
         assert!(located(e)
             .2
             .contains("publish `out/b.txt` is not a declared output of any node"));
+    }
+
+    #[test]
+    fn the_release_dir_and_release_paths_name_folders_and_files_inside() {
+        let mut s = spec(vec![cmd("a", "true", &[], &["out/a.txt"])]);
+        s.release_dir = Located::new("./".into(), 0..0);
+        let e = Graph::build(s, &Source::default(), Path::new("/x")).unwrap_err();
+        assert!(located(e)
+            .2
+            .starts_with("release_dir `.`: the workspace root cannot be the release directory"));
+        let mut s = spec(vec![cmd("a", "true", &[], &["out/a.txt"])]);
+        s.release.push(ReleaseSpec {
+            to: "./.".into(),
+            from: "out/a.txt".into(),
+            span: 0..0,
+        });
+        let e = Graph::build(s, &Source::default(), Path::new("/x")).unwrap_err();
+        assert_eq!(
+            located(e).2,
+            "release path `./.` names the release directory itself; give a path inside it"
+        );
+    }
+
+    #[test]
+    fn only_a_glob_may_match_nothing() {
+        let g = graph(vec![
+            cmd("a", "true", &[], &["o"]).input_may_be_empty("data/*.txt", 0..0)
+        ])
+        .unwrap();
+        assert!(matches!(
+            &g.nodes[0].inputs[0],
+            Input::Glob { allow_empty: true, glob } if glob.as_str() == "data/*.txt"
+        ));
+        let e = graph(vec![
+            cmd("a", "true", &[], &["o"]).input_may_be_empty("data/x.txt", 0..0)
+        ])
+        .unwrap_err();
+        assert!(located(e)
+            .2
+            .contains("only a glob (`*`, `?`, `[...]`) may be allowed to match nothing"));
+    }
+
+    #[test]
+    fn symlinks_on_an_output_path_are_found_at_every_depth() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::create_dir_all(root.join("real/b")).unwrap();
+        std::fs::create_dir_all(root.join("x/y")).unwrap();
+        std::os::unix::fs::symlink("real", root.join("a")).unwrap();
+        std::os::unix::fs::symlink("../../real", root.join("x/y/z")).unwrap();
+        std::os::unix::fs::symlink("real/f", root.join("f")).unwrap();
+        assert_eq!(
+            symlink_on_path(root, "a/b/c", false).map(|(l, t)| (l, t.display().to_string())),
+            Some(("a".to_string(), "real".to_string()))
+        );
+        assert_eq!(
+            symlink_on_path(root, "x/y/z/out", false).map(|(l, _)| l),
+            Some("x/y/z".to_string())
+        );
+        // The last component only when asked for.
+        assert_eq!(symlink_on_path(root, "f", false), None);
+        assert_eq!(
+            symlink_on_path(root, "f", true).map(|(l, _)| l),
+            Some("f".to_string())
+        );
+        // A walk stops where the path does not exist yet.
+        assert_eq!(symlink_on_path(root, "new/a/b", true), None);
+        let mut checked = std::collections::HashSet::new();
+        let real = root.canonicalize().ok();
+        let e = check_output_path(root, real.as_deref(), "x/y/z/out", &mut checked).unwrap_err();
+        assert!(e.starts_with("`x/y/z` is a symlink (to `real`)"), "{e}");
+        let e = check_output_path(root, real.as_deref(), "f", &mut checked).unwrap_err();
+        assert!(e.starts_with("`f` is a dangling symlink"), "{e}");
+        assert_eq!(
+            check_output_path(root, real.as_deref(), "real/b/out", &mut checked),
+            Ok(())
+        );
     }
 
     #[test]

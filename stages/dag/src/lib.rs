@@ -107,7 +107,7 @@ mod testutil;
 
 pub use builder::{build, BuildOptions};
 pub use error::{DagError, Result};
-pub use graph::{Graph, GraphSpec, NodeParams, NodeSpec, ReleaseSpec};
+pub use graph::{Graph, GraphSpec, InputSpec, NodeParams, NodeSpec, ReleaseSpec};
 pub use kind::{Kind, Registry, StageCtx, StageInput};
 pub use plan::Plan;
 pub use source::{Located, Source};

@@ -12,7 +12,7 @@ use crate::error::{DagError, Result};
 use crate::fsutil;
 use crate::graph::Graph;
 use crate::scan::Scanner;
-use crate::state::ReleaseFile;
+use crate::state::{LastBuild, ReleaseFile};
 use crate::store::{OutputRecord, Store};
 
 /// The release files implied by the nodes' outputs; `None` when some producer has no result.
@@ -89,9 +89,70 @@ fn only_declared(dir: &Path, files: &[ReleaseFile]) -> bool {
         })
 }
 
+/// Whether the release directory `release_dir` may be replaced by a new tree: it does not
+/// exist, it is the folder the last build recorded writing the release to, or every file in it
+/// is content the store holds (a tree skyctl wrote whose record was lost). `Err` says what is
+/// there that skyctl did not make: replacing it would delete it.
+pub fn check_ours(
+    store: &Store,
+    root: &Path,
+    release_dir: &str,
+    last: &LastBuild,
+) -> std::result::Result<(), String> {
+    let target = root.join(release_dir);
+    let md = match std::fs::symlink_metadata(&target) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(format!("cannot be inspected: {e}")),
+        Ok(md) => md,
+    };
+    if md.file_type().is_symlink() {
+        return Err("is a symlink, not a folder skyctl made".into());
+    }
+    if !md.is_dir() {
+        return Err("is a file skyctl did not make, not a release tree".into());
+    }
+    if last.release.is_some() && last.release_dir.as_deref() == Some(release_dir) {
+        return Ok(());
+    }
+    for e in walkdir::WalkDir::new(&target)
+        .min_depth(1)
+        .sort_by_file_name()
+    {
+        let e = e.map_err(|e| format!("cannot be listed: {e}"))?;
+        if e.file_type().is_dir() {
+            continue;
+        }
+        let shown = e
+            .path()
+            .strip_prefix(root)
+            .unwrap_or(e.path())
+            .display()
+            .to_string();
+        let made = e.file_type().is_file()
+            && crate::statcache::hash_file(e.path()).is_ok_and(|d| store.has_blob(&d));
+        if !made {
+            return Err(format!(
+                "already exists and holds `{shown}`, which skyctl did not make"
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Build the new tree beside the old one and swap it in.
 pub fn write(store: &Store, root: &Path, release_dir: &str, files: &[ReleaseFile]) -> Result<()> {
     let target = root.join(release_dir);
+    // Checked with the graph; a folder that became a symlink since is not written through.
+    if let Some((link, to)) = crate::graph::symlink_on_path(root, release_dir, true) {
+        return Err(DagError::io(
+            "write the release tree",
+            target,
+            std::io::Error::other(format!(
+                "`{link}` became a symlink (to `{}`) during the build; the release tree is written only through real folders",
+                to.display()
+            )),
+        ));
+    }
     let parent = target
         .parent()
         .map(Path::to_path_buf)

@@ -233,11 +233,27 @@ impl<'a> Scanner<'a> {
                 });
             }
         }
+        let bad = |message: String| DagError::BadInput {
+            location: location(),
+            node: graph.nodes[n].id.clone(),
+            path: rel.into(),
+            message,
+        };
         let d = match std::fs::metadata(&abs) {
             Ok(md) if md.is_dir() => {
-                let (digest, files) = self.tree_digest_files(rel)?;
+                // A name that is not UTF-8, a symlink or a special file inside cannot be
+                // hashed: refused, located at the input.
+                let (digest, files) = self
+                    .tree_digest_files(rel)
+                    .map_err(|e| bad(format!("cannot be hashed: {}", io_message(&e))))?;
                 self.source_files.insert(rel.to_string(), files);
                 Some(digest)
+            }
+            Ok(md) if !md.is_file() => {
+                return Err(bad(format!(
+                    "is {}; only regular files and folders can be inputs",
+                    special_kind(&md.file_type())
+                )))
             }
             Ok(_) => Some(
                 self.statcache
@@ -282,25 +298,69 @@ impl<'a> Scanner<'a> {
         Ok((Digest::of(&tree.encode()), files))
     }
 
-    fn glob(&mut self, n: NodeIdx, input: usize, g: &crate::glob::Glob) -> Result<Vec<KeyInput>> {
-        self.glob_ref(n, input, g).map(<[KeyInput]>::to_vec)
+    fn glob(
+        &mut self,
+        n: NodeIdx,
+        input: usize,
+        g: &crate::glob::Glob,
+        allow_empty: bool,
+    ) -> Result<Vec<KeyInput>> {
+        self.glob_ref(n, input, g, allow_empty)
+            .map(<[KeyInput]>::to_vec)
     }
 
     /// The files a glob matches (memoised).
-    fn glob_ref(&mut self, n: NodeIdx, input: usize, g: &crate::glob::Glob) -> Result<&[KeyInput]> {
+    fn glob_ref(
+        &mut self,
+        n: NodeIdx,
+        input: usize,
+        g: &crate::glob::Glob,
+        allow_empty: bool,
+    ) -> Result<&[KeyInput]> {
         if !self.globs.contains_key(g.as_str()) {
             let found = self.walk_glob(n, input, g)?;
             self.globs.insert(g.as_str().to_string(), found);
         }
-        Ok(self.globs.get(g.as_str()).map_or(&[][..], Vec::as_slice))
+        let found = self.globs.get(g.as_str()).map_or(&[][..], Vec::as_slice);
+        if found.is_empty() && !allow_empty {
+            let graph = self.graph;
+            return Err(DagError::BadInput {
+                location: graph.nodes[n]
+                    .input_spans
+                    .get(input)
+                    .map(|s| graph.location(s))
+                    .unwrap_or_default(),
+                node: graph.nodes[n].id.clone(),
+                path: g.as_str().to_string(),
+                message: format!(
+                    "matches no file; if that is expected, declare it as {{ glob = \"{}\", allow_empty = true }}",
+                    g.as_str()
+                ),
+            });
+        }
+        Ok(found)
     }
 
+    /// Every file `g` matches, hashed, in path order. A match that cannot be hashed as it is
+    /// (a name that is not UTF-8, a FIFO, socket or device, a folder that cannot be listed) is
+    /// an error: leaving it out would leave out of the key a file the node may read.
     fn walk_glob(
         &mut self,
         n: NodeIdx,
         input: usize,
         g: &crate::glob::Glob,
     ) -> Result<Vec<KeyInput>> {
+        let graph = self.graph;
+        let bad = |path: String, message: String| DagError::BadInput {
+            location: graph.nodes[n]
+                .input_spans
+                .get(input)
+                .map(|s| graph.location(s))
+                .unwrap_or_default(),
+            node: graph.nodes[n].id.clone(),
+            path,
+            message,
+        };
         let base = g.literal_dir().to_string();
         let abs = if base.is_empty() {
             self.root.to_path_buf()
@@ -311,34 +371,74 @@ impl<'a> Scanner<'a> {
         if !abs.is_dir() {
             return Ok(out);
         }
+        // The release tree and the store are the engine's own (copies of outputs, which a
+        // glob never matches).
+        let release = (!graph.release_dir.is_empty()).then(|| self.root.join(&graph.release_dir));
+        let store = self.store.root();
         let walker = walkdir::WalkDir::new(&abs)
             .sort_by_file_name()
             .into_iter()
             .filter_entry(|e| {
-                // Never descend into our own state or VCS metadata.
+                // Never descend into our own state, VCS metadata, the store or the release
+                // tree.
                 !(e.depth() > 0
                     && e.file_type().is_dir()
-                    && matches!(e.file_name().to_str(), Some(".skyctl" | ".git")))
+                    && (matches!(e.file_name().to_str(), Some(".skyctl" | ".git"))
+                        || release.as_deref() == Some(e.path())
+                        || e.path() == store))
             });
-        for e in walker.filter_map(|e| e.ok()) {
-            // A symlink the glob matches is resolved like a named source (and refused when it
-            // leads out); directories and special files are not inputs.
+        for e in walker {
+            let e = match e {
+                Ok(e) => e,
+                Err(err) => {
+                    let at = err
+                        .path()
+                        .and_then(|p| p.strip_prefix(self.root).ok())
+                        .map(|p| p.to_string_lossy().into_owned())
+                        .unwrap_or_else(|| base.clone());
+                    return Err(bad(
+                        g.as_str().to_string(),
+                        format!("cannot be expanded: listing `{at}` failed: {err}"),
+                    ));
+                }
+            };
             let ft = e.file_type();
-            if !(ft.is_file() || ft.is_symlink()) {
+            if ft.is_dir() {
                 continue;
             }
             let Ok(rel) = e.path().strip_prefix(self.root) else {
                 continue;
             };
-            let Some(rel) = rel.to_str() else { continue };
-            if g.matches(rel) {
-                let d = self.source(n, input, rel)?;
-                out.push(KeyInput {
-                    path: rel.to_string(),
-                    digest: d,
-                    files: Vec::new(),
-                });
+            let Some(rel) = rel.to_str() else {
+                let shown = rel.to_string_lossy();
+                if g.matches(&shown) {
+                    return Err(bad(
+                        g.as_str().to_string(),
+                        format!("matches `{shown}`, whose name is not UTF-8: it cannot be part of a key; rename it, or narrow the glob"),
+                    ));
+                }
+                continue;
+            };
+            if !g.matches(rel) {
+                continue;
             }
+            // A symlink the glob matches is resolved like a named source (and refused when it
+            // leads out, or to something other than a file or folder).
+            if !(ft.is_file() || ft.is_symlink()) {
+                return Err(bad(
+                    g.as_str().to_string(),
+                    format!(
+                        "matches `{rel}`, which is {}; only regular files can be inputs",
+                        special_kind(&ft)
+                    ),
+                ));
+            }
+            let d = self.source(n, input, rel)?;
+            out.push(KeyInput {
+                path: rel.to_string(),
+                digest: d,
+                files: Vec::new(),
+            });
         }
         out.sort_by(|a, b| a.path.cmp(&b.path));
         Ok(out)
@@ -354,8 +454,8 @@ impl<'a> Scanner<'a> {
                 Input::Source(rel) => {
                     self.source(n, i, rel)?;
                 }
-                Input::Glob(g) => {
-                    self.glob(n, i, g)?;
+                Input::Glob { glob, allow_empty } => {
+                    self.glob(n, i, glob, *allow_empty)?;
                 }
                 Input::Output { .. } => {}
             }
@@ -378,7 +478,7 @@ impl<'a> Scanner<'a> {
         let mut count = 0;
         for (i, input) in node.inputs.iter().enumerate() {
             count += match input {
-                Input::Glob(g) => self.glob_ref(n, i, g)?.len(),
+                Input::Glob { glob, allow_empty } => self.glob_ref(n, i, glob, *allow_empty)?.len(),
                 _ => 1,
             };
         }
@@ -389,8 +489,8 @@ impl<'a> Scanner<'a> {
                     let digest = self.source(n, i, rel)?;
                     key_input(&mut h, rel, &digest);
                 }
-                Input::Glob(g) => {
-                    for k in self.glob_ref(n, i, g)? {
+                Input::Glob { glob, allow_empty } => {
+                    for k in self.glob_ref(n, i, glob, *allow_empty)? {
                         key_input(&mut h, &k.path, &k.digest);
                     }
                 }
@@ -429,7 +529,9 @@ impl<'a> Scanner<'a> {
                         files: self.source_files.get(rel).cloned().unwrap_or_default(),
                     });
                 }
-                Input::Glob(g) => inputs.extend(self.glob(n, i, g)?),
+                Input::Glob { glob, allow_empty } => {
+                    inputs.extend(self.glob(n, i, glob, *allow_empty)?)
+                }
                 Input::Output { node: up, output } => {
                     let Some(outs) = known.get(*up).and_then(|o| o.as_ref()) else {
                         return Ok(Err(*up));
@@ -586,6 +688,36 @@ impl<'a> Scanner<'a> {
     /// How many nodes of the last build are nodes of this graph.
     pub fn last_matched(&self) -> usize {
         self.last_of.iter().flatten().count()
+    }
+}
+
+/// "a FIFO", "a socket", "a device", "a symlink": what a file that is neither a regular file
+/// nor a folder is, for messages.
+fn special_kind(ft: &std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if ft.is_fifo() {
+        "a FIFO"
+    } else if ft.is_socket() {
+        "a socket"
+    } else if ft.is_block_device() || ft.is_char_device() {
+        "a device"
+    } else if ft.is_symlink() {
+        "a symlink"
+    } else {
+        "not a regular file"
+    }
+}
+
+/// The message of an error hashing a directory input: a listing's without the folder's
+/// absolute path (the caller names the input; the message names the file inside it).
+fn io_message(e: &DagError) -> String {
+    match e {
+        DagError::Io {
+            action: "list",
+            source,
+            ..
+        } => source.to_string(),
+        other => other.to_string(),
     }
 }
 

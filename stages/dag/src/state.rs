@@ -6,7 +6,7 @@
 //! three files:
 //!
 //! - `last-build.bin`, the base, replaced atomically: a [`crate::codec`] frame (`SKYLAST1`,
-//!   length, blake3) around the store stamp, the release tree, the paths in
+//!   length, blake3) around the store stamp, the release tree and its folder, the paths in
 //!   [`LastBuild::made`], and per node (sorted by id) its id, key, outputs and where its key
 //!   material is (offset and length in `materials.log`, and the first 16 bytes of the
 //!   material's blake3).
@@ -109,6 +109,9 @@ pub struct LastBuild {
     pub nodes: BTreeMap<String, NodeState>,
     /// The release tree, or `None` if no build wrote one.
     pub release: Option<Vec<ReleaseFile>>,
+    /// Where it was written (workspace path of the release directory); `None` when not
+    /// recorded (a record written before this was kept).
+    pub release_dir: Option<String>,
     /// The store holding an action record for every node above; a build with another store
     /// (`--store`, or one emptied or collected since) stores what that one lacks.
     pub store: Option<StoreStamp>,
@@ -196,10 +199,12 @@ fn write_head(w: &mut Writer, last: &LastBuild) {
             w.str(&s.id);
         }
     }
-    match &last.release {
-        None => w.u8(0),
-        Some(files) => {
-            w.u8(1);
+    match (&last.release, &last.release_dir) {
+        (None, _) => w.u8(0),
+        (Some(files), dir) => {
+            // Tag 2 carries the folder; tag 1 (no folder) is only read.
+            w.u8(2);
+            w.str(dir.as_deref().unwrap_or_default());
             w.len(files.len());
             for f in files {
                 w.str(&f.to);
@@ -215,10 +220,11 @@ fn write_head(w: &mut Writer, last: &LastBuild) {
     }
 }
 
-/// The store stamp, the release tree and `made` (see [`write_head`]).
+/// The store stamp, the release tree and its folder, and `made` (see [`write_head`]).
 type Head = (
     Option<StoreStamp>,
     Option<Vec<ReleaseFile>>,
+    Option<String>,
     std::collections::BTreeSet<String>,
 );
 
@@ -231,9 +237,13 @@ fn read_head(r: &mut Reader) -> Option<Head> {
         }),
         _ => return None,
     };
+    let mut release_dir = None;
     let release = match r.u8()? {
         0 => None,
-        1 => {
+        tag @ (1 | 2) => {
+            if tag == 2 {
+                release_dir = Some(r.str()?.to_string()).filter(|d| !d.is_empty());
+            }
             let n = r.count(38)?;
             let mut files = Vec::with_capacity(n);
             for _ in 0..n {
@@ -253,7 +263,7 @@ fn read_head(r: &mut Reader) -> Option<Head> {
     for _ in 0..n {
         made.insert(r.str()?.to_string());
     }
-    Some((store, release, made))
+    Some((store, release, release_dir, made))
 }
 
 fn write_node(w: &mut Writer, id: &str, st: &NodeState) {
@@ -380,7 +390,7 @@ impl LastBuild {
         if !r.is_empty() {
             return None;
         }
-        (self.store, self.release, self.made) = head;
+        (self.store, self.release, self.release_dir, self.made) = head;
         self.nodes.extend(upserts);
         for id in removed {
             self.nodes.remove(&id);
@@ -390,7 +400,7 @@ impl LastBuild {
 
     fn decode(body: &[u8]) -> Option<LastBuild> {
         let mut r = Reader::new(body);
-        let (store, release, made) = read_head(&mut r)?;
+        let (store, release, release_dir, made) = read_head(&mut r)?;
         let n = r.count(41)?;
         let mut entries = Vec::with_capacity(n);
         for _ in 0..n {
@@ -404,6 +414,7 @@ impl LastBuild {
         (nodes.len() == n).then_some(LastBuild {
             nodes,
             release,
+            release_dir,
             store,
             made,
             materials: None,
@@ -770,6 +781,7 @@ mod tests {
                 dir: false,
                 exec: true,
             }]),
+            release_dir: Some("site/public".into()),
             made: ["out/failed".to_string()].into_iter().collect(),
             ..LastBuild::default()
         };
@@ -791,6 +803,7 @@ mod tests {
     fn same(a: &LastBuild, b: &LastBuild) {
         assert_eq!(a.store, b.store);
         assert_eq!(a.release, b.release);
+        assert_eq!(a.release_dir, b.release_dir);
         assert_eq!(a.made, b.made);
         assert_eq!(a.nodes.len(), b.nodes.len());
         for ((ia, sa), (ib, sb)) in a.nodes.iter().zip(&b.nodes) {

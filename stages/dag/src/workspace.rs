@@ -149,26 +149,91 @@ impl Workspace {
     }
 }
 
+/// What [`Workspace::clean`] did.
+#[derive(Debug, Default)]
+pub struct Cleaned {
+    /// How many paths it removed.
+    pub removed: usize,
+    /// The paths it left, each with why: they hold what skyctl did not make.
+    pub left: Vec<(String, String)>,
+}
+
 impl Workspace {
-    /// Remove every declared output and the release tree from the workspace (the store keeps
-    /// them; the next build restores them without running anything). Returns how many paths
-    /// were removed.
-    pub fn clean(&self, graph: &Graph) -> Result<usize> {
-        let mut removed = 0;
-        let mut paths: Vec<&str> = graph
+    /// Remove the declared outputs and the release tree from the workspace (the store keeps
+    /// them; the next build restores them without running anything). Only what the engine
+    /// made goes: an output the last build recorded, that a failed run or a killed build
+    /// wrote, or a file whose content the store holds (an empty folder too); the release tree
+    /// when [`crate::release::check_ours`] says it is one the engine wrote. Anything else is
+    /// left, and listed.
+    pub fn clean(&self, graph: &Graph) -> Result<Cleaned> {
+        let last = crate::state::LastBuild::load(&self.state);
+        let journaled = crate::state::Journal::new(self.state.journal()).read();
+        // Not created here when there is none: then nothing is content of the store.
+        let store = if self
+            .store_dir
+            .join(crate::store::STORE_VERSION_DIR)
+            .is_dir()
+        {
+            Some(self.store()?)
+        } else {
+            None
+        };
+        let recorded: std::collections::HashSet<&str> = last
+            .nodes
+            .values()
+            .flat_map(|st| st.outputs.iter().map(|o| o.path.as_str()))
+            .collect();
+        let in_store = |abs: &Path| {
+            store
+                .as_ref()
+                .is_some_and(|s| crate::statcache::hash_file(abs).is_ok_and(|d| s.has_blob(&d)))
+        };
+        let mut done = Cleaned::default();
+        for rel in graph
             .nodes
             .iter()
             .flat_map(|n| n.outputs.iter().map(|o| o.path.as_str()))
-            .collect();
-        paths.push(&graph.release_dir);
-        for rel in paths {
+        {
             let abs = self.root.join(rel);
-            if std::fs::symlink_metadata(&abs).is_ok() {
-                crate::fsutil::remove_path(&abs).map_err(|e| DagError::io("remove", &abs, e))?;
-                removed += 1;
+            let Ok(md) = std::fs::symlink_metadata(&abs) else {
+                continue;
+            };
+            if let Some((link, _)) = crate::graph::symlink_on_path(&self.root, rel, false) {
+                done.left
+                    .push((rel.to_string(), format!("`{link}` is a symlink")));
+                continue;
+            }
+            let ours = recorded.contains(rel)
+                || last.made.contains(rel)
+                || journaled.contains(rel)
+                || (md.is_file() && in_store(&abs))
+                || (md.is_dir() && std::fs::read_dir(&abs).is_ok_and(|mut d| d.next().is_none()));
+            if !ours {
+                done.left
+                    .push((rel.to_string(), "not made by skyctl".to_string()));
+                continue;
+            }
+            crate::fsutil::remove_path(&abs).map_err(|e| DagError::io("remove", &abs, e))?;
+            done.removed += 1;
+        }
+        let release = &graph.release_dir;
+        let abs = self.root.join(release);
+        if !release.is_empty() && std::fs::symlink_metadata(&abs).is_ok() {
+            let ours = match &store {
+                Some(s) => crate::release::check_ours(s, &self.root, release, &last),
+                None if last.release_dir.as_deref() == Some(release.as_str()) => Ok(()),
+                None => Err("holds files skyctl did not make".to_string()),
+            };
+            match ours {
+                Ok(()) => {
+                    crate::fsutil::remove_path(&abs)
+                        .map_err(|e| DagError::io("remove", &abs, e))?;
+                    done.removed += 1;
+                }
+                Err(why) => done.left.push((release.clone(), why)),
             }
         }
-        Ok(removed)
+        Ok(done)
     }
 }
 

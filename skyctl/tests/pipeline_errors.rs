@@ -124,3 +124,43 @@ fn unknown_target_suggests() {
         "{e}"
     );
 }
+
+/// A policy rule that matches no tensor of the model's checkpoint is an error at the rule, with
+/// the nearest tensor name, before anything runs (it used to fail only inside both convert
+/// nodes, without a location).
+#[test]
+fn a_policy_rule_that_matches_no_tensor_is_located() {
+    let ws = Ws::new();
+    let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let from = root.join("models/s1-pico");
+    for e in walkdir::WalkDir::new(&from).into_iter().flatten() {
+        let to = ws
+            .p("models/s1-pico")
+            .join(e.path().strip_prefix(&from).unwrap());
+        if e.file_type().is_dir() {
+            std::fs::create_dir_all(&to).unwrap();
+        } else {
+            std::fs::copy(e.path(), &to).unwrap();
+        }
+    }
+    let manifest = |pattern: &str| {
+        format!(
+            "[policy.small]\ntype = \"f16\"\n[[policy.small.rule]]\nmatch = \"blk.*.ffn_up.weight\"\ntype = \"q8_0\"\n[[policy.small.rule]]\nmatch = \"{pattern}\"\ntype = \"f32\"\n\n[[model]]\nname = \"s1-pico\"\nsource = \"models/s1-pico\"\npolicy = \"small\"\nvariants = [\"f16\"]\n"
+        )
+    };
+    ws.write("pipeline.toml", &manifest("blk.0.attn_qvk.weight"));
+    let e = ws.fails(&["build"], 2);
+    assert!(
+        e.contains("pipeline.toml:7:9: model `s1-pico`: policy rule `blk.0.attn_qvk.weight` matches no tensor of the model (did you mean `blk.0.attn_qkv.weight`?)"),
+        "{e}"
+    );
+    assert!(!ws.p("build").exists(), "a node ran despite: {e}");
+    // The corrected rule builds.
+    ws.write("pipeline.toml", &manifest("blk.0.attn_qkv.weight"));
+    let out = ws.run(&["build"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

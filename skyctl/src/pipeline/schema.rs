@@ -539,6 +539,40 @@ impl Manifest {
         Ok(())
     }
 
+    /// Every rule of a model's policy must match a tensor of its checkpoint: checked here, at
+    /// the rule, against the tensor names of the safetensors header, so that a typo is a
+    /// located error before anything runs (the convert nodes check again, for exported models
+    /// and checkpoints changed since). A source that cannot be opened is left to the build,
+    /// which reports it as a missing or broken input.
+    fn check_rules_match(&self, m: &Model) -> Result<()> {
+        let (Some(src), Some(raw)) = (&m.source, self.policy.get(m.policy.get_ref())) else {
+            return Ok(());
+        };
+        if raw.rule.is_empty() {
+            return Ok(());
+        }
+        let root = self.source.file.parent().unwrap_or(Path::new(""));
+        let Ok(ckpt) = sky_laya::LayaCheckpoint::open(root.join(src.get_ref())) else {
+            return Ok(());
+        };
+        let names = ckpt.tensors().iter().map(|t| t.gguf_name.as_str());
+        let rules: Vec<(&str, &str)> = raw
+            .rule
+            .iter()
+            .map(|r| (r.pattern.get_ref().as_str(), r.tensor_type.name()))
+            .collect();
+        match crate::ops::policy::resolve_rules(&rules, names) {
+            Ok(_) => Ok(()),
+            Err(e) => {
+                let span = raw
+                    .rule
+                    .get(e.rule)
+                    .map_or(m.policy.span(), |r| r.pattern.span());
+                Err(self.error_at(span, format!("model `{}`: {}", m.name.get_ref(), e.message)))
+            }
+        }
+    }
+
     fn validate_model(&self, m: &Model, command_names: &[&str]) -> Result<()> {
         let name = m.name.get_ref();
         match (&m.source, &m.export) {
@@ -582,6 +616,7 @@ impl Manifest {
                 format!("model `{name}`: `variants` is empty"),
             ));
         }
+        self.check_rules_match(m)?;
         match (&m.tune, m.variants.contains(&Variant::Tuned)) {
             (None, true) => {
                 return Err(self.error_at(

@@ -709,3 +709,67 @@ fn hostile_checkpoint_fields_are_refused_by_every_loader() {
         );
     }
 }
+
+/// A build inside a built-in kind (a bench of a billion questions) stops within 2 s of SIGTERM
+/// with exit 143, writes no output and leaves no process behind.
+#[test]
+fn a_signal_stops_a_built_in_kind() {
+    let ws = Ws::new();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let from = root.join("models/s1-pico");
+    for e in walkdir::WalkDir::new(&from).into_iter().flatten() {
+        let to = ws
+            .p("models/s1-pico")
+            .join(e.path().strip_prefix(&from).unwrap());
+        if e.file_type().is_dir() {
+            std::fs::create_dir_all(&to).unwrap();
+        } else {
+            std::fs::copy(e.path(), &to).unwrap();
+        }
+    }
+    ws.write(
+        "pipeline.toml",
+        "[[model]]\nname = \"s1-pico\"\nsource = \"models/s1-pico\"\nvariants = [\"f16\"]\nbench = { modes = [\"f32\"], questions = 1000000000, iters = 1, rounds = 1 }\n",
+    );
+    let mut child = ws
+        .cmd(&["build"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // The bench starts once the converted file is there.
+    let gguf = ws.p("build/s1-pico/s1-pico.f16.gguf");
+    let t = std::time::Instant::now();
+    while !gguf.exists() {
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "the convert node never finished"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the bench ended by itself"
+    );
+    let t0 = std::time::Instant::now();
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    // Wait at most 10 s (then kill, so a regression fails instead of hanging).
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if t0.elapsed() > Duration::from_secs(10) {
+            let _ = child.kill();
+            panic!("the build ignored SIGTERM for 10 s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let took = t0.elapsed();
+    assert_eq!(status.code(), Some(143));
+    assert!(took < Duration::from_secs(2), "took {took:?}");
+    assert!(!ws.p("build/s1-pico/bench.json").exists());
+    store_check(&ws);
+}

@@ -159,6 +159,11 @@ pub fn bench_engine(
     let mut frame = |ws: &mut Workspace| -> anyhow::Result<f64> {
         let t = Instant::now();
         for _ in 0..q {
+            // A build asked to stop (SIGINT, SIGTERM) ends here: one question takes
+            // milliseconds, and a frame may hold millions of them.
+            if let Some(sig) = sky_dag::interrupt::requested() {
+                anyhow::bail!("interrupted by signal {sig}");
+            }
             let (question, state, id) = &questions[next % questions.len()];
             next += 1;
             std::hint::black_box(engine.run_question(ws, question, state, id)?);

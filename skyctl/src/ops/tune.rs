@@ -538,6 +538,10 @@ fn run_set(
             if stop.load(Ordering::Relaxed) {
                 return Ok((i, None));
             }
+            // A build asked to stop ends the search here: one case takes milliseconds.
+            if let Some(sig) = sky_dag::interrupt::requested() {
+                anyhow::bail!("interrupted by signal {sig}");
+            }
             let p = &set.prepared[i];
             let mut tail = Vec::new();
             let bounds = Boundaries {

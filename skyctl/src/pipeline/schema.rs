@@ -431,7 +431,9 @@ impl Manifest {
     pub fn parse(source: &str, file: &Path) -> Result<Manifest> {
         let raw: RawManifest = toml::from_str(source).map_err(|e| {
             let src = Source::new(file, source);
-            src.error_at(e.span().unwrap_or(0..0), explain_toml_error(e.message()))
+            let span = e.span().unwrap_or(0..0);
+            let message = explain_toml_error(e.message());
+            src.error_at(span.clone(), name_the_key(source, span, message))
         })?;
         let m = Manifest {
             source: Source::new(file, source),
@@ -917,6 +919,73 @@ fn validate_run(m: &Manifest, c: &Command) -> Result<()> {
 }
 
 /// Rewrite serde's "unknown field `x`, expected one of `a`, `b`" with a suggestion first.
+/// The key an error at `span` is about: the text before `=` on the span's line (a value's
+/// span) or the span's own text (a key's span), when it is a plain or dotted key.
+fn key_at(source: &str, span: &Range<usize>) -> Option<String> {
+    let start = span.start.min(source.len());
+    let line_start = source[..start].rfind('\n').map_or(0, |i| i + 1);
+    let line_end = source[start..]
+        .find('\n')
+        .map_or(source.len(), |i| start + i);
+    let line = source.get(line_start..line_end)?;
+    let key = match line.split_once('=') {
+        Some((k, _)) if start - line_start > k.len() => k,
+        _ => source.get(span.clone()).unwrap_or(line).split('=').next()?,
+    }
+    .trim()
+    .trim_matches('"');
+    let plain = !key.is_empty()
+        && key
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'));
+    plain.then(|| key.to_string())
+}
+
+/// Names the key in the messages that leave it out (a duplicate key, a value of the wrong
+/// type), in words rather than Rust's type names: `tolerance: expected a number, found the
+/// string "1e-3"`.
+fn name_the_key(source: &str, span: Range<usize>, message: String) -> String {
+    let key = key_at(source, &span);
+    if message == "duplicate key" {
+        return match key {
+            Some(k) => format!("duplicate key `{k}`"),
+            None => message,
+        };
+    }
+    let Some(rest) = message.strip_prefix("invalid type: ") else {
+        return message;
+    };
+    let Some((found, expected)) = rest.split_once(", expected ") else {
+        return message;
+    };
+    let expected = match expected {
+        "f64" | "f32" => "a number",
+        "u8" | "u16" | "u32" | "u64" | "usize" | "i32" | "i64" => "a whole number",
+        "a sequence" => "a list",
+        "a map" => "a table",
+        other => other,
+    };
+    let found = if let Some(v) = found.strip_prefix("string ") {
+        format!("the string {v}")
+    } else if let Some(v) = found.strip_prefix("integer ") {
+        format!("the whole number {}", v.trim_matches('`'))
+    } else if let Some(v) = found.strip_prefix("floating point ") {
+        format!("the number {}", v.trim_matches('`'))
+    } else if let Some(v) = found.strip_prefix("boolean ") {
+        format!("the boolean {}", v.trim_matches('`'))
+    } else if found == "sequence" {
+        "a list".to_string()
+    } else if found == "map" {
+        "a table".to_string()
+    } else {
+        found.to_string()
+    };
+    match key {
+        Some(k) => format!("{k}: expected {expected}, found {found}"),
+        None => format!("expected {expected}, found {found}"),
+    }
+}
+
 fn explain_toml_error(msg: &str) -> String {
     let msg = msg.trim_end();
     for prefix in ["unknown field `", "unknown variant `"] {
@@ -1014,6 +1083,27 @@ mod tests {
         let e = err("[policy.default]\ntype = \"q4\"\n");
         assert!(e.starts_with("pipeline.toml:2:"), "{e}");
         assert!(e.contains("unknown value `q4`"), "{e}");
+    }
+
+    #[test]
+    fn type_errors_and_duplicates_name_the_key_in_words() {
+        let e = err("[[golden]]\nname = \"g\"\nkind = \"kernels\"\ntolerance = \"1e-3\"\n");
+        assert!(
+            e.contains(
+                "pipeline.toml:4:13: tolerance: expected a number, found the string \"1e-3\""
+            ),
+            "{e}"
+        );
+        let e = err("[project]\nrelease_dir = \"a\"\nrelease_dir = \"b\"\n");
+        assert!(
+            e.contains("pipeline.toml:3:1: duplicate key `release_dir`"),
+            "{e}"
+        );
+        let e = err("[[command]]\nname = \"a\"\nrun = \"true\"\nexclusive = 1\n");
+        assert!(
+            e.contains("exclusive: expected a boolean, found the whole number 1"),
+            "{e}"
+        );
     }
 
     #[test]

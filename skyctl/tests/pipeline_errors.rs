@@ -164,3 +164,19 @@ fn a_policy_rule_that_matches_no_tensor_is_located() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// `verify NAME` with a name that is no suite lists the suites, with a did-you-mean over them.
+#[test]
+fn verify_of_an_unknown_suite_names_the_suites() {
+    let ws = Ws::new();
+    ws.write(
+        "pipeline.toml",
+        "[[golden]]\nname = \"kernels\"\nkind = \"kernels\"\n\n[[golden]]\nname = \"kernels-again\"\nkind = \"kernels\"\n",
+    );
+    let e = ws.fails(&["verify", "kernls"], 2);
+    assert_eq!(
+        e.trim(),
+        "skyctl: no golden suite named `kernls` (did you mean `kernels`?); the suites: kernels, kernels-again"
+    );
+    assert!(!ws.p("build").exists(), "nothing may run: {e}");
+}

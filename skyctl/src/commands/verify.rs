@@ -54,6 +54,25 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         );
         return Ok(Outcome::Success);
     }
+    // A name that is no suite is refused here, among the suites (did-you-mean over them),
+    // rather than among every node of the graph.
+    let suites: Vec<&str> = ws
+        .manifest
+        .golden
+        .iter()
+        .map(|g| g.name.get_ref().as_str())
+        .collect();
+    if let Some(bad) = targets.iter().find(|t| !suites.contains(&t.as_str())) {
+        anyhow::bail!(
+            "no golden suite named `{bad}`{}; the suites: {}",
+            sky_dag::source::did_you_mean(bad, suites.iter().copied()),
+            if suites.is_empty() {
+                "none".to_string()
+            } else {
+                suites.join(", ")
+            }
+        );
+    }
     for t in &mut targets {
         *t = format!("golden/{t}");
     }

@@ -238,8 +238,9 @@ impl Engine {
             bad_request("request", "must be a JSON object with state and questions")
         })?;
         let state = match obj.get("state") {
-            None | Some(Value::Null) => {
-                return Err(bad_request("state", "missing (any JSON value except null)"))
+            None => return Err(bad_request("state", "missing (any JSON value except null)")),
+            Some(Value::Null) => {
+                return Err(bad_request("state", "null (any JSON value except null)"))
             }
             Some(s) => s,
         };

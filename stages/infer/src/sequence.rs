@@ -117,10 +117,15 @@ impl Question {
                                 return Err(bad_request(format!("{cpath}[{i}]"), "a choice label must be a string or number"));
                             }
                             let key = py_str(item);
-                            // Python `{label: None for label in list}` keeps the first position.
-                            if !pairs.iter().any(|(k, _)| *k == key) {
-                                pairs.push((key, Value::Null));
+                            // Laya would merge a repeated label silently (a dict keeps one);
+                            // two options that read the same are a mistake worth naming.
+                            if let Some(first) = pairs.iter().position(|(k, _)| *k == key) {
+                                return Err(bad_request(
+                                    format!("{cpath}[{i}]"),
+                                    format!("the label {key:?} is given twice (also {cpath}[{first}])"),
+                                ));
                             }
+                            pairs.push((key, Value::Null));
                         }
                         pairs
                     }
@@ -131,10 +136,14 @@ impl Question {
                         ))
                     }
                 };
-                if pairs.is_empty() {
+                if pairs.len() < 2 {
+                    // One option would be answered with probability 1: no question at all.
                     return Err(bad_request(
                         cpath,
-                        "a choice question needs at least one option",
+                        format!(
+                            "a choice question needs at least two options, found {}",
+                            pairs.len()
+                        ),
                     ));
                 }
                 let options = pairs
@@ -157,10 +166,13 @@ impl Question {
                 let items = crit
                     .as_array()
                     .ok_or_else(|| bad_request(&cpath, "a score question takes criteria as a list of level descriptions, level 0 first"))?;
-                if items.is_empty() {
+                if items.len() < 2 {
                     return Err(bad_request(
                         cpath,
-                        "a score question needs at least one level",
+                        format!(
+                            "a score question needs at least two levels, found {}",
+                            items.len()
+                        ),
                     ));
                 }
                 if let Some(i) = items.iter().position(Value::is_null) {
@@ -440,7 +452,19 @@ mod tests {
         );
         assert!(
             err(json!({"type": "choice", "instructions": "x", "criteria": {}}))
-                .contains("at least one option")
+                .contains("at least two options, found 0")
+        );
+        assert_eq!(
+            err(json!({"type": "choice", "instructions": "x", "criteria": ["yes"]})),
+            "questions.a.criteria: a choice question needs at least two options, found 1"
+        );
+        assert_eq!(
+            err(json!({"type": "choice", "instructions": "x", "criteria": ["a", "b", "a"]})),
+            "questions.a.criteria[2]: the label \"a\" is given twice (also questions.a.criteria[0])"
+        );
+        assert_eq!(
+            err(json!({"type": "score", "instructions": "x", "criteria": ["only"]})),
+            "questions.a.criteria: a score question needs at least two levels, found 1"
         );
         assert!(
             err(json!({"type": "score", "instructions": "x", "criteria": ["a", null]}))

@@ -103,12 +103,17 @@ fn main() {
     );
     println!("|---|---|---|---:|---:|---:|---:|");
     // s1-micro's shapes, then s1-pico's (k = 64 and 128: two and four blocks a row, where
-    // the activation quantizer and the outlier terms weigh the most).
+    // the activation quantizer and the outlier terms weigh the most), then every matrix of
+    // s1-nano's layers at a median question's 121 tokens (Wqkv, Wo, Wi, the MLP's Wo).
     for (n, k, rows) in [
         (64usize, 256usize, 768usize),
         (64, 512, 256),
         (118, 64, 192),
         (118, 128, 64),
+        (121, 128, 384),
+        (121, 128, 128),
+        (121, 128, 512),
+        (121, 256, 128),
     ] {
         let shape = format!("{n} x {k} -> {rows}");
         // QUANT_BENCH_SHAPES="118 x 64" keeps the shapes whose name contains one of the

@@ -13,35 +13,21 @@
 //! unchanged.
 
 use crate::error::{Error, Result};
-use crate::kernels::{dot_rows, ActRow, KernelPath, Packed16, Packed16W, Packed8};
+use crate::kernels::{ActBuffers, KernelPath, Packs, Weights};
 use crate::q8::{
     check_finite, check_shape, f16_bits_to_f32, f32_to_f16_bits, outlier_mask, quantize_q8_0,
     Q8_0_BLOCK_BYTES, QK8_0,
 };
 
-/// How activations are quantized for the int8 product.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
-pub enum ActQuant {
-    /// One Q8_0 block per 32 values (ggml `q8_0` activations, but with an f32 scale): fastest.
-    Q8,
-    /// Q8_0 plus a second pass on the rounding residual at 1/128 of the scale
-    /// (`x ~ d * (q + r / 128)`), summed in int32 as `128 * dot(q, w) + dot(r, w)`: ~15-bit
-    /// activations, still i8 x i8 -> i32 dot products.
-    #[default]
-    Q8x2,
-}
+/// How activations are quantized: defined beside the kernels that quantize them.
+pub use crate::kernels::ActQuant;
 
 /// Reusable buffers for [`Q8Matrix::matmul`] (the quantized activations), plus the kernel path
 /// to use. Buffers only grow, so a steady-state call allocates nothing.
 #[derive(Debug, Clone)]
 pub struct Scratch {
     path: KernelPath,
-    row: Vec<f32>,
-    q: Vec<i8>,
-    r: Vec<i8>,
-    /// Q8x2 activations as `128 q + r` (i16) for the AVX-512 VNNI kernel.
-    a: Vec<i16>,
-    scales: Vec<f32>,
+    bufs: ActBuffers,
 }
 
 impl Default for Scratch {
@@ -67,11 +53,7 @@ impl Scratch {
     fn from_path(path: KernelPath) -> Self {
         Scratch {
             path,
-            row: Vec::new(),
-            q: Vec::new(),
-            r: Vec::new(),
-            a: Vec::new(),
-            scales: Vec::new(),
+            bufs: ActBuffers::default(),
         }
     }
 
@@ -87,69 +69,6 @@ impl Scratch {
     /// The kernel path this scratch runs.
     pub fn path(&self) -> KernelPath {
         self.path
-    }
-
-    fn ensure(&mut self, n: usize, k: usize, mode: ActQuant) {
-        grow(&mut self.row, k, 0.0);
-        if self.path == KernelPath::Avx512Vnni && mode == ActQuant::Q8x2 {
-            // Room to start the values on a 64-byte boundary.
-            grow(&mut self.a, n * k + 32, 0);
-        } else {
-            grow(&mut self.q, n * k, 0);
-            grow(&mut self.r, n * k, 0);
-        }
-        grow(&mut self.scales, n * (k / QK8_0), 0.0);
-    }
-}
-
-/// Grows `v` to at least `len` elements (never shrinks, so steady state allocates nothing).
-fn grow<T: Clone>(v: &mut Vec<T>, len: usize, zero: T) {
-    if v.len() < len {
-        v.resize(len, zero);
-    }
-}
-
-/// Rounds half away from zero like `f32::round`, without the libm call that `round` becomes
-/// on baseline x86_64 (no SSE4.1), which made activation quantization the bottleneck.
-/// Exact for |v| < 2^31; larger values and NaN give something huge or 0, which the callers
-/// clamp.
-#[inline]
-fn round_away(v: f32) -> f32 {
-    let t = v.abs();
-    let i = t as i32 as f32; // truncation, saturating
-    let r = if t - i >= 0.5 { i + 1.0 } else { i };
-    r.copysign(v)
-}
-
-/// Quantizes one activation row (outlier channels already zeroed) into Q8_0 blocks with an
-/// f32 scale, plus the residual pass for Q8x2. For Q8x2 the stored scale is `d / 128`.
-fn quantize_act_row(x: &[f32], q: &mut [i8], r: &mut [i8], scales: &mut [f32], mode: ActQuant) {
-    for (((xb, qb), rb), s) in x
-        .chunks_exact(QK8_0)
-        .zip(q.chunks_exact_mut(QK8_0))
-        .zip(r.chunks_exact_mut(QK8_0))
-        .zip(scales.iter_mut())
-    {
-        let amax = xb.iter().fold(0.0f32, |m, v| m.max(v.abs()));
-        let d = amax / 127.0;
-        let id = if d != 0.0 { 1.0 / d } else { 0.0 };
-        match mode {
-            ActQuant::Q8 => {
-                for (qv, &v) in qb.iter_mut().zip(xb) {
-                    *qv = round_away(v * id).clamp(-127.0, 127.0) as i8;
-                }
-                *s = d;
-            }
-            ActQuant::Q8x2 => {
-                let id128 = id * 128.0;
-                for ((qv, rv), &v) in qb.iter_mut().zip(rb.iter_mut()).zip(xb) {
-                    let qf = round_away(v * id).clamp(-127.0, 127.0);
-                    *qv = qf as i8;
-                    *rv = round_away((v - d * qf) * id128).clamp(-127.0, 127.0) as i8;
-                }
-                *s = d / 128.0;
-            }
-        }
     }
 }
 
@@ -167,17 +86,12 @@ pub struct Q8Matrix {
     /// Exact weights of the outlier columns, one contiguous column of `rows` values per
     /// outlier (outliers.len() x rows), so that adding them is a vectorizable axpy.
     outlier_cols: Vec<f32>,
-    /// The same int8 weights repacked for the AVX-512 VNNI kernel; built at construction only
-    /// where this CPU can run that path.
-    packed: Option<Packed16>,
-    /// The same int8 weights widened to i16 and repacked for the AVX-512 VNNI Q8x2 kernel,
-    /// built on the first Q8x2 product that runs on that path.
-    packed_x2: std::sync::OnceLock<Packed16W>,
-    /// The same int8 weights repacked for the 256-bit packed kernels (AVX-VNNI, AVX2), built
-    /// on the first product that runs on one of those paths.
-    packed8: std::sync::OnceLock<Packed8>,
+    /// The same int8 weights repacked for the vector kernels, each layout built on the first
+    /// product of a path that reads it (the AVX-512 VNNI Q8 one at construction, where this
+    /// CPU runs that path).
+    packs: Packs,
     /// Per activation block, the lanes of the outlier channels (bit `c % 32` of block
-    /// `c / 32`), which the packed path's quantizer reads as 0; empty without outliers.
+    /// `c / 32`), which the vector quantizers read as 0; empty without outliers.
     zero_masks: Vec<u32>,
 }
 
@@ -254,9 +168,7 @@ impl Q8Matrix {
                 })
                 .collect(),
         };
-        let packed = KernelPath::Avx512Vnni
-            .is_available()
-            .then(|| Packed16::new(&qs, &scales, rows, k));
+        let packs = Packs::new(&qs, &scales, rows, k);
         let mut zero_masks = vec![0u32; if outliers.is_empty() { 0 } else { nb }];
         for &o in outliers {
             zero_masks[o as usize / QK8_0] |= 1 << (o as usize % QK8_0);
@@ -268,9 +180,7 @@ impl Q8Matrix {
             scales,
             outliers: outliers.to_vec(),
             outlier_cols,
-            packed,
-            packed_x2: std::sync::OnceLock::new(),
-            packed8: std::sync::OnceLock::new(),
+            packs,
             zero_masks,
         })
     }
@@ -358,163 +268,18 @@ impl Q8Matrix {
                 got: out.len(),
             });
         }
-        let nb = k / QK8_0;
-        scratch.ensure(n, k, mode);
-        let Scratch {
-            path,
-            row,
-            q,
-            r,
-            a,
-            scales,
-        } = scratch;
-        let row = &mut row[..k];
-        #[cfg(target_arch = "x86_64")]
-        if *path == KernelPath::Avx512Vnni && mode == ActQuant::Q8x2 && self.packed.is_some() {
-            let p = self
-                .packed_x2
-                .get_or_init(|| Packed16W::new(&self.qs, &self.scales, rows, k));
-            // Every block of 32 values (64 bytes) on its own cache line: the quantizer's
-            // 64-byte stores split across two lines otherwise (a Vec<i16> is only 16-aligned),
-            // about 5% of its time (118 x 128 values: 3.1 against 3.0 µs).
-            let off = a.as_ptr().align_offset(64).min(32);
-            let a = &mut a[off..off + n * k];
-            // Quantized straight from `x` as for Q8 below, each value's two passes stored as
-            // one i16 `128 q + r` for the single `vpdpwssd` chain.
-            if n > 0 && nb > 0 {
-                crate::kernels::quantize_rows_x2_wide_avx512(
-                    x,
-                    &self.zero_masks,
-                    nb,
-                    a,
-                    &mut scales[..n * nb],
-                );
-            }
-            let outl = crate::kernels::OutlierTerms {
-                channels: &self.outliers,
-                cols: &self.outlier_cols,
-                x,
-            };
-            let xs = &scales[..n * nb];
-            crate::kernels::dot_packed_x2(p, rows, nb, a, xs, outl, n, out);
-            return Ok(());
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = a;
-        #[cfg(target_arch = "x86_64")]
-        if let Some(p) = self
-            .packed
-            .as_ref()
-            .filter(|_| *path == KernelPath::Avx512Vnni)
-        {
-            let x2 = mode == ActQuant::Q8x2;
-            // Quantized straight from `x`, outlier channels read as 0, bytes biased to
-            // unsigned for `dpbusd` (q + 128 == q ^ 0x80): what copying each row, zeroing the
-            // outliers, quantizing and biasing gave, in one pass over all rows.
-            if n > 0 && nb > 0 {
-                crate::kernels::quantize_rows_biased_avx512(
-                    x,
-                    &self.zero_masks,
-                    nb,
-                    &mut q[..n * k],
-                    &mut r[..n * k],
-                    &mut scales[..n * nb],
-                    x2,
-                );
-            }
-            let as_u8 = |v: &[i8]| -> &[u8] {
-                // SAFETY: i8 and u8 have the same size and alignment, and every bit pattern
-                // is valid for both.
-                unsafe { std::slice::from_raw_parts(v.as_ptr().cast::<u8>(), v.len()) }
-            };
-            let uq = as_u8(&q[..n * k]);
-            let ur = x2.then(|| as_u8(&r[..n * k]));
-            let outl = crate::kernels::OutlierTerms {
-                channels: &self.outliers,
-                cols: &self.outlier_cols,
-                x,
-            };
-            crate::kernels::dot_packed(p, rows, nb, (uq, ur, &scales[..n * nb]), outl, n, out);
-            return Ok(());
-        }
-        #[cfg(target_arch = "x86_64")]
-        let packed8 = matches!(*path, KernelPath::AvxVnni | KernelPath::Avx2).then(|| {
-            self.packed8
-                .get_or_init(|| Packed8::new(&self.qs, &self.scales, rows, k))
-        });
-        for i in 0..n {
-            let xi = &x[i * k..(i + 1) * k];
-            let (qi, ri, si) = (
-                &mut q[i * k..(i + 1) * k],
-                &mut r[i * k..(i + 1) * k],
-                &mut scales[i * nb..(i + 1) * nb],
-            );
-            // Without outliers the row is quantized in place, no copy needed.
-            let src = if self.outliers.is_empty() {
-                xi
-            } else {
-                row.copy_from_slice(xi);
-                for &o in &self.outliers {
-                    row[o as usize] = 0.0;
-                }
-                &*row
-            };
-            quantize_act_row(src, qi, ri, si, mode);
-        }
-        #[cfg(target_arch = "x86_64")]
-        if let Some(p8) = packed8 {
-            let x2 = mode == ActQuant::Q8x2;
-            if *path == KernelPath::AvxVnni {
-                // `dpbusd` takes unsigned activations: q + 128 == q ^ 0x80 as a byte.
-                q[..n * k].iter_mut().for_each(|b| *b ^= i8::MIN);
-                if x2 {
-                    r[..n * k].iter_mut().for_each(|b| *b ^= i8::MIN);
-                }
-            }
-            let as_u8 = |v: &[i8]| -> &[u8] {
-                // SAFETY: i8 and u8 have the same size and alignment, and every bit pattern
-                // is valid for both.
-                unsafe { std::slice::from_raw_parts(v.as_ptr().cast::<u8>(), v.len()) }
-            };
-            let uq = as_u8(&q[..n * k]);
-            let ur = x2.then(|| as_u8(&r[..n * k]));
-            let outl = crate::kernels::OutlierTerms {
-                channels: &self.outliers,
-                cols: &self.outlier_cols,
-                x,
-            };
-            let act = (uq, ur, &scales[..n * nb]);
-            crate::kernels::dot_packed8(*path, p8, rows, nb, act, outl, n, out);
-            return Ok(());
-        }
-        for i in 0..n {
-            let act = ActRow {
-                q: &q[i * k..(i + 1) * k],
-                r: (mode == ActQuant::Q8x2).then(|| &r[i * k..(i + 1) * k]),
-                scales: &scales[i * nb..(i + 1) * nb],
-            };
-            let out_row = &mut out[i * rows..(i + 1) * rows];
-            dot_rows(*path, act, &self.qs, &self.scales, out_row);
-            if rows > 0 {
-                self.add_outliers(&x[i * k..(i + 1) * k], out_row);
-            }
-        }
+        let w = Weights {
+            rows,
+            k,
+            qs: &self.qs,
+            scales: &self.scales,
+            outliers: &self.outliers,
+            outlier_cols: &self.outlier_cols,
+            zero_masks: &self.zero_masks,
+            packs: &self.packs,
+        };
+        crate::kernels::matmul(scratch.path, &w, x, n, out, mode, &mut scratch.bufs);
         Ok(())
-    }
-
-    /// `y += x[o] * w_exact[:, o]` for every outlier `o`, one after the other (`x`: one
-    /// activation row, `y`: its output row; `rows > 0`).
-    fn add_outliers(&self, x: &[f32], y: &mut [f32]) {
-        for (&c, col) in self
-            .outliers
-            .iter()
-            .zip(self.outlier_cols.chunks_exact(self.rows))
-        {
-            let xo = x[c as usize];
-            for (yv, &wv) in y.iter_mut().zip(col) {
-                *yv += xo * wv;
-            }
-        }
     }
 }
 
@@ -533,6 +298,7 @@ pub fn matmul_f32_ref(x: &[f32], w: &[f32], n: usize, k: usize, rows: usize, out
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kernels::scalar::{quantize_act_row, round_away};
     use crate::q8::quantize_q8_exact_cols;
 
     struct Rng(u64);
@@ -823,12 +589,24 @@ mod tests {
         x[128..160].fill(0.0);
         x[160] = 3.0e38;
         x[161] = -0.0;
+        // Block 6: a subnormal scale d whose 1 / d overflows to infinity, next to a 0.0
+        // (0 * inf: NaN, which the scalar rounding turns into 0); block 7: a subnormal d
+        // with a finite 1 / d (the values reach the clamp).
+        for v in &mut x[192..224] {
+            *v *= 1e-38;
+        }
+        x[192] = -1e-37;
+        x[193] = 0.0;
+        for v in &mut x[224..256] {
+            *v *= 1e-39;
+        }
+        x[224] = 3e-38;
         for mode in [ActQuant::Q8, ActQuant::Q8x2] {
             let nb = x.len() / 32;
             let (mut q1, mut r1, mut s1) = (vec![0i8; x.len()], vec![0i8; x.len()], vec![0f32; nb]);
             let (mut q2, mut r2, mut s2) = (vec![1i8; x.len()], vec![1i8; x.len()], vec![1f32; nb]);
             quantize_act_row(&x, &mut q1, &mut r1, &mut s1, mode);
-            crate::kernels::quantize_row_avx512(
+            crate::kernels::avx512::quantize_row_avx512(
                 &x,
                 &mut q2,
                 &mut r2,
@@ -898,7 +676,7 @@ mod tests {
                             mode,
                         );
                     }
-                    crate::kernels::quantize_rows_biased_avx512(
+                    crate::kernels::avx512::quantize_rows_biased_avx512(
                         &x,
                         zero,
                         nb,
@@ -919,7 +697,7 @@ mod tests {
                         assert_eq!(flip(&r1), r2, "{what}: biased residuals");
                         // The wide variant: 128 q + r as one i16, the same scales.
                         let (mut a3, mut s3) = (vec![1i16; n * k], vec![1f32; n * nb]);
-                        crate::kernels::quantize_rows_x2_wide_avx512(
+                        crate::kernels::avx512::quantize_rows_x2_wide_avx512(
                             &x, zero, nb, &mut a3, &mut s3,
                         );
                         let want: Vec<i16> = q1
@@ -1059,7 +837,7 @@ mod tests {
         for chunk in vals.chunks(16) {
             let mut lanes = [0f32; 16];
             lanes[..chunk.len()].copy_from_slice(chunk);
-            let (a, b) = crate::kernels::round_clamp_avx512(&lanes);
+            let (a, b) = crate::kernels::avx512::round_clamp_avx512(&lanes);
             for (i, &v) in lanes.iter().enumerate() {
                 let want = round_away(v).clamp(-127.0, 127.0) as i32;
                 assert_eq!((a[i], b[i]), (want, want), "{v:e}");

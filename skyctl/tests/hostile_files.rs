@@ -100,9 +100,36 @@ fn a_huge_file_that_is_not_a_gguf_is_refused_by_its_magic() {
 fn a_request_that_never_ends_is_cut_at_its_limit() {
     let dir = tempfile::tempdir().unwrap();
     let model = root().join("models/s1-pico");
+    let model = model.to_str().unwrap();
     refused(
         dir.path(),
-        &["ask", model.to_str().unwrap(), "--request", "/dev/zero"],
-        "/dev/zero: a request larger than 64 MiB",
+        &["ask", model, "--request", "/dev/zero"],
+        "/dev/zero: not a request file (a directory, device or socket)",
+    );
+    // A stream (standard input here) is read up to the limit and no further.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_skyctl"))
+        .args(["ask", model, "--request", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || {
+        let chunk = vec![b' '; 1 << 20];
+        // Past the limit; the writes fail once skyctl stops reading and exits.
+        for _ in 0..80 {
+            if std::io::Write::write_all(&mut stdin, &chunk).is_err() {
+                break;
+            }
+        }
+    });
+    let o = child.wait_with_output().unwrap();
+    writer.join().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("standard input: a request larger than 64 MiB"),
+        "{err}"
     );
 }

@@ -48,6 +48,17 @@ fn read(path: &PathBuf) -> anyhow::Result<Vec<u8>> {
         ("standard input".into(), Box::new(std::io::stdin().lock()))
     } else {
         let name = path.display().to_string();
+        // A device or a socket is no request file (a FIFO is: `--request <(...)`).
+        {
+            use std::os::unix::fs::FileTypeExt;
+            let t = std::fs::metadata(path)
+                .map_err(|e| anyhow::anyhow!("{name}: {e}"))?
+                .file_type();
+            anyhow::ensure!(
+                !(t.is_char_device() || t.is_block_device() || t.is_socket() || t.is_dir()),
+                "{name}: not a request file (a directory, device or socket)"
+            );
+        }
         let file = std::fs::File::open(path).map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
         (name, Box::new(file))
     };

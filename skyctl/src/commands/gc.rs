@@ -24,6 +24,12 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         "removed {} action records, {} blobs ({} bytes), {} build records",
         s.actions, s.blobs, s.bytes, s.builds
     );
+    if s.odd_entries > 0 {
+        println!(
+            "repaired: {} entries that were not regular files removed from actions/, builds/ and tmp/",
+            s.odd_entries
+        );
+    }
     if s.corrupt_blobs + s.broken_actions > 0 {
         println!(
             "repaired: {} damaged blobs removed, {} action records that needed them dropped (their nodes re-run)",

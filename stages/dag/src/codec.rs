@@ -27,7 +27,8 @@ impl FileBytes {
     /// The bytes of `path`. Only for files the engine replaces by rename or appends to, and
     /// never cuts or rewrites in place (see the SAFETY note).
     pub fn read(path: &std::path::Path) -> std::io::Result<FileBytes> {
-        let f = std::fs::File::open(path)?;
+        // Only a regular file: a FIFO in a state file's place must not block the open.
+        let f = crate::fsutil::open_regular(path)?;
         let len = f.metadata()?.len();
         if len < 256 * 1024 {
             let mut buf = Vec::with_capacity(len as usize);

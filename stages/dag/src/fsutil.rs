@@ -108,9 +108,10 @@ pub fn copy_verified(
     res
 }
 
-/// Copy `src` to a new file `dst`, returning the blake3 of what was copied.
+/// Copy the regular file `src` ([`open_regular`]) to a new file `dst`, returning the blake3 of
+/// what was copied.
 pub fn copy_hashing(src: &Path, dst: &Path, fsync: bool) -> std::io::Result<Digest> {
-    let mut input = std::fs::File::open(src)?;
+    let mut input = open_regular(src)?;
     let mut out = std::fs::File::create(dst)?;
     let mut h = blake3::Hasher::new();
     let mut buf = vec![0u8; 256 * 1024];
@@ -169,7 +170,7 @@ pub fn with_parent<T>(
 /// Make the new file `dst` a copy-on-write clone of `src` (`FICLONE`: btrfs, XFS, bcachefs,
 /// ...). Fails with an error that [`is_unsupported`] accepts where the file system cannot.
 pub fn reflink(src: &Path, dst: &Path) -> std::io::Result<()> {
-    let input = std::fs::File::open(src)?;
+    let input = open_regular(src)?;
     let out = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -210,6 +211,106 @@ pub fn remove_path(path: &Path) -> std::io::Result<()> {
     }
 }
 
+/// What kind of file `ft` is, in words ("a FIFO"), for messages about a path that should be
+/// a regular file.
+pub fn kind_name(ft: std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if ft.is_dir() {
+        "a directory"
+    } else if ft.is_symlink() {
+        "a symlink"
+    } else if ft.is_fifo() {
+        "a FIFO"
+    } else if ft.is_socket() {
+        "a socket"
+    } else if ft.is_block_device() || ft.is_char_device() {
+        "a device"
+    } else {
+        "a regular file"
+    }
+}
+
+/// `Err(message)` when `path` exists and is not a directory (nor a symlink to one, which a
+/// `--store` may be): what it is and that it must be deleted, in one line.
+pub fn must_be_folder(path: &Path) -> Result<(), String> {
+    let what = match std::fs::metadata(path) {
+        Ok(m) if m.is_dir() => return Ok(()),
+        Ok(m) => kind_name(m.file_type()),
+        Err(_) if std::fs::symlink_metadata(path).is_ok() => "a symlink to nothing usable",
+        Err(_) => return Ok(()),
+    };
+    Err(format!(
+        "is {what}, not a folder skyctl can use: delete it (`rm {}`) and run again",
+        path.display()
+    ))
+}
+
+/// The error for a path that should be a regular file and is `what` ([`kind_name`]). Its kind
+/// is [`std::io::ErrorKind::InvalidData`]; [`is_not_regular`] recognizes it.
+pub fn not_regular(what: &str) -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::InvalidData,
+        format!("{NOT_REGULAR}{what}"),
+    )
+}
+
+const NOT_REGULAR: &str = "not a regular file: ";
+
+/// Whether `e` came from [`open_regular`] finding something other than a regular file.
+pub fn is_not_regular(e: &std::io::Error) -> bool {
+    e.kind() == std::io::ErrorKind::InvalidData && e.to_string().starts_with(NOT_REGULAR)
+}
+
+/// Open `path` for reading only if it is a regular file: never follows a symlink
+/// (`O_NOFOLLOW`), never blocks on a FIFO (`O_NONBLOCK`: the open returns at once, and the
+/// `fstat` that follows refuses it), never reads a directory or a device. What the store
+/// reads goes through here, so a blob replaced by something else is an error, not a hang.
+pub fn open_regular(path: &Path) -> std::io::Result<std::fs::File> {
+    use rustix::fs::OFlags;
+    use std::os::unix::fs::OpenOptionsExt;
+    let flags = (OFlags::NONBLOCK | OFlags::NOFOLLOW | OFlags::NOCTTY).bits();
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(flags as i32)
+        .open(path)
+        .map_err(|e| {
+            if e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) {
+                not_regular("a symlink")
+            } else {
+                e
+            }
+        })?;
+    let ft = file.metadata()?.file_type();
+    if !ft.is_file() {
+        return Err(not_regular(kind_name(ft)));
+    }
+    Ok(file)
+}
+
+/// The content of a regular file, opened with [`open_regular`].
+pub fn read_regular(path: &Path) -> std::io::Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    open_regular(path)?.read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
+/// blake3 of a regular file's content, opened with [`open_regular`].
+pub fn hash_regular(path: &Path) -> std::io::Result<Digest> {
+    let mut f = open_regular(path)?;
+    let mut h = blake3::Hasher::new();
+    let mut buf = vec![0u8; 256 * 1024];
+    loop {
+        let n = match f.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        h.update(&buf[..n]);
+    }
+    Ok(Digest(*h.finalize().as_bytes()))
+}
+
 /// fsync a directory (so a rename inside it is durable).
 pub fn sync_dir(dir: &Path) -> std::io::Result<()> {
     std::fs::File::open(dir)?.sync_all()
@@ -237,6 +338,35 @@ mod tests {
         assert!(res.is_ok(), "{res:?}");
         assert_eq!(calls, 2);
         assert_eq!(std::fs::read(&dest).unwrap(), b"x");
+    }
+
+    #[test]
+    fn open_regular_refuses_fifos_symlinks_and_directories_without_blocking() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("f");
+        std::fs::write(&file, b"x").unwrap();
+        assert_eq!(hash_regular(&file).unwrap(), Digest::of(b"x"));
+        let fifo = dir.path().join("fifo");
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            &fifo,
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap();
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&file, &link).unwrap();
+        for (p, what) in [
+            (&fifo, "a FIFO"),
+            (&link, "a symlink"),
+            (&dir.path().to_path_buf(), "a directory"),
+        ] {
+            let e = open_regular(p).unwrap_err();
+            assert!(is_not_regular(&e), "{e}");
+            assert_eq!(e.to_string(), format!("not a regular file: {what}"));
+            assert!(copy_hashing(p, &dir.path().join("out"), false).is_err());
+        }
     }
 
     #[test]

@@ -354,7 +354,7 @@ impl LastBuild {
             return LastBuild::default();
         };
         last.materials = Some(paths.materials());
-        if let Ok(log) = std::fs::read(paths.last_build_log()) {
+        if let Ok(log) = crate::fsutil::read_regular(&paths.last_build_log()) {
             let mut rest = log.as_slice();
             while let Some((body, after)) = next_frame(DELTA_MAGIC, rest) {
                 if last.apply(body).is_none() {
@@ -461,7 +461,7 @@ impl LastBuild {
             Material::New(text) => serde_json::from_str(text).ok(),
             Material::Stored { offset, len, check } => {
                 use std::os::unix::fs::FileExt;
-                let f = std::fs::File::open(self.materials.as_ref()?).ok()?;
+                let f = crate::fsutil::open_regular(self.materials.as_ref()?).ok()?;
                 // The length is checked against the file before it sizes a buffer.
                 let end = offset.checked_add(u64::from(*len))?;
                 if f.metadata().ok()?.len() < end {
@@ -481,6 +481,8 @@ impl LastBuild {
     /// it is no longer referenced), then replace `last-build.bin` atomically and drop the
     /// change log.
     pub fn save(&mut self, paths: &StatePaths) -> std::io::Result<()> {
+        // A node that deleted `.skyctl` while it ran took the folder: the state is made again.
+        std::fs::create_dir_all(&paths.dir)?;
         self.store_materials(paths)?;
         self.write_base(paths)
     }
@@ -492,6 +494,7 @@ impl LastBuild {
     /// quarter of it (16 KiB for a small one), the materials were compacted, or there is no
     /// base to append to.
     pub fn save_changes(&mut self, paths: &StatePaths, changed: &[&str]) -> std::io::Result<()> {
+        std::fs::create_dir_all(&paths.dir)?;
         let compacted = self.store_materials(paths)?;
         if let (Some(loaded), false) = (self.loaded, compacted) {
             let delta = self.encode_changes(&loaded.base_id, changed);
@@ -595,7 +598,7 @@ impl LastBuild {
 
     /// Rewrite `materials.log` with only the materials this record references.
     fn compact(&mut self, log: &Path) -> std::io::Result<()> {
-        let old = std::fs::read(log).unwrap_or_default();
+        let old = crate::fsutil::read_regular(log).unwrap_or_default();
         let mut out = Vec::new();
         for st in self.nodes.values_mut() {
             if let Material::Stored { offset, len, check } = st.material.clone() {

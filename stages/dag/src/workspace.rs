@@ -117,8 +117,41 @@ impl Workspace {
     pub fn lock(&self, on_wait: &mut dyn FnMut(&str)) -> Result<WorkspaceLock> {
         use rustix::fs::{flock, FlockOperation};
         let p = self.state.lock();
-        std::fs::create_dir_all(&self.state.dir)
-            .map_err(|e| DagError::io("create", &self.state.dir, e))?;
+        if let Some(dot) = self.state.dir.parent() {
+            crate::fsutil::must_be_folder(dot).map_err(|message| DagError::Store {
+                path: dot.to_path_buf(),
+                message,
+            })?;
+        }
+        // The state is a cache: a file (or symlink) where its folder belongs, or a directory
+        // where its lock file belongs, is removed rather than leaving every command stuck.
+        for (path, want_dir) in [(&self.state.dir, true), (&p, false)] {
+            let misplaced = std::fs::symlink_metadata(path).is_ok_and(|m| {
+                let t = m.file_type();
+                if want_dir {
+                    !t.is_dir()
+                } else {
+                    !t.is_file()
+                }
+            });
+            if misplaced {
+                crate::fsutil::remove_path(path).map_err(|e| DagError::io("remove", path, e))?;
+            }
+            if want_dir {
+                std::fs::create_dir_all(path).map_err(|e| DagError::io("create", path, e))?;
+            }
+        }
+        // Every entry of the state folder is a file: anything else in one's place (a FIFO
+        // would block its reader, a directory its writer) is removed; it held nothing.
+        if let Ok(entries) = std::fs::read_dir(&self.state.dir) {
+            for e in entries.flatten() {
+                if e.file_type().is_ok_and(|t| !t.is_file()) {
+                    let path = e.path();
+                    crate::fsutil::remove_path(&path)
+                        .map_err(|err| DagError::io("remove", &path, err))?;
+                }
+            }
+        }
         let mut file = std::fs::OpenOptions::new()
             .create(true)
             .truncate(false)

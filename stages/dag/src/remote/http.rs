@@ -8,7 +8,7 @@
 
 use std::io::{Read, Write};
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use ureq::http::{HeaderName, HeaderValue};
 
@@ -28,11 +28,18 @@ pub enum Failure {
 /// The result of a `GET` or `HEAD`: `None` is a 404.
 pub type Found<T> = Result<Option<T>, Failure>;
 
+/// The slowest transfer rate accepted, in bytes per second: a transfer of `n` bytes may take
+/// the timeout plus `n / MIN_RATE` seconds in all ([`Client::budget`]), so a server that
+/// answers and then trickles (one byte a second, each read within the per-read timeout) is cut
+/// off instead of stalling the build.
+pub const MIN_RATE: u64 = 1 << 20;
+
 /// One keep-alive client for one base URL.
 pub struct Client {
     agent: ureq::Agent,
     base: String,
     header: Option<(HeaderName, HeaderValue)>,
+    timeout: Duration,
 }
 
 impl Client {
@@ -66,7 +73,23 @@ impl Client {
             agent: ureq::Agent::new_with_config(config),
             base: base.to_string(),
             header,
+            timeout,
         }
+    }
+
+    /// The most a whole exchange moving `bytes` bytes may take: the timeout plus `bytes` at
+    /// [`MIN_RATE`].
+    pub fn budget(&self, bytes: u64) -> Duration {
+        self.timeout + Duration::from_secs_f64(bytes as f64 / MIN_RATE as f64)
+    }
+
+    /// A request whose whole exchange (connect, send, answer, body) is bounded by
+    /// [`Client::budget`] of `bytes`.
+    fn bounded<B>(&self, req: ureq::RequestBuilder<B>, bytes: u64) -> ureq::RequestBuilder<B> {
+        self.with_header(req)
+            .config()
+            .timeout_global(Some(self.budget(bytes)))
+            .build()
     }
 
     fn url(&self, path: &str) -> String {
@@ -84,7 +107,7 @@ impl Client {
     /// announces more than `limit` bytes.
     fn get(&self, path: &str, limit: u64) -> Found<ureq::http::Response<ureq::Body>> {
         let resp = self
-            .with_header(self.agent.get(self.url(path)))
+            .bounded(self.agent.get(self.url(path)), limit)
             .call()
             .map_err(transport)?;
         let Some(resp) = status(resp)? else {
@@ -119,9 +142,14 @@ impl Client {
     /// content must hash to `want` and be no larger than `limit` bytes. Returns the size.
     /// `dest` is left behind on error: the caller removes it.
     pub fn get_blob(&self, path: &str, dest: &Path, want: &Digest, limit: u64) -> Found<u64> {
+        let start = Instant::now();
         let Some(mut resp) = self.get(path, limit)? else {
             return Ok(None);
         };
+        // The whole body within the budget of its announced size (ureq's global timeout,
+        // set from `limit`, is the backstop; this is the tighter bound when the size is known).
+        let size = resp.body().content_length().unwrap_or(limit);
+        let budget = self.budget(size);
         let mut reader = resp.body_mut().with_config().limit(limit).reader();
         let mut out = std::fs::File::create(dest)
             .map_err(|e| Failure::Transport(format!("cannot create a temp file: {e}")))?;
@@ -139,6 +167,9 @@ impl Client {
                     if let Some(ureq::Error::BodyExceedsLimit(_)) = inner {
                         return Err(Failure::Content(format!("larger than {limit} bytes")));
                     }
+                    if let Some(ureq::Error::Timeout(_)) = inner {
+                        return Err(Failure::Transport(too_slow(total, size, budget)));
+                    }
                     return Err(Failure::Transport(e.to_string()));
                 }
             };
@@ -146,6 +177,9 @@ impl Client {
             out.write_all(&buf[..n])
                 .map_err(|e| Failure::Transport(format!("cannot write a temp file: {e}")))?;
             total += n as u64;
+            if start.elapsed() > budget {
+                return Err(Failure::Transport(too_slow(total, size, budget)));
+            }
         }
         let got = Digest(*hasher.finalize().as_bytes());
         if got != *want {
@@ -160,7 +194,7 @@ impl Client {
     /// `HEAD`: whether the server has `path`.
     pub fn head(&self, path: &str) -> Result<bool, Failure> {
         let resp = self
-            .with_header(self.agent.head(self.url(path)))
+            .bounded(self.agent.head(self.url(path)), 0)
             .call()
             .map_err(transport)?;
         Ok(status(resp)?.is_some())
@@ -172,7 +206,7 @@ impl Client {
             .map_err(|e| Failure::Transport(format!("cannot read `{}`: {e}", file.display())))?;
         let len = f.metadata().map(|m| m.len()).unwrap_or(0);
         let resp = self
-            .with_header(self.agent.put(self.url(path)))
+            .bounded(self.agent.put(self.url(path)), len)
             .send(f)
             .map_err(transport)?;
         put_status(resp)?;
@@ -182,7 +216,7 @@ impl Client {
     /// `PUT` bytes.
     pub fn put_bytes(&self, path: &str, bytes: &[u8]) -> Result<u64, Failure> {
         let resp = self
-            .with_header(self.agent.put(self.url(path)))
+            .bounded(self.agent.put(self.url(path)), bytes.len() as u64)
             .send(bytes)
             .map_err(transport)?;
         put_status(resp)?;
@@ -209,6 +243,14 @@ fn put_status(resp: ureq::http::Response<ureq::Body>) -> Result<(), Failure> {
     } else {
         Err(Failure::Status(s))
     }
+}
+
+/// The message for a transfer cut off for being slower than [`MIN_RATE`].
+fn too_slow(got: u64, size: u64, budget: Duration) -> String {
+    format!(
+        "timed out: {got} of {size} bytes in {:.0} s (a transfer may take the timeout plus 1 s per MiB)",
+        budget.as_secs_f64()
+    )
 }
 
 fn transport(e: ureq::Error) -> Failure {

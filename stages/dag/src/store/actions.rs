@@ -8,6 +8,7 @@ impl Store {
         let mut out: Vec<PathBuf> = std::fs::read_dir(&dir)
             .map(|rd| {
                 rd.flatten()
+                    .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
                     .map(|e| e.path())
                     .filter(|p| p.extension().is_some_and(|x| x == "log"))
                     .collect()
@@ -18,7 +19,8 @@ impl Store {
     }
 
     pub(super) fn read_log(path: &Path) -> std::io::Result<LogContent> {
-        let bytes = std::fs::read(path)?;
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut fsutil::open_regular(path)?, &mut bytes)?;
         let mut out = LogContent::default();
         let mut rest = bytes.as_slice();
         let mut line_no = 0;
@@ -67,13 +69,23 @@ impl Store {
                 .log
                 .lock()
                 .unwrap_or_else(|poisoned| poisoned.into_inner());
+            // A log deleted while this process runs (a node that removed `.skyctl`) takes
+            // every line appended to it: start a new one.
+            if log
+                .as_ref()
+                .is_some_and(|f| f.metadata().is_ok_and(|m| m.nlink() == 0))
+            {
+                *log = None;
+            }
             if log.is_none() {
                 let p = self.new_log_path();
-                let f = std::fs::OpenOptions::new()
-                    .append(true)
-                    .create_new(true)
-                    .open(&p)
-                    .map_err(|e| DagError::io("create", &p, e))?;
+                let open = || {
+                    std::fs::OpenOptions::new()
+                        .append(true)
+                        .create_new(true)
+                        .open(&p)
+                };
+                let f = fsutil::with_parent(&p, open).map_err(|e| DagError::io("create", &p, e))?;
                 *log = Some(f);
             }
             if let Some(f) = log.as_mut() {

@@ -81,10 +81,11 @@ impl Store {
 
     pub(super) fn place_tmp(&self, tmp: &Path, digest: &Digest, exec: bool) -> Result<()> {
         let dest = self.blob_path(digest);
-        if dest.exists() {
+        if self.has_blob(digest) {
             let _ = std::fs::remove_file(tmp);
             return Ok(());
         }
+        self.clear_odd_blob(&dest);
         let _ = fsutil::set_readonly(tmp, exec);
         self.publish(tmp, &dest)
     }
@@ -100,9 +101,12 @@ impl Store {
         fsutil::set_readonly(src, exec).map_err(|e| DagError::io("chmod", src, e))?;
         let digest = statcache_hash(src).map_err(|e| DagError::io("hash", src, e))?;
         let dest = self.blob_path(&digest);
+        self.clear_odd_blob(&dest);
         match fsutil::with_parent(&dest, || std::fs::hard_link(src, &dest)) {
             Ok(()) => Ok(Some((digest, size))),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(Some((digest, size))),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && self.has_blob(&digest) => {
+                Ok(Some((digest, size)))
+            }
             Err(_) => {
                 // Another file system, or no hard links there: the workspace file stays ours.
                 let _ = fsutil::set_mode(src, exec);
@@ -116,7 +120,8 @@ impl Store {
         self.refuse_write("a node log")?;
         let digest = Digest::of(bytes);
         let dest = self.blob_path(&digest);
-        if !dest.exists() {
+        if !self.has_blob(&digest) {
+            self.clear_odd_blob(&dest);
             let tmp = self.tmp("blob");
             std::fs::write(&tmp, bytes).map_err(|e| DagError::io("write", &tmp, e))?;
             let _ = fsutil::set_readonly(&tmp, false);
@@ -128,7 +133,16 @@ impl Store {
     /// Read a whole blob and verify it.
     pub fn get_bytes(&self, d: &Digest) -> Result<Vec<u8>> {
         let p = self.blob_path(d);
-        let bytes = std::fs::read(&p).map_err(|e| DagError::io("read", &p, e))?;
+        let mut bytes = Vec::new();
+        fsutil::open_regular(&p)
+            .and_then(|mut f| std::io::Read::read_to_end(&mut f, &mut bytes))
+            .map_err(|e| {
+                if fsutil::is_not_regular(&e) {
+                    // Never trusted, never repaired by a re-run while it stands: it goes.
+                    let _ = fsutil::remove_path(&p);
+                }
+                DagError::io("read", &p, e)
+            })?;
         if Digest::of(&bytes) != *d {
             return Err(DagError::Store {
                 path: p,
@@ -143,12 +157,29 @@ impl Store {
         let p = self.blob_path(d);
         match statcache_hash(&p) {
             Ok(actual) if actual != *d => std::fs::remove_file(&p).is_ok(),
+            Err(e) if fsutil::is_not_regular(&e) => fsutil::remove_path(&p).is_ok(),
             _ => false,
         }
     }
 
-    /// Whether a blob file exists (not verified).
+    /// Whether a blob file exists (not verified): a regular file under its name, never a
+    /// symlink (not followed), directory, FIFO or device.
     pub fn has_blob(&self, d: &Digest) -> bool {
-        self.blob_path(d).is_file()
+        std::fs::symlink_metadata(self.blob_path(d)).is_ok_and(|m| m.file_type().is_file())
+    }
+
+    /// Remove whatever stands at the blob path `dest` when it is not a regular file (a
+    /// directory, symlink, FIFO...), and its fan-out folder when that is not a directory, so a
+    /// good blob can take its place.
+    pub(super) fn clear_odd_blob(&self, dest: &Path) {
+        if let Some(fan) = dest.parent() {
+            if std::fs::symlink_metadata(fan).is_ok_and(|m| !m.file_type().is_dir()) {
+                let _ = fsutil::remove_path(fan);
+                return;
+            }
+        }
+        if std::fs::symlink_metadata(dest).is_ok_and(|m| !m.file_type().is_file()) {
+            let _ = fsutil::remove_path(dest);
+        }
     }
 }

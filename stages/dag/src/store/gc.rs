@@ -42,6 +42,67 @@ impl Store {
         out
     }
 
+    /// Every entry of `blobs/`, each with its digest when it is what a blob should be (a
+    /// regular file named `<2 hex>/<62 hex>` in a fan-out folder), else what is wrong with it.
+    /// A directory, symlink or FIFO in a blob's place is listed, never entered or opened.
+    pub(super) fn blob_entries(&self) -> Vec<(PathBuf, std::result::Result<Digest, String>)> {
+        let mut out = Vec::new();
+        let Ok(fans) = std::fs::read_dir(self.root.join("blobs")) else {
+            return out;
+        };
+        for fan in fans.flatten() {
+            let path = fan.path();
+            match fan.file_type() {
+                Ok(t) if t.is_dir() => {}
+                Ok(t) => {
+                    out.push((
+                        path,
+                        Err(format!("{}, not a blob folder", fsutil::kind_name(t))),
+                    ));
+                    continue;
+                }
+                Err(e) => {
+                    out.push((path, Err(format!("unreadable: {e}"))));
+                    continue;
+                }
+            }
+            let Ok(entries) = std::fs::read_dir(&path) else {
+                continue;
+            };
+            for e in entries.flatten() {
+                let p = e.path();
+                let verdict = match (e.file_type(), Self::digest_from_path(&p)) {
+                    (Ok(t), Some(d)) if t.is_file() => Ok(d),
+                    (Ok(t), Some(_)) => {
+                        Err(format!("{}, not a regular file", fsutil::kind_name(t)))
+                    }
+                    (Ok(_), None) => Err("not a blob name".into()),
+                    (Err(e), _) => Err(format!("unreadable: {e}")),
+                };
+                out.push((p, verdict));
+            }
+        }
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
+    }
+
+    /// The entries of the flat folder `sub` (`actions`, `builds`, `tmp`) that are not regular
+    /// files, each with what it is.
+    pub(super) fn odd_entries(&self, sub: &str) -> Vec<(PathBuf, &'static str)> {
+        let mut out: Vec<(PathBuf, &'static str)> = std::fs::read_dir(self.root.join(sub))
+            .map(|rd| {
+                rd.flatten()
+                    .filter_map(|e| {
+                        let t = e.file_type().ok()?;
+                        (!t.is_file()).then(|| (e.path(), fsutil::kind_name(t)))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        out.sort();
+        out
+    }
+
     pub(super) fn digest_from_path(p: &Path) -> Option<Digest> {
         let file = p.file_name()?.to_str()?;
         let dir = p.parent()?.file_name()?.to_str()?;
@@ -52,21 +113,26 @@ impl Store {
     /// record in force for each key: the last one logged).
     pub fn check(&self) -> Vec<Problem> {
         let mut problems = Vec::new();
-        for p in self.walk("blobs") {
-            match (Self::digest_from_path(&p), statcache_hash(&p)) {
-                (Some(d), Ok(actual)) if d == actual => {}
-                (Some(_), Ok(actual)) => problems.push(Problem {
+        for (p, entry) in self.blob_entries() {
+            match entry.map(|d| (d, statcache_hash(&p))) {
+                Ok((d, Ok(actual))) if d == actual => {}
+                Ok((_, Ok(actual))) => problems.push(Problem {
                     path: p,
                     message: format!("blob content hashes to {}", actual.short()),
                 }),
-                (None, _) => problems.push(Problem {
-                    path: p,
-                    message: "not a blob name".into(),
-                }),
-                (_, Err(e)) => problems.push(Problem {
+                Err(message) => problems.push(Problem { path: p, message }),
+                Ok((_, Err(e))) => problems.push(Problem {
                     path: p,
                     message: format!("unreadable: {e}"),
                 }),
+            }
+        }
+        for sub in ["actions", "builds", "tmp"] {
+            for (path, what) in self.odd_entries(sub) {
+                problems.push(Problem {
+                    path,
+                    message: format!("{what}, not a regular file"),
+                });
             }
         }
         let mut in_force: HashMap<Digest, (PathBuf, ActionRecord)> = HashMap::new();
@@ -231,8 +297,11 @@ impl Store {
         let split = builds.len().saturating_sub(keep_last);
         let mut keys = BTreeSet::new();
         for b in &builds[split..] {
-            if let Some(rec) = std::fs::read(b)
+            let mut bytes = Vec::new();
+            if let Some(rec) = fsutil::open_regular(b)
+                .and_then(|mut f| std::io::Read::read_to_end(&mut f, &mut bytes))
                 .ok()
+                .map(|_| bytes)
                 .and_then(|x| serde_json::from_slice::<BuildRecord>(&x).ok())
             {
                 keys.extend(rec.keys);
@@ -246,12 +315,22 @@ impl Store {
         // Repair first: a blob whose content does not match its name goes, and so does every
         // record that needs a blob that is not (or no longer) here; their nodes re-run. Damaged
         // log lines go with the compaction below. The store then passes `check`.
-        for p in self.walk("blobs") {
-            let Some(d) = Self::digest_from_path(&p) else {
-                continue;
+        // Anything in a blob's place that is not a regular file goes too (never opened), and
+        // so does anything but a regular file among the logs, build records and temp files.
+        for (p, entry) in self.blob_entries() {
+            let bad = match entry {
+                Ok(d) => statcache_hash(&p).ok() != Some(d),
+                Err(_) => true,
             };
-            if statcache_hash(&p).ok() != Some(d) && std::fs::remove_file(&p).is_ok() {
+            if bad && fsutil::remove_path(&p).is_ok() {
                 stats.corrupt_blobs += 1;
+            }
+        }
+        for sub in ["actions", "builds", "tmp"] {
+            for (p, _) in self.odd_entries(sub) {
+                if fsutil::remove_path(&p).is_ok() {
+                    stats.odd_entries += 1;
+                }
             }
         }
         let mut all = HashMap::new();

@@ -55,6 +55,14 @@ impl Store {
                         ),
                     }
                 }
+                fsutil::CopyError::Io(e) if fsutil::is_not_regular(&e) => {
+                    // Never read, never trusted: drop it so the re-run can store the blob.
+                    let _ = fsutil::remove_path(&src);
+                    DagError::Store {
+                        path: src.clone(),
+                        message: format!("blob is {e}; removed it"),
+                    }
+                }
                 fsutil::CopyError::Io(e)
                     if e.kind() == std::io::ErrorKind::NotFound && !src.exists() =>
                 {
@@ -77,6 +85,11 @@ impl Store {
         dest: &Path,
         allow_link: bool,
     ) -> std::result::Result<(), fsutil::CopyError> {
+        // Nothing but a regular file is ever opened in the store (a FIFO would block the open).
+        let ft = std::fs::symlink_metadata(src)?.file_type();
+        if !ft.is_file() {
+            return Err(fsutil::not_regular(fsutil::kind_name(ft)).into());
+        }
         let tmp = fsutil::temp_beside(dest);
         let res = (|| {
             let reflinked = fsutil::with_parent(dest, || self.try_reflink(src, &tmp))?;
@@ -90,7 +103,7 @@ impl Store {
                 return Ok(());
             }
             if allow_link {
-                let md = std::fs::metadata(src)?;
+                let md = std::fs::symlink_metadata(src)?;
                 if (md.mode() & 0o111 != 0) == exec {
                     let actual = statcache_hash(src)?;
                     if actual != *d {

@@ -39,6 +39,11 @@
 //! and re-runs the node. The release tree never shares inodes with the store
 //! (`allow_link = false`).
 //!
+//! Nothing in the store is opened unless it is a regular file ([`fsutil::open_regular`]:
+//! `O_NOFOLLOW | O_NONBLOCK`, then `fstat`): a blob, log or record replaced by a directory,
+//! symlink or FIFO is an error at once (never a hang, never followed), reported by `check`,
+//! removed by `gc`, by a restore that meets it, or when the blob is stored again.
+//!
 //! The version is in the directory name: a format change makes a new `store-vN/`, and old
 //! stores are simply ignored.
 
@@ -133,6 +138,9 @@ pub struct GcStats {
     pub corrupt_blobs: usize,
     /// Action records dropped because a blob they need is missing or damaged.
     pub broken_actions: usize,
+    /// Entries removed from `actions/`, `builds/` or `tmp/` because they were not regular
+    /// files (a directory, symlink or FIFO where a log, record or temp file belongs).
+    pub odd_entries: usize,
 }
 
 /// A handle on a store directory. Clones share the action index and this process's log.
@@ -168,11 +176,24 @@ impl Store {
     /// Open (creating if needed) the store under `dir`.
     pub fn open(dir: &Path) -> Result<Store> {
         let root = dir.join(STORE_VERSION_DIR);
+        for folder in [dir, root.as_path()] {
+            fsutil::must_be_folder(folder).map_err(|message| DagError::Store {
+                path: folder.to_path_buf(),
+                message,
+            })?;
+        }
         for sub in ["blobs", "actions", "builds", "tmp"] {
             let p = root.join(sub);
-            if !p.is_dir() {
-                std::fs::create_dir_all(&p).map_err(|e| DagError::io("create", &p, e))?;
+            match std::fs::symlink_metadata(&p) {
+                Ok(m) if m.is_dir() => continue,
+                // A file, symlink or FIFO where a store folder belongs: nothing in it can be
+                // trusted or used, so it goes (a symlink is removed, never followed).
+                Ok(_) if rustix::fs::access(&root, rustix::fs::Access::WRITE_OK).is_ok() => {
+                    fsutil::remove_path(&p).map_err(|e| DagError::io("remove", &p, e))?;
+                }
+                _ => {}
             }
+            std::fs::create_dir_all(&p).map_err(|e| DagError::io("create", &p, e))?;
         }
         // Best-effort markers, each written when missing. A build killed while writing one
         // leaves a temp file here; the only writers in this folder are these markers (a
@@ -193,8 +214,16 @@ impl Store {
             shared: Arc::default(),
             read_only,
         };
-        if !store.id_path().is_file() {
-            store.new_id(false)?;
+        let id = store.id_path();
+        match std::fs::symlink_metadata(&id) {
+            Ok(m) if m.file_type().is_file() => {}
+            Ok(_) if read_only => {}
+            Ok(_) => {
+                // Not a file: no generation anyone could have recorded. A new one replaces it.
+                fsutil::remove_path(&id).map_err(|e| DagError::io("remove", &id, e))?;
+                store.new_id(false)?;
+            }
+            Err(_) => store.new_id(false)?,
         }
         Ok(store)
     }
@@ -212,9 +241,13 @@ impl Store {
     /// records. A workspace whose last build recorded the same id may trust that its records
     /// are still here.
     pub fn id(&self) -> String {
-        std::fs::read_to_string(self.id_path())
-            .map(|s| s.trim().to_string())
-            .unwrap_or_default()
+        let mut id = String::new();
+        match fsutil::open_regular(&self.id_path())
+            .and_then(|mut f| std::io::Read::read_to_string(&mut f, &mut id))
+        {
+            Ok(_) => id.trim().to_string(),
+            Err(_) => String::new(),
+        }
     }
 
     /// Write a fresh generation id; `replace = false` keeps one another process wrote first.
@@ -244,6 +277,11 @@ impl Store {
 
     fn lock_file(&self) -> Result<(std::fs::File, PathBuf)> {
         let p = self.root.join("lock");
+        if !self.read_only && std::fs::symlink_metadata(&p).is_ok_and(|m| !m.is_file()) {
+            // A directory (or symlink, FIFO) where the lock file belongs: it holds nothing,
+            // so it is replaced rather than leaving every command stuck on it.
+            fsutil::remove_path(&p).map_err(|e| DagError::io("remove", &p, e))?;
+        }
         let file = if self.read_only {
             // flock needs no write access; a read-only store without a lock file cannot be
             // in use by a writer either, so there is nothing to wait for.
@@ -296,7 +334,13 @@ impl Store {
     }
 
     fn tmp(&self, stem: &str) -> PathBuf {
-        fsutil::temp_in(&self.root.join("tmp"), stem)
+        let dir = self.root.join("tmp");
+        if !self.read_only && !dir.is_dir() {
+            // Deleted while this process runs (a node that removed `.skyctl`): made again, so
+            // the results of this build can still be stored.
+            let _ = std::fs::create_dir_all(&dir);
+        }
+        fsutil::temp_in(&dir, stem)
     }
 
     /// Rename a complete temp file to `dest`, creating the fan-out directory on first use.
@@ -316,8 +360,10 @@ pub(super) fn now_ms() -> u64 {
         .unwrap_or(0)
 }
 
+/// blake3 of a store file; only a regular file is read ([`fsutil::open_regular`]: a FIFO, a
+/// symlink or a directory in its place is an error at once, never a hang).
 pub(super) fn statcache_hash(p: &Path) -> std::io::Result<Digest> {
-    crate::statcache::hash_file(p)
+    fsutil::hash_regular(p)
 }
 
 #[cfg(test)]
@@ -382,6 +428,52 @@ mod tests {
         // The bad blob is gone; the record now points at a missing blob until a re-run.
         assert!(!store.has_blob(&d));
         assert_eq!(store.check().len(), 1);
+    }
+
+    #[test]
+    fn a_blob_of_another_kind_is_never_opened_reported_and_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("s")).unwrap();
+        let d = store.put_bytes(b"content").unwrap();
+        let bp = store.blob_path(&d);
+        std::fs::remove_file(&bp).unwrap();
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            &bp,
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap();
+        assert!(!store.has_blob(&d));
+        let problems = store.check();
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert_eq!(problems[0].message, "a FIFO, not a regular file");
+        let out = OutputRecord {
+            path: "f".into(),
+            digest: d,
+            size: 7,
+            dir: false,
+            exec: false,
+        };
+        let e = store
+            .restore(&out, &dir.path().join("w/f"), true)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("blob is not a regular file: a FIFO; removed it"),
+            "{e}"
+        );
+        assert!(std::fs::symlink_metadata(&bp).is_err());
+        // A symlink in its place: never followed, and storing the blob again replaces it.
+        std::os::unix::fs::symlink("/etc/passwd", &bp).unwrap();
+        assert!(!store.has_blob(&d));
+        assert!(store.get_bytes(&d).is_err());
+        std::os::unix::fs::symlink("/etc/passwd", &bp).unwrap();
+        assert_eq!(store.put_bytes(b"content").unwrap(), d);
+        assert!(store.has_blob(&d));
+        assert_eq!(store.get_bytes(&d).unwrap(), b"content");
+        assert!(store.check().is_empty());
     }
 
     #[test]

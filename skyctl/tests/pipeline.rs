@@ -275,7 +275,8 @@ fn status_and_explain_give_reasons() {
     ws.write("pipeline.toml", &p);
     let out = ws.run(&["explain", "pico/convert.f16"]);
     let s = String::from_utf8_lossy(&out.stdout);
-    assert!(s.contains("differs: parameter `run` changed"), "{s}");
+    assert!(s.contains("differs: parameter `run` changed from "), "{s}");
+    assert!(s.contains("tr a-z A-Z") && s.contains("tr a-y A-Y"), "{s}");
 }
 
 #[test]

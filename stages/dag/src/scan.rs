@@ -20,6 +20,9 @@ use crate::state::{LastBuild, NodeState};
 use crate::store::{OutputRecord, Store};
 use crate::tree::{list_files, Tree, TreeEntry};
 
+/// How many characters of a changed parameter's value `explain` shows.
+pub const SHOWN_VALUE: usize = 80;
+
 /// Why a node has to run (or be restored).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "reason", rename_all = "snake_case")]
@@ -46,6 +49,13 @@ pub enum DirtyReason {
     ParamsChanged {
         /// The field.
         field: String,
+        /// Its value before, as compact JSON (cut to [`SHOWN_VALUE`] characters); absent for
+        /// `env`, whose values may be secrets, and for a value that was not set.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        old: Option<String>,
+        /// Its value now, the same way.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        new: Option<String>,
     },
     /// An input's content changed.
     InputChanged {
@@ -92,7 +102,15 @@ impl fmt::Display for DirtyReason {
             DirtyReason::StageVersionChanged { old, new } => {
                 write!(f, "stage version changed from {old} to {new}")
             }
-            DirtyReason::ParamsChanged { field } => write!(f, "parameter `{field}` changed"),
+            DirtyReason::ParamsChanged { field, old, new } => {
+                write!(f, "parameter `{field}` changed")?;
+                match (old, new) {
+                    (Some(o), Some(n)) => write!(f, " from {o} to {n}"),
+                    (None, Some(n)) if field != "env" => write!(f, " (now {n})"),
+                    (Some(o), None) => write!(f, " (was {o}, now unset)"),
+                    _ => Ok(()),
+                }
+            }
             DirtyReason::InputChanged { path } => write!(f, "input `{path}` changed"),
             DirtyReason::InputAdded { path } => write!(f, "input `{path}` added"),
             DirtyReason::InputRemoved { path } => write!(f, "input `{path}` removed"),
@@ -775,14 +793,28 @@ pub fn diff_all(old: &KeyMaterial, new: &KeyMaterial) -> Vec<DirtyReason> {
                     .collect();
                 fields.sort();
                 fields.dedup();
-                out.extend(
-                    fields
-                        .into_iter()
-                        .map(|f| DirtyReason::ParamsChanged { field: f.clone() }),
-                );
+                out.extend(fields.into_iter().map(|f| {
+                    // What the user changed, shown; never the values of environment variables.
+                    let shown = |v: Option<&serde_json::Value>| {
+                        v.filter(|_| f != "env").map(|v| {
+                            let text = v.to_string();
+                            match text.char_indices().nth(SHOWN_VALUE) {
+                                Some((cut, _)) => format!("{}…", &text[..cut]),
+                                None => text,
+                            }
+                        })
+                    };
+                    DirtyReason::ParamsChanged {
+                        field: f.clone(),
+                        old: shown(a.get(f)),
+                        new: shown(b.get(f)),
+                    }
+                }));
             }
             _ => out.push(DirtyReason::ParamsChanged {
                 field: String::new(),
+                old: None,
+                new: None,
             }),
         }
     }
@@ -832,6 +864,8 @@ pub fn diff_all(old: &KeyMaterial, new: &KeyMaterial) -> Vec<DirtyReason> {
     if out.is_empty() && listed(old) != listed(new) {
         out.push(DirtyReason::ParamsChanged {
             field: "input order".into(),
+            old: None,
+            new: None,
         });
     }
     out
@@ -865,12 +899,25 @@ mod tests {
             Some(DirtyReason::StageVersionChanged { old: 1, new: 2 })
         );
         let mut m = mat();
+        let before_cwd = mat().params.get("cwd").map(|v| v.to_string());
         std::sync::Arc::make_mut(&mut m.params)["cwd"] = json!("sub");
         assert_eq!(
             diff(&mat(), &m),
             Some(DirtyReason::ParamsChanged {
-                field: "cwd".into()
+                field: "cwd".into(),
+                old: before_cwd.clone(),
+                new: Some("\"sub\"".into()),
             })
+        );
+        assert_eq!(
+            diff(&mat(), &m).map(|r| r.to_string()),
+            Some(format!(
+                "parameter `cwd` changed {}",
+                match &before_cwd {
+                    Some(o) => format!("from {o} to \"sub\""),
+                    None => "(now \"sub\")".to_string(),
+                }
+            ))
         );
         let mut m = mat();
         m.inputs[0].digest = Digest::of(b"2");

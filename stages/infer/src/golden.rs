@@ -135,17 +135,30 @@ pub fn compare(outputs: &CaseOutputs, expected: &[Expected], tolerance: f64) -> 
             }
         };
         if got.ids != want.input_ids || got.markers != want.markers {
+            // Where the sequences part, in words; the usual cause is a cases file edited after
+            // its expected file was recorded.
             let at = got
                 .ids
                 .iter()
                 .zip(&want.input_ids)
                 .position(|(a, b)| a != b);
+            let (n, m) = (got.ids.len(), want.input_ids.len());
+            let place = match at {
+                Some(i) => format!(
+                    "token {i} is {} here and {} in the expected file",
+                    got.ids[i], want.input_ids[i]
+                ),
+                None if n != m => format!(
+                    "{n} tokens here, {m} in the expected file (the same up to token {})",
+                    n.min(m)
+                ),
+                None => format!(
+                    "the same tokens, but option markers at {:?} here and {:?} in the expected file",
+                    got.markers, want.markers
+                ),
+            };
             fail(format!(
-                "token ids/markers differ ({} vs {} tokens, first differing position {at:?}, markers {:?} vs {:?})",
-                got.ids.len(),
-                want.input_ids.len(),
-                got.markers,
-                want.markers
+                "the question's tokens differ from the expected file's: {place}. If the cases file changed, record the expected file again (skyctl golden record)"
             ));
             continue;
         }
@@ -181,4 +194,64 @@ pub fn check_golden(
     tolerance: f64,
 ) -> GoldenReport {
     compare(&run_cases(engine, cases), expected, tolerance)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::CaseResult;
+
+    fn result(ids: Vec<u32>, markers: Vec<usize>) -> CaseResult {
+        CaseResult {
+            ids,
+            markers,
+            scores: vec![0.0, 0.0],
+            temperature_bucket: String::new(),
+            temperature: 1.0,
+            probabilities: vec![0.5, 0.5],
+            answer: Value::Null,
+        }
+    }
+
+    /// A token mismatch says which token differs, in words, and what to do about it.
+    #[test]
+    fn a_token_mismatch_names_the_token_and_the_fix() {
+        let want = vec![Expected {
+            id: "c1".into(),
+            input_ids: vec![1, 2, 3, 4],
+            markers: vec![1, 2],
+            probabilities: vec![0.5, 0.5],
+            scores: Vec::new(),
+        }];
+        let cases = [
+            (
+                vec![1, 2, 9, 4],
+                vec![1, 2],
+                "token 2 is 9 here and 3 in the expected file",
+            ),
+            (
+                vec![1, 2, 3],
+                vec![1, 2],
+                "3 tokens here, 4 in the expected file (the same up to token 3)",
+            ),
+            (
+                vec![1, 2, 3, 4],
+                vec![1, 3],
+                "option markers at [1, 3] here and [1, 2] in the expected file",
+            ),
+        ];
+        for (ids, markers, place) in cases {
+            let outputs: CaseOutputs = vec![("c1".into(), Ok(result(ids, markers)))];
+            let r = compare(&outputs, &want, 0.1);
+            assert!(!r.passed);
+            assert_eq!(r.mismatched_ids, vec!["c1".to_string()]);
+            let text = format!("{:?}", r.failures);
+            assert!(text.contains(place), "{text}");
+            assert!(
+                text.contains("record the expected file again (skyctl golden record)"),
+                "{text}"
+            );
+            assert!(!text.contains("Some("), "{text}");
+        }
+    }
 }

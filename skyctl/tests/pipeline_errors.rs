@@ -180,3 +180,21 @@ fn verify_of_an_unknown_suite_names_the_suites() {
     );
     assert!(!ws.p("build").exists(), "nothing may run: {e}");
 }
+
+/// A bench mode whose variant is not built is refused at the mode (it used to measure nothing
+/// and print null).
+#[test]
+fn a_bench_mode_for_a_variant_not_built_is_located() {
+    let e = error_of("[[model]]\nname = \"m\"\nsource = \"models/m\"\nvariants = [\"f16\"]\nbench = { modes = [\"f32\", \"tuned\"] }\n");
+    assert!(
+        e.contains("pipeline.toml:5:27: model `m`: bench mode `tuned` measures the tuned variant, which `variants` does not build"),
+        "{e}"
+    );
+    let e = error_of("[[model]]\nname = \"m\"\nsource = \"models/m\"\nvariants = [\"q8_0\"]\nbench = { modes = [\"q8-fast\"] }\n");
+    assert!(
+        e.contains(
+            "bench mode `q8-fast` measures the f16 or f32 variant, which `variants` does not build"
+        ),
+        "{e}"
+    );
+}

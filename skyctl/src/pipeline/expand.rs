@@ -289,6 +289,23 @@ impl Expander<'_> {
                         ),
                     ));
                 };
+                // A mode whose file is not built would measure nothing and print null.
+                let needs: &[Variant] = match parsed {
+                    BenchMode::Q8_0 => &[Variant::Q8_0],
+                    BenchMode::Tuned => &[Variant::Tuned],
+                    _ => &[Variant::F16, Variant::F32],
+                };
+                if !needs.iter().any(|v| model.variants.contains(v)) {
+                    let wanted: Vec<&str> = needs.iter().map(|v| v.name()).collect();
+                    return Err(m.error_at(
+                        mode.span(),
+                        format!(
+                            "model `{name}`: bench mode `{}` measures the {} variant, which `variants` does not build",
+                            mode.get_ref(),
+                            wanted.join(" or ")
+                        ),
+                    ));
+                }
                 modes.push(parsed);
             }
             let params = bench::Params {

@@ -716,17 +716,7 @@ fn hostile_checkpoint_fields_are_refused_by_every_loader() {
 fn a_signal_stops_a_built_in_kind() {
     let ws = Ws::new();
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let from = root.join("models/s1-pico");
-    for e in walkdir::WalkDir::new(&from).into_iter().flatten() {
-        let to = ws
-            .p("models/s1-pico")
-            .join(e.path().strip_prefix(&from).unwrap());
-        if e.file_type().is_dir() {
-            std::fs::create_dir_all(&to).unwrap();
-        } else {
-            std::fs::copy(e.path(), &to).unwrap();
-        }
-    }
+    copy_tree(&root.join("models/s1-pico"), &ws.p("models/s1-pico"));
     ws.write(
         "pipeline.toml",
         "[[model]]\nname = \"s1-pico\"\nsource = \"models/s1-pico\"\nvariants = [\"f16\"]\nbench = { modes = [\"f32\"], questions = 1000000000, iters = 1, rounds = 1 }\n",

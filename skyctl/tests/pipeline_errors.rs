@@ -132,17 +132,7 @@ fn unknown_target_suggests() {
 fn a_policy_rule_that_matches_no_tensor_is_located() {
     let ws = Ws::new();
     let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-    let from = root.join("models/s1-pico");
-    for e in walkdir::WalkDir::new(&from).into_iter().flatten() {
-        let to = ws
-            .p("models/s1-pico")
-            .join(e.path().strip_prefix(&from).unwrap());
-        if e.file_type().is_dir() {
-            std::fs::create_dir_all(&to).unwrap();
-        } else {
-            std::fs::copy(e.path(), &to).unwrap();
-        }
-    }
+    copy_tree(&root.join("models/s1-pico"), &ws.p("models/s1-pico"));
     let manifest = |pattern: &str| {
         format!(
             "[policy.small]\ntype = \"f16\"\n[[policy.small.rule]]\nmatch = \"blk.*.ffn_up.weight\"\ntype = \"q8_0\"\n[[policy.small.rule]]\nmatch = \"{pattern}\"\ntype = \"f32\"\n\n[[model]]\nname = \"s1-pico\"\nsource = \"models/s1-pico\"\npolicy = \"small\"\nvariants = [\"f16\"]\n"

@@ -9,27 +9,9 @@ use std::path::{Path, PathBuf};
 
 use common::*;
 
-const PIPELINE: &str = r#"
-[[command]]
-name = "a"
-run = "mkdir -p out && cat in.txt > out/a.txt && echo a >> out/a.txt"
-inputs = ["in.txt"]
-outputs = ["out/a.txt"]
-
-[[command]]
-name = "b"
-run = "tr a-z A-Z < out/a.txt > out/b.txt"
-inputs = ["out/a.txt"]
-outputs = ["out/b.txt"]
-
-[[release.publish]]
-from = "out/b.txt"
-to = "b.txt"
-"#;
-
 fn workspace() -> Ws {
     let ws = Ws::new();
-    ws.write("pipeline.toml", PIPELINE);
+    ws.write("pipeline.toml", TWO_COMMANDS);
     ws.write("in.txt", "hello\n");
     ws
 }
@@ -173,7 +155,7 @@ fn a_command_modifying_its_input_in_place_fails_and_the_store_heals() {
         String::from_utf8_lossy(&check.stdout)
     );
     // Back to a well-behaved `b`: `a` is re-run or restored, and the store checks clean.
-    ws.write("pipeline.toml", PIPELINE);
+    ws.write("pipeline.toml", TWO_COMMANDS);
     let run = ws.build(&[]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert_eq!(ws.read("out/a.txt"), "hello\na\n");

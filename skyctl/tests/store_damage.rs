@@ -12,24 +12,6 @@ use std::time::{Duration, Instant};
 
 use common::*;
 
-const PIPELINE: &str = r#"
-[[command]]
-name = "a"
-run = "mkdir -p out && cat in.txt > out/a.txt && echo a >> out/a.txt"
-inputs = ["in.txt"]
-outputs = ["out/a.txt"]
-
-[[command]]
-name = "b"
-run = "tr a-z A-Z < out/a.txt > out/b.txt"
-inputs = ["out/a.txt"]
-outputs = ["out/b.txt"]
-
-[[release.publish]]
-from = "out/b.txt"
-to = "b.txt"
-"#;
-
 const A: &[u8] = b"hello\na\n";
 const B: &[u8] = b"HELLO\nA\n";
 
@@ -38,7 +20,7 @@ const HANG: Duration = Duration::from_secs(60);
 
 fn workspace() -> Ws {
     let ws = Ws::new();
-    ws.write("pipeline.toml", PIPELINE);
+    ws.write("pipeline.toml", TWO_COMMANDS);
     ws.write("in.txt", "hello\n");
     ws
 }
@@ -378,7 +360,7 @@ fn i24_10_a_node_deleting_dot_skyctl_leaves_a_workspace_the_next_build_accepts()
     let once = format!("{}.deleted-once", ws.path().display());
     ws.write(
         "pipeline.toml",
-        &PIPELINE.replace(
+        &TWO_COMMANDS.replace(
             "run = \"tr a-z A-Z",
             &format!(
                 "run = \"if [ ! -e '{once}' ]; then rm -rf .skyctl; touch '{once}'; fi; tr a-z A-Z"

@@ -244,3 +244,35 @@ pub fn snapshot(dir: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
     }
     out
 }
+
+/// Two command nodes (`a` copies `in.txt`, `b` upper-cases it) and one published file: the
+/// pipeline of the store tests.
+pub const TWO_COMMANDS: &str = r#"
+[[command]]
+name = "a"
+run = "mkdir -p out && cat in.txt > out/a.txt && echo a >> out/a.txt"
+inputs = ["in.txt"]
+outputs = ["out/a.txt"]
+
+[[command]]
+name = "b"
+run = "tr a-z A-Z < out/a.txt > out/b.txt"
+inputs = ["out/a.txt"]
+outputs = ["out/b.txt"]
+
+[[release.publish]]
+from = "out/b.txt"
+to = "b.txt"
+"#;
+
+/// Copies the tree at `from` to `to` (a checkpoint into a test workspace).
+pub fn copy_tree(from: &Path, to: &Path) {
+    for e in walkdir::WalkDir::new(from).into_iter().flatten() {
+        let dst = to.join(e.path().strip_prefix(from).unwrap());
+        if e.file_type().is_dir() {
+            std::fs::create_dir_all(&dst).unwrap();
+        } else {
+            std::fs::copy(e.path(), &dst).unwrap();
+        }
+    }
+}

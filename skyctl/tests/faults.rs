@@ -721,26 +721,97 @@ fn a_signal_stops_a_built_in_kind() {
         "pipeline.toml",
         "[[model]]\nname = \"s1-pico\"\nsource = \"models/s1-pico\"\nvariants = [\"f16\"]\nbench = { modes = [\"f32\"], questions = 1000000000, iters = 1, rounds = 1 }\n",
     );
+    // The bench starts once the converted file is there.
+    term_while_running(
+        &ws,
+        "build/s1-pico/s1-pico.f16.gguf",
+        "build/s1-pico/bench.json",
+    );
+}
+
+/// A calibration over a long prompt set (about a minute of forward passes) ends within a
+/// question's time of SIGTERM.
+#[test]
+fn a_signal_stops_a_long_calibration() {
+    let ws = Ws::new();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    copy_tree(&root.join("models/s1-pico"), &ws.p("models/s1-pico"));
+    let prompt = r#""type": "choice", "instructions": "Is this message spam?", "criteria": ["spam", "not_spam"], "state": "WIN a FREE cruise!!! Click the link now to claim your prize.""#;
+    let prompts: String = (0..100_000)
+        .map(|i| format!("{{\"id\": \"p{i}\", {prompt}}}\n"))
+        .collect();
+    ws.write("prompts.jsonl", &prompts);
+    ws.write(
+        "pipeline.toml",
+        "[calibration.long]\nprompts = \"prompts.jsonl\"\n\n[[model]]\nname = \"s1-pico\"\nsource = \"models/s1-pico\"\nvariants = [\"q8_0\"]\nquantize = { calibration = \"long\" }\n",
+    );
+    // The calibration starts once the f32 file it reads is there.
+    term_while_running(
+        &ws,
+        "build/s1-pico/s1-pico.f32.gguf",
+        "build/s1-pico/calibration.json",
+    );
+}
+
+/// A golden suite of many cases ends within a case's time of SIGTERM and writes no report.
+#[test]
+fn a_signal_stops_a_long_golden_suite() {
+    let ws = Ws::new();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    copy_tree(&root.join("models/s1-pico"), &ws.p("models/s1-pico"));
+    let case = std::fs::read_to_string(root.join("golden/laya/cases.jsonl")).unwrap();
+    let expected =
+        std::fs::read_to_string(root.join("golden/laya/s1-pico.expected.jsonl")).unwrap();
+    let (case, expected) = (
+        case.lines().next().unwrap(),
+        expected.lines().next().unwrap(),
+    );
+    let id = r#""id": "c2_list_plain""#;
+    let compact_id = r#""id":"c2_list_plain""#;
+    assert!(case.contains(id) && expected.contains(compact_id));
+    let (mut cases, mut want) = (String::new(), String::new());
+    for i in 0..20_000 {
+        cases += &case.replace(id, &format!(r#""id": "c{i}""#));
+        cases.push('\n');
+        want += &expected.replace(compact_id, &format!(r#""id":"c{i}""#));
+        want.push('\n');
+    }
+    ws.write("cases.jsonl", &cases);
+    ws.write("expected.jsonl", &want);
+    ws.write(
+        "pipeline.toml",
+        "[[model]]\nname = \"s1-pico\"\nsource = \"models/s1-pico\"\nvariants = [\"f16\"]\n\n[[golden]]\nname = \"long\"\nkind = \"model\"\nmodel = \"s1-pico\"\nvariant = \"f16\"\ncompute = \"f32\"\ncases = \"cases.jsonl\"\nexpected = \"expected.jsonl\"\ntolerance = 1e-3\n",
+    );
+    term_while_running(
+        &ws,
+        "build/s1-pico/s1-pico.f16.gguf",
+        "build/golden/long.json",
+    );
+}
+
+/// Start `skyctl build`, wait until `started` exists and 1.5 s more (the long node runs),
+/// send SIGTERM: the build must exit 143 within 2 s, leave no `output` and a sound store.
+fn term_while_running(ws: &Ws, started: &str, output: &str) {
     let mut child = ws
         .cmd(&["build"])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    // The bench starts once the converted file is there.
-    let gguf = ws.p("build/s1-pico/s1-pico.f16.gguf");
+    let started = ws.p(started);
     let t = std::time::Instant::now();
-    while !gguf.exists() {
+    while !started.exists() {
         assert!(
             t.elapsed() < Duration::from_secs(60),
-            "the convert node never finished"
+            "{} never appeared",
+            started.display()
         );
         std::thread::sleep(Duration::from_millis(50));
     }
     std::thread::sleep(Duration::from_millis(1500));
     assert!(
         child.try_wait().unwrap().is_none(),
-        "the bench ended by itself"
+        "the long node ended by itself"
     );
     let t0 = std::time::Instant::now();
     let _ = std::process::Command::new("kill")
@@ -760,6 +831,6 @@ fn a_signal_stops_a_built_in_kind() {
     let took = t0.elapsed();
     assert_eq!(status.code(), Some(143));
     assert!(took < Duration::from_secs(2), "took {took:?}");
-    assert!(!ws.p("build/s1-pico/bench.json").exists());
-    store_check(&ws);
+    assert!(!ws.p(output).exists(), "{output} was written");
+    store_check(ws);
 }

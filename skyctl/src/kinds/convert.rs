@@ -13,7 +13,7 @@
 
 use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
-use sky_laya::{convert, parse_type, ConvertOptions, LayaCheckpoint, TypePolicy};
+use sky_laya::{convert_until, parse_type, ConvertOptions, LayaCheckpoint, TypePolicy};
 
 use crate::ops::policy::resolve_rules;
 use sky_dag::{Kind, StageCtx};
@@ -84,7 +84,7 @@ impl Kind for Convert {
             pre: None,
             allow_nonfinite: false,
         };
-        let s = convert(&ckpt, &opts, out)
+        let s = convert_until(&ckpt, &opts, out, Some(crate::ops::stop_requested))
             .with_context(|| format!("node `{node}`: converting `{}`", input.rel))?;
         let line = format!(
             "{}: {} tensors, {} parameters, {} bytes of tensor data, {} metadata keys, {} bytes\n",

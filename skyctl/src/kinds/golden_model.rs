@@ -70,14 +70,20 @@ impl Kind for GoldenModel {
             .with_context(|| format!("node `{node}`: `{}`", cases.rel))?;
         let want = sky_infer::golden::parse_expected(&read(&expected.rel, &expected.path)?)
             .with_context(|| format!("node `{node}`: `{}`", expected.rel))?;
-        let engine = load(&model.path, params.path, ctx.log).with_context(|| {
+        let mut engine = load(&model.path, params.path, ctx.log).with_context(|| {
             format!(
                 "node `{node}`: loading `{}` on the {} path",
                 model.rel,
                 params.path.name()
             )
         })?;
-        let r = sky_infer::golden::check_golden(&engine, &case_list, &want, params.tolerance);
+        engine.stop = Some(crate::ops::stop_requested);
+        let outputs = sky_infer::golden::run_cases(&engine, &case_list);
+        if let Some(sig) = sky_dag::interrupt::requested() {
+            // The cases after the signal did not run: no report, not a golden failure.
+            bail!("interrupted by signal {sig}");
+        }
+        let r = sky_infer::golden::compare(&outputs, &want, params.tolerance);
         let report = json!({
             "suite": suite,
             "kind": "model",

@@ -17,8 +17,9 @@ pub fn calibrate_model(model: &Path, prompts: Option<&Path>) -> anyhow::Result<C
         }
         None => calibration_prompts(),
     };
-    let engine =
+    let mut engine =
         sky_infer::load::open(model).with_context(|| format!("loading {}", model.display()))?;
+    engine.stop = Some(crate::ops::stop_requested);
     let run =
         calibrate(&engine, &set).with_context(|| format!("calibrating {}", model.display()))?;
     Ok(run)

@@ -10,3 +10,10 @@ pub mod kernels;
 pub mod policy;
 pub mod quantize;
 pub mod tune;
+
+/// Whether the running build was told to stop (SIGINT, SIGTERM): the check that long
+/// built-in work (calibration, golden suites, conversion) makes between its steps. Outside a
+/// build no handler is installed and a signal ends the process as usual, so this stays false.
+pub fn stop_requested() -> bool {
+    sky_dag::interrupt::requested().is_some()
+}

@@ -81,6 +81,7 @@ pub fn calibrate(engine: &Engine, prompts: &[PromptRequest]) -> Result<Calibrati
     let mut truncated = Vec::new();
     let mut tokens = 0usize;
     for p in prompts {
+        engine.check_stop()?;
         let def = serde_json::json!({"type": p.kind, "instructions": p.instructions, "criteria": p.criteria});
         let q = Question::parse(&p.id, &def)?;
         let seq = engine.sequence(&q, &p.state, &p.id)?;

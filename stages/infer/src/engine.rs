@@ -29,6 +29,10 @@ pub struct Engine {
     pub temperatures: Temperatures,
     /// Instruction set of the matrix products.
     pub isa: Isa,
+    /// Asked before every forward pass: `true` ends the work with [`InferError::Cancelled`],
+    /// so that a build told to stop (SIGINT, SIGTERM) leaves a long calibration or golden
+    /// suite within one question's time.
+    pub stop: Option<fn() -> bool>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -125,6 +129,15 @@ impl Engine {
             special,
             temperatures,
             isa: Isa::detect(),
+            stop: None,
+        }
+    }
+
+    /// [`InferError::Cancelled`] when [`Engine::stop`] says so.
+    pub fn check_stop(&self) -> Result<()> {
+        match self.stop {
+            Some(stop) if stop() => Err(InferError::Cancelled),
+            _ => Ok(()),
         }
     }
 
@@ -175,6 +188,7 @@ impl Engine {
         observer: Option<Observer<'_>>,
         bounds: Boundaries<'_>,
     ) -> Result<Vec<f32>> {
+        self.check_stop()?;
         Ok(forward_from(
             &self.model,
             self.isa,

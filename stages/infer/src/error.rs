@@ -68,6 +68,8 @@ pub enum InferError {
         /// The OS message.
         message: String,
     },
+    /// The caller asked the work to stop ([`crate::engine::Engine::stop`]).
+    Cancelled,
     /// A lower-level parser (GGUF, tokenizer, checkpoint) refused the input.
     Upstream {
         /// Which component.
@@ -108,6 +110,7 @@ impl fmt::Display for InferError {
             ),
             InferError::Io { path, message } => write!(f, "{path}: {message}"),
             InferError::Upstream { component, message } => write!(f, "{component}: {message}"),
+            InferError::Cancelled => write!(f, "stopped: cancelled by the caller"),
         }
     }
 }

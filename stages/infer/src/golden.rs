@@ -71,21 +71,24 @@ pub fn parse_expected(text: &str) -> Result<Vec<Expected>> {
 /// What the engine produced for each case, in case order (`Err` = the case failed to run).
 pub type CaseOutputs = Vec<(String, Result<crate::engine::CaseResult>)>;
 
-/// Run every case on `engine` (one workspace for all).
+/// Run every case on `engine` (one workspace for all). A case cancelled by
+/// [`Engine::stop`] ends the list (its entry is the last, [`crate::error::InferError::Cancelled`]).
 pub fn run_cases(engine: &Engine, cases: &[Value]) -> CaseOutputs {
     let mut ws = Workspace::new();
-    cases
-        .iter()
-        .enumerate()
-        .map(|(i, case)| {
-            let id = case
-                .get("id")
-                .and_then(Value::as_str)
-                .map_or_else(|| format!("#{}", i + 1), str::to_string);
-            let r = engine.run_case(&mut ws, case).map(|(_, r)| r);
-            (id, r)
-        })
-        .collect()
+    let mut outputs = Vec::with_capacity(cases.len());
+    for (i, case) in cases.iter().enumerate() {
+        let id = case
+            .get("id")
+            .and_then(Value::as_str)
+            .map_or_else(|| format!("#{}", i + 1), str::to_string);
+        let r = engine.run_case(&mut ws, case).map(|(_, r)| r);
+        let cancelled = matches!(r, Err(crate::error::InferError::Cancelled));
+        outputs.push((id, r));
+        if cancelled {
+            break;
+        }
+    }
+    outputs
 }
 
 /// The expected-outputs lines of `cases` as this engine answers them (a blessed snapshot that

@@ -166,6 +166,18 @@ fn converted(t: &TensorEntry, ty: GgmlType, bytes: u64) -> ConvertedTensor {
 /// Streams: the header first, then the tensors a few at a time (one per rayon thread), so
 /// memory stays near the mapped source plus one tensor per thread.
 pub fn convert(ckpt: &LayaCheckpoint, opts: &ConvertOptions, out: &Path) -> Result<ConvertSummary> {
+    convert_until(ckpt, opts, out, None)
+}
+
+/// [`convert`], asking `stop` before each tensor: `true` ends the conversion with
+/// [`LayaError::Cancelled`] and leaves nothing at `out` (a build told to stop ends a long
+/// conversion within one tensor's time).
+pub fn convert_until(
+    ckpt: &LayaCheckpoint,
+    opts: &ConvertOptions,
+    out: &Path,
+    stop: Option<fn() -> bool>,
+) -> Result<ConvertSummary> {
     let plan = plan(ckpt, opts)?;
     let meta = metadata_writer(ckpt, opts)?;
     let mut planned = Vec::with_capacity(plan.len());
@@ -193,6 +205,9 @@ pub fn convert(ckpt: &LayaCheckpoint, opts: &ConvertOptions, out: &Path) -> Resu
         u64::from(ALIGNMENT),
         batch,
         |i| {
+            if stop.is_some_and(|stop| stop()) {
+                return Err(LayaError::Cancelled);
+            }
             let (t, ty) = plan[i];
             encode_tensor(ckpt, t, ty, opts.allow_nonfinite)
         },

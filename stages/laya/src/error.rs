@@ -16,6 +16,9 @@ pub enum LayaError {
         #[source]
         source: std::io::Error,
     },
+    /// The caller asked the conversion to stop ([`crate::convert_until`]).
+    #[error("stopped: cancelled by the caller")]
+    Cancelled,
     /// A file the Laya layout requires is not there.
     #[error("{path}: missing ({what})")]
     MissingFile {

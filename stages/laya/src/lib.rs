@@ -32,7 +32,9 @@ pub mod tokenizer;
 
 pub use checkpoint::{expected_tensors, CheckpointFiles, LayaCheckpoint, SourceDtype, TensorEntry};
 pub use config::{temperature_bucket_key, AgentConfig, EncoderConfig, QUESTION_TYPES};
-pub use convert::{build_writer, convert, ConvertOptions, ConvertSummary, ConvertedTensor};
+pub use convert::{
+    build_writer, convert, convert_until, ConvertOptions, ConvertSummary, ConvertedTensor,
+};
 pub use error::{LayaError, Result};
 pub use names::{gguf_name, is_dropped, is_head_tensor};
 pub use policy::{glob_match, parse_type, TypePolicy};

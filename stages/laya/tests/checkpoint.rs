@@ -376,3 +376,20 @@ fn files_in_memory_load_like_the_directory() {
     let e = LayaCheckpoint::open(&d).unwrap_err().to_string();
     assert!(e.contains("encoder") && e.contains("hidden_size"), "{e}");
 }
+
+/// A conversion told to stop ends with `Cancelled` before the first tensor and leaves nothing
+/// at the output path; one never told to stop writes the same file as `convert`.
+#[test]
+fn a_conversion_told_to_stop_leaves_nothing() {
+    let c = LayaCheckpoint::open(root().join("models/s1-pico")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("s1-pico.gguf");
+    let err =
+        sky_laya::convert_until(&c, &ConvertOptions::default(), &out, Some(|| true)).unwrap_err();
+    assert!(matches!(err, sky_laya::LayaError::Cancelled), "{err}");
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    sky_laya::convert_until(&c, &ConvertOptions::default(), &out, Some(|| false)).unwrap();
+    let plain = dir.path().join("plain.gguf");
+    sky_laya::convert(&c, &ConvertOptions::default(), &plain).unwrap();
+    assert_eq!(std::fs::read(&out).unwrap(), std::fs::read(&plain).unwrap());
+}

@@ -264,3 +264,58 @@ fn i24_9_a_trickled_action_record_times_out_and_the_build_goes_on_locally() {
     );
     assert!(took < Duration::from_secs(15), "took {took:?}");
 }
+
+/// Issue 24, item 7: SIGTERM while the action record trickles in (a 30 s timeout, so the
+/// transfer would last half a minute): the build exits 143 within 2 s and leaves no output.
+#[test]
+fn i24_7_a_signal_ends_a_build_blocked_on_a_trickling_record() {
+    term_while_trickling("ac/");
+}
+
+/// The same while a blob trickles in (the record came at once).
+#[test]
+fn i24_7_a_signal_ends_a_build_blocked_on_a_trickling_blob() {
+    term_while_trickling("cas/");
+}
+
+fn term_while_trickling(prefix: &str) {
+    let server = Server::start();
+    let first = workspace();
+    let (run, _) = build(&first, &server.url(), Duration::from_secs(60));
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    server.behaviour.lock().unwrap().trickle = vec![prefix.to_string()];
+    let clone = workspace();
+    let mut child = clone
+        .cmd(&["build", "--remote-cache", &server.url()])
+        .env("SKYCTL_REMOTE_CACHE_TIMEOUT", "30")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawning skyctl");
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(
+        child.try_wait().expect("waiting").is_none(),
+        "the build did not wait for the trickle"
+    );
+    let t0 = Instant::now();
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("waiting") {
+            break s;
+        }
+        if t0.elapsed() > Duration::from_secs(10) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the build ignored SIGTERM for 10 s while reading the remote");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let took = t0.elapsed();
+    assert_eq!(status.code(), Some(143));
+    assert!(took < Duration::from_secs(2), "took {took:?}");
+    assert!(!clone.p("out/a.txt").exists());
+    assert!(!clone.p("site/public/a.txt").exists());
+}

@@ -755,7 +755,11 @@ impl Job<'_> {
             };
         }
         let mut log = Vec::new();
-        let result = self.run_inner(&mut log);
+        // A fetch cut short by SIGINT/SIGTERM is no reason to run the node.
+        let result = match crate::interrupt::requested() {
+            Some(sig) if self.fetch => Err(format!("interrupted by signal {sig}")),
+            _ => self.run_inner(&mut log),
+        };
         JobOutput {
             result,
             log,

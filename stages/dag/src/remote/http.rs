@@ -124,17 +124,18 @@ impl Client {
         let Some(mut resp) = self.get(path, limit)? else {
             return Ok(None);
         };
-        let body = resp
-            .body_mut()
-            .with_config()
-            .limit(limit)
-            .read_to_vec()
-            .map_err(|e| match e {
-                ureq::Error::BodyExceedsLimit(_) => {
-                    Failure::Content(format!("larger than {limit} bytes"))
-                }
-                e => transport(e),
+        let mut reader = resp.body_mut().with_config().limit(limit).reader();
+        let mut body = Vec::new();
+        let mut buf = [0u8; 8192];
+        loop {
+            let n = read_some(&mut reader, &mut buf, limit, || {
+                Failure::Transport("timed out".into())
             })?;
+            if n == 0 {
+                break;
+            }
+            body.extend_from_slice(&buf[..n]);
+        }
         Ok(Some(body))
     }
 
@@ -157,22 +158,12 @@ impl Client {
         let mut buf = vec![0u8; 256 * 1024];
         let mut total = 0u64;
         loop {
-            let n = match reader.read(&mut buf) {
-                Ok(0) => break,
-                Ok(n) => n,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(e) => {
-                    // The body reader reports ureq's errors wrapped in an io::Error.
-                    let inner = e.get_ref().and_then(|i| i.downcast_ref::<ureq::Error>());
-                    if let Some(ureq::Error::BodyExceedsLimit(_)) = inner {
-                        return Err(Failure::Content(format!("larger than {limit} bytes")));
-                    }
-                    if let Some(ureq::Error::Timeout(_)) = inner {
-                        return Err(Failure::Transport(too_slow(total, size, budget)));
-                    }
-                    return Err(Failure::Transport(e.to_string()));
-                }
-            };
+            let n = read_some(&mut reader, &mut buf, limit, || {
+                Failure::Transport(too_slow(total, size, budget))
+            })?;
+            if n == 0 {
+                break;
+            }
             hasher.update(&buf[..n]);
             out.write_all(&buf[..n])
                 .map_err(|e| Failure::Transport(format!("cannot write a temp file: {e}")))?;
@@ -269,4 +260,36 @@ pub fn reason(code: u16) -> &'static str {
         .ok()
         .and_then(|s| s.canonical_reason())
         .unwrap_or("")
+}
+
+/// One read of a response body: the bytes read (0 at the end), or why the transfer ends: a
+/// body over `limit`, a timeout (`timed_out` words it), a broken connection, or a build told
+/// to stop (SIGINT, SIGTERM; asked before every read, so a trickling server cannot hold a
+/// stopping build for longer than one read).
+fn read_some(
+    reader: &mut impl Read,
+    buf: &mut [u8],
+    limit: u64,
+    timed_out: impl Fn() -> Failure,
+) -> Result<usize, Failure> {
+    loop {
+        if let Some(sig) = crate::interrupt::requested() {
+            return Err(Failure::Transport(format!("interrupted by signal {sig}")));
+        }
+        return match reader.read(buf) {
+            Ok(n) => Ok(n),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => {
+                // The body reader reports ureq's errors wrapped in an io::Error.
+                let inner = e.get_ref().and_then(|i| i.downcast_ref::<ureq::Error>());
+                if let Some(ureq::Error::BodyExceedsLimit(_)) = inner {
+                    return Err(Failure::Content(format!("larger than {limit} bytes")));
+                }
+                if let Some(ureq::Error::Timeout(_)) = inner {
+                    return Err(timed_out());
+                }
+                Err(Failure::Transport(e.to_string()))
+            }
+        };
+    }
 }

@@ -134,7 +134,9 @@ export function skyctlBin() {
   return bin;
 }
 
-// golden/laya/cases.jsonl as /v1/systemone requests: [{id, request}].
+// golden/laya/cases.jsonl as /v1/systemone requests: [{id, request}]. Some cases have options
+// that Laya's layout cuts (over 48 tokens, or too many for the head window): the requests ask
+// for that cut (`cut_options`), which the goldens record, instead of the default refusal.
 export function goldenCases() {
   const text = fs.readFileSync(path.join(ROOT, 'golden/laya/cases.jsonl'), 'utf8');
   return text
@@ -144,7 +146,7 @@ export function goldenCases() {
       const c = JSON.parse(l);
       const q = { type: c.type, instructions: c.instructions };
       if ('criteria' in c) q.criteria = c.criteria;
-      return { id: c.id, request: { state: c.state, questions: { [c.id]: q } } };
+      return { id: c.id, request: { state: c.state, cut_options: true, questions: { [c.id]: q } } };
     });
 }
 

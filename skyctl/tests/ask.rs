@@ -256,3 +256,79 @@ fn bad_lines_in_requests_are_named_by_case_id() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains(":2 (case \"bad1\")"), "{err}");
 }
+
+/// Issue 26, item 10: an option that Laya's layout would cut is refused, naming the option and
+/// the room there is (the 48-token cap, and the share of the head window when many options
+/// crowd it); `"cut_options": true` answers with the runtime's cut, as the goldens need.
+#[test]
+fn options_that_do_not_fit_are_refused_unless_cut_is_asked_for() {
+    let msg = |v: Value| v["error"]["message"].as_str().unwrap().to_string();
+    // c3_long_option: its first option is 141 tokens, over the 48 of one option.
+    let case: Value = include_str!("../../golden/laya/cases.jsonl")
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|c| c["id"] == "c3_long_option")
+        .unwrap();
+    let label = case["criteria"]
+        .as_object()
+        .map(|o| o.keys().next().unwrap().clone())
+        .unwrap_or_else(|| case["criteria"][0].as_str().unwrap().to_string());
+    let q = json!({"type": case["type"], "instructions": case["instructions"], "criteria": case["criteria"]});
+    let req = json!({"state": case["state"], "questions": {"q": q}});
+    let m = msg(error_of(req.to_string().as_bytes()));
+    assert_eq!(
+        m,
+        format!(
+            "questions.q.criteria: option `{label}` is 141 tokens long; at most 48 tokens fit per option: shorten it"
+        )
+    );
+    // Twenty options of 8 words: each fits 48 tokens, but not all in s1-pico's 96-token window.
+    let many: Vec<String> = (0..20)
+        .map(|i| format!("option {i} is a reasonably long description"))
+        .collect();
+    let req = json!({"state": "s", "questions": {"a": {"type": "choice", "instructions": "x", "criteria": many}}});
+    let m = msg(error_of(req.to_string().as_bytes()));
+    assert!(
+        m.starts_with("questions.a.criteria: option `option 0 is a reasonably long description` is ")
+            && m.ends_with(" tokens long; with 20 options, at most 3 tokens fit per option in the head window of 96 tokens: shorten it"),
+        "{m}"
+    );
+    let m = msg(error_of(
+        br#"{"state": "s", "cut_options": "yes", "questions": {"a": {"type": "noul", "instructions": "x"}}}"#,
+    ));
+    assert_eq!(m, r#"cut_options: expected true or false, found "yes""#);
+
+    // Asked for, the cut gives the golden's answer (the `--requests` path cuts as Laya does).
+    let dir = tempfile::tempdir().unwrap();
+    let mut req = req_with_cut(&case);
+    let file = write(dir.path(), "req.json", req.to_string().as_bytes());
+    let out = ask(&[&pico(), "--request", &file, "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let resp: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let expected: Value = include_str!("../../golden/laya/s1-pico.expected.jsonl")
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|e| e["id"] == "c3_long_option")
+        .unwrap();
+    let got = resp["answers"]["q"]["probabilities"].as_object().unwrap();
+    let want = expected["probabilities"].as_array().unwrap();
+    assert_eq!(got.len(), want.len());
+    for (g, w) in got.values().zip(want) {
+        assert!(
+            (g.as_f64().unwrap() - w.as_f64().unwrap()).abs() <= 1e-5,
+            "{g} vs {w}"
+        );
+    }
+    req["cut_options"] = json!(false);
+    let m = msg(error_of(req.to_string().as_bytes()));
+    assert!(m.contains("is 141 tokens long"), "{m}");
+}
+
+fn req_with_cut(case: &Value) -> Value {
+    let q = json!({"type": case["type"], "instructions": case["instructions"], "criteria": case["criteria"]});
+    json!({"state": case["state"], "cut_options": true, "questions": {"q": q}})
+}

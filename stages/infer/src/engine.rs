@@ -7,7 +7,8 @@ use crate::forward::{forward_from, Boundaries, Observer, Workspace};
 use crate::kernels::Isa;
 use crate::model::Model;
 use crate::sequence::{
-    build_sequence, encode_state, Budget, Question, Sequence, SpecialTokens, TextEncoder,
+    build_sequence, encode_state, Budget, OptionCut, Question, Sequence, SpecialTokens,
+    TextEncoder, OPTION_TOKENS,
 };
 use serde::Serialize;
 use serde_json::{json, Map, Value};
@@ -268,6 +269,23 @@ impl Engine {
                 ))
             }
         };
+        // Laya's runtime cuts an option that does not fit (48 tokens, fewer when many options
+        // share the head window) and answers for the rest; by default a request with such an
+        // option is refused, naming it, since its answer would ignore text the person wrote.
+        // `"cut_options": true` asks for the runtime's cut (its goldens need it).
+        let cut_options = match obj.get("cut_options") {
+            None | Some(Value::Bool(false)) => false,
+            Some(Value::Bool(true)) => true,
+            Some(other) => {
+                return Err(bad_request(
+                    "cut_options",
+                    format!(
+                        "expected true or false, found {}",
+                        crate::pyjson::dumps(other)
+                    ),
+                ))
+            }
+        };
         // Validate every question before running any.
         let parsed: Vec<(String, Question)> = questions
             .iter()
@@ -289,6 +307,9 @@ impl Engine {
                 left,
                 &path,
             )?;
+            if let Some(cut) = seq.option_cut.filter(|_| !cut_options) {
+                return Err(option_too_long(&path, q, &cut, self.budget()));
+            }
             tokens += seq.ids.len();
             let scores = self.scores(ws, &seq, q.qtype, None)?;
             let t = self.temperatures.pick(q.qtype, seq.markers.len());
@@ -300,6 +321,29 @@ impl Engine {
             "usage": {"input_tokens": tokens, "output_tokens": 0},
         }))
     }
+}
+
+/// A request's option that Laya's layout would cut short: `ask` refuses it (a cut option
+/// answers for text the person did not write), naming the option and the room there is.
+fn option_too_long(path: &str, q: &Question, cut: &OptionCut, budget: Budget) -> InferError {
+    let name = q.keys.get(cut.option).map_or("?", String::as_str);
+    let why = if cut.kept == OPTION_TOKENS {
+        format!("at most {OPTION_TOKENS} tokens fit per option")
+    } else {
+        format!(
+            "with {} options, at most {} tokens fit per option in the head window of {} tokens",
+            q.options.len(),
+            cut.kept,
+            budget.max_head_tokens
+        )
+    };
+    bad_request(
+        format!("{path}.criteria"),
+        format!(
+            "option `{name}` is {} tokens long; {why}: shorten it",
+            cut.tokens
+        ),
+    )
 }
 
 /// The id, question and state of one `--requests` case line.

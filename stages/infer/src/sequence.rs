@@ -265,6 +265,21 @@ pub struct Sequence {
     pub tokens_per_option: Option<usize>,
     /// Options whose (cut) token spans are distinct.
     pub options_distinct: usize,
+    /// The first option that Laya's layout cut short, if any (the `--requests` and golden
+    /// paths keep the runtime's cut; `ask` refuses it, see [`OptionCut`]).
+    pub option_cut: Option<OptionCut>,
+}
+
+/// An option whose text does not fit: Laya keeps at most [`OPTION_TOKENS`] tokens of each
+/// option, and fewer when all options together overflow the head window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OptionCut {
+    /// Index of the option (criteria order).
+    pub option: usize,
+    /// Its text's tokens.
+    pub tokens: usize,
+    /// The tokens of its text that the layout keeps.
+    pub kept: usize,
 }
 
 /// Limits of the layout.
@@ -317,12 +332,14 @@ pub fn build_sequence(
         q.qtype.name(),
         scrub(&q.instructions)
     ));
+    let mut text_tokens = Vec::with_capacity(n);
     let mut opt_ids: Vec<Vec<u32>> = q
         .options
         .iter()
         .map(|o| {
             let mut ids = vec![special.mask];
             let text = enc.encode(&format!(" {}", scrub(o)));
+            text_tokens.push(text.len());
             ids.extend_from_slice(&text[..text.len().min(OPTION_TOKENS)]);
             ids
         })
@@ -371,6 +388,16 @@ pub fn build_sequence(
             ),
         ));
     }
+    let option_cut = opt_ids
+        .iter()
+        .zip(&text_tokens)
+        .enumerate()
+        .find(|(_, (ids, &tokens))| ids.len() - 1 < tokens)
+        .map(|(option, (ids, &tokens))| OptionCut {
+            option,
+            tokens,
+            kept: ids.len() - 1,
+        });
     let mut distinct: Vec<&Vec<u32>> = opt_ids.iter().collect();
     distinct.sort();
     distinct.dedup();
@@ -381,6 +408,7 @@ pub fn build_sequence(
         state_tokens_used: used,
         tokens_per_option,
         options_distinct: distinct.len(),
+        option_cut,
     })
 }
 

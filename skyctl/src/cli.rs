@@ -43,7 +43,8 @@ pub enum Command {
     Tune(commands::tune::Args),
     /// Measure per-question latency of a model.
     Bench(commands::bench::Args),
-    /// Generate or check PNGOLDEN1 kernel golden vectors.
+    /// Record a model golden suite's expected file, or generate and check PNGOLDEN1 kernel
+    /// golden vectors.
     Golden(commands::golden::Args),
     /// Run kernel implementations over golden inputs.
     Kernels(commands::kernels::Args),

@@ -12,9 +12,9 @@ use crate::pipeline::Manifest;
 /// `--remote-cache URL` and `--remote-cache-read-only`.
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct RemoteArgs {
-    /// A shared cache in the Bazel HTTP layout (nginx WebDAV, bazel-remote): asked on a local
-    /// miss, filled after a node runs (default: SKYCTL_REMOTE_CACHE, else [cache] remote;
-    /// `off`: none).
+    /// A shared cache in the Bazel HTTP layout (nginx WebDAV, bazel-remote): asked for what
+    /// is missing locally; builds upload what they run (default: SKYCTL_REMOTE_CACHE, else
+    /// [cache] remote; `off`: none).
     #[arg(long, value_name = "URL")]
     pub remote_cache: Option<String>,
     /// Never upload to the remote cache, only read (default: SKYCTL_REMOTE_CACHE_READ_ONLY=1).

@@ -319,7 +319,7 @@ fn pipeline_messages_are_located() {
     );
     ws.write("pipeline.toml", &base);
     let e = ws.fails(&["build", "-j", "0"], 2);
-    assert!(e.contains("invalid value '0' for '--jobs <JOBS>'"), "{e}");
+    assert!(e.contains("invalid value '0' for '--jobs <N>'"), "{e}");
 }
 
 #[test]

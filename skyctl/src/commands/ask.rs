@@ -33,7 +33,7 @@ pub struct Args {
     #[command(flatten)]
     pub path: super::ComputeFlags,
     /// Threads of one question's forward pass (the same answers bit for bit as one thread).
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=16))]
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=16))]
     pub threads: u32,
 }
 

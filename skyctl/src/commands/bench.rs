@@ -20,16 +20,16 @@ pub struct Args {
     #[command(flatten)]
     pub path: super::ComputeFlags,
     /// Questions per frame (request).
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub questions: u32,
     /// Frames timed per round.
-    #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, value_name = "N", default_value_t = 300, value_parser = clap::value_parser!(u32).range(1..))]
     pub iters: u32,
     /// Rounds; the best round median is reported.
-    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, value_name = "N", default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
     pub rounds: u32,
     /// Threads of one question's forward pass (same answers bit for bit).
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=16))]
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=16))]
     pub threads: u32,
     /// Print one JSON object instead of text.
     #[arg(long)]

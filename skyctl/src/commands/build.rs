@@ -14,7 +14,7 @@ pub struct Args {
     /// Nodes, models or kinds to build (with their dependencies); default: everything.
     pub targets: Vec<String>,
     /// Parallel jobs, at least 1 (default: number of cores).
-    #[arg(short, long, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(short, long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub jobs: Option<u32>,
     /// Keep building independent nodes after a failure.
     #[arg(short = 'k', long)]
@@ -23,7 +23,7 @@ pub struct Args {
     #[arg(short = 'n', long)]
     pub dry_run: bool,
     /// Re-run this node, model or kind even if cached (repeatable).
-    #[arg(long, value_name = "NODE|KIND")]
+    #[arg(long, value_name = "NODE|MODEL|KIND")]
     pub rerun: Vec<String>,
     /// One JSON object per node event, then a summary line.
     #[arg(long)]

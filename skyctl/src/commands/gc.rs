@@ -10,7 +10,7 @@ use crate::pipeline_args::WorkspaceArgs;
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// Keep everything reachable from the newest N build records.
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, value_name = "N", default_value_t = 5)]
     pub keep_last: usize,
     #[command(flatten)]
     pub workspace: WorkspaceArgs,

@@ -25,7 +25,7 @@ pub struct Args {
     /// The directory to write (created if needed; its files are replaced).
     pub dir: PathBuf,
     /// Random seed (default: the preset's reference seed, 1001 / 1002 / 1003).
-    #[arg(long)]
+    #[arg(long, value_name = "N")]
     pub seed: Option<u64>,
     /// Element type of model.safetensors.
     #[arg(long, value_enum, default_value = "f32")]

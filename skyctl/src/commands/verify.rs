@@ -23,7 +23,7 @@ pub struct Args {
     /// Suites to run (names from [[golden]]); default: all.
     pub suites: Vec<String>,
     /// Parallel jobs, at least 1 (default: number of cores).
-    #[arg(short, long, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(short, long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub jobs: Option<u32>,
     /// JSON lines, as `skyctl build --json`.
     #[arg(long)]

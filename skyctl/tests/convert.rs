@@ -497,3 +497,95 @@ fn unwritable_output_and_bad_types() {
         &["q4_0", "f32, f16, bf16, q8_0"],
     );
 }
+
+/// `convert --encoder-only`: what upstream llama.cpp loads for embeddings. Read with the gguf
+/// package: `block_count` and `feed_forward_length` cut to the encoder, no decision-head
+/// block, `token_types` or `cls.*` tensor, no `decision.*` key, and every encoder tensor the
+/// full file's (name, type, shape, bytes).
+#[test]
+fn encoder_only_files_read_in_gguf_py_as_the_encoder_of_the_full_file() {
+    let dir = tempfile::tempdir().unwrap();
+    const READ: &str = r#"
+import json, sys
+import numpy as np
+from gguf import GGUFReader
+def load(path):
+    r = GGUFReader(path)
+    keys = {f.name: f.contents() for f in r.fields.values() if not f.name.startswith(("GGUF.", "tokenizer.ggml.tokens", "tokenizer.ggml.merges", "tokenizer.ggml.token_type"))}
+    tensors = {t.name: (t.tensor_type.name, [int(d) for d in t.shape], np.asarray(t.data).tobytes().hex()) for t in r.tensors}
+    return keys, tensors
+full_keys, full = load(sys.argv[1])
+enc_keys, enc = load(sys.argv[2])
+print(json.dumps({
+    "block_count": enc_keys["modern-bert.block_count"],
+    "full_block_count": full_keys["modern-bert.block_count"],
+    "ffn": enc_keys["modern-bert.feed_forward_length"],
+    "full_ffn": full_keys["modern-bert.feed_forward_length"],
+    "decision_keys": sorted(k for k in enc_keys if ".decision." in k),
+    "tensors": sorted(enc),
+    "full_tensors": sorted(full),
+    "same": [n for n in enc if n in full and enc[n] == full[n]],
+    "other_keys_differ": sorted(k for k in enc_keys if k in full_keys and enc_keys[k] != full_keys[k]),
+}))
+"#;
+    for (model, n_enc, intermediate) in [("s1-pico", 2, 128), ("s1-micro", 6, 512)] {
+        let src = root().join("models").join(model);
+        let full = dir.path().join(format!("{model}.gguf"));
+        let enc = dir.path().join(format!("{model}.encoder.gguf"));
+        convert_ok(&src, &full, &[]);
+        let line = convert_ok(&src, &enc, &["--encoder-only"]);
+        assert!(line.contains(" tensors, "), "{line}");
+        let out = Command::new(python())
+            .args(["-c", READ])
+            .arg(&full)
+            .arg(&enc)
+            .output()
+            .expect("python with gguf");
+        assert!(out.status.success(), "{}", text(&out));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["block_count"], n_enc, "{model}");
+        assert!(v["full_block_count"].as_u64().unwrap() > n_enc, "{model}");
+        assert_eq!(
+            v["ffn"],
+            serde_json::json!(vec![intermediate; n_enc as usize]),
+            "{model}"
+        );
+        assert_eq!(v["decision_keys"], serde_json::json!([]), "{model}");
+        let names = |k: &str| -> Vec<String> {
+            v[k].as_array()
+                .unwrap()
+                .iter()
+                .map(|n| n.as_str().unwrap().to_string())
+                .collect()
+        };
+        let is_head = |n: &str| {
+            n.starts_with("cls") || n.starts_with("token_types") || {
+                let block = n.strip_prefix("blk.").and_then(|r| r.split('.').next());
+                block
+                    .and_then(|b| b.parse::<u64>().ok())
+                    .is_some_and(|b| b >= n_enc)
+            }
+        };
+        let want: Vec<String> = names("full_tensors")
+            .into_iter()
+            .filter(|n| !is_head(n))
+            .collect();
+        assert_eq!(names("tensors"), want, "{model}");
+        let mut same = names("same");
+        same.sort();
+        assert_eq!(
+            same, want,
+            "{model}: encoder tensors differ from the full file's"
+        );
+        // Besides the cut keys, only the parameter count's label may differ.
+        assert_eq!(
+            v["other_keys_differ"],
+            serde_json::json!([
+                "general.size_label",
+                "modern-bert.block_count",
+                "modern-bert.feed_forward_length"
+            ]),
+            "{model}"
+        );
+    }
+}

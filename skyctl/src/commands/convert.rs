@@ -35,6 +35,12 @@ pub struct Args {
     /// Convert NaN/Inf weights instead of refusing them.
     #[arg(long)]
     pub allow_nonfinite: bool,
+    /// Write the encoder alone, for upstream llama.cpp (embeddings; it refuses the full file):
+    /// no decision-head blocks, `token_types` or `cls.*` tensors, no `decision.*` keys, and
+    /// `block_count` and `feed_forward_length` cut to the encoder. skyctl cannot answer
+    /// questions with it.
+    #[arg(long)]
+    pub encoder_only: bool,
 }
 
 /// Run `skyctl convert`.
@@ -56,6 +62,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         name: args.name,
         pre: args.pre,
         allow_nonfinite: args.allow_nonfinite,
+        encoder_only: args.encoder_only,
     };
     let s = convert(&ckpt, &opts, &args.out)?;
     let q8 = s.tensors.iter().filter(|t| t.ty == GgmlType::Q8_0).count();

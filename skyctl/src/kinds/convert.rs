@@ -83,6 +83,7 @@ impl Kind for Convert {
             name: params.name.clone(),
             pre: None,
             allow_nonfinite: false,
+            encoder_only: false,
         };
         let s = convert_until(&ckpt, &opts, out, Some(crate::ops::stop_requested))
             .with_context(|| format!("node `{node}`: converting `{}`", input.rel))?;

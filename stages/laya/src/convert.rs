@@ -33,6 +33,11 @@ pub struct ConvertOptions {
     pub pre: Option<String>,
     /// Convert NaN/Inf weights instead of refusing them.
     pub allow_nonfinite: bool,
+    /// Write the encoder alone, for upstream llama.cpp (embeddings): no decision-head blocks,
+    /// no `token_types` or `cls.*` tensors, no `decision.*` keys, and `block_count` and
+    /// `feed_forward_length` cut to the encoder's layers. Upstream refuses the full file (its
+    /// `block_count` counts the head blocks, which it would build as encoder layers).
+    pub encoder_only: bool,
 }
 
 /// One written tensor.
@@ -113,17 +118,29 @@ fn plan<'a>(
 ) -> Result<Vec<(&'a TensorEntry, GgmlType)>> {
     opts.policy.validate()?;
     let n_enc = ckpt.encoder.num_hidden_layers;
-    Ok(ckpt
-        .tensors()
-        .iter()
+    Ok(written_tensors(ckpt, opts)
         .map(|t| (t, opts.policy.type_for(&t.gguf_name, &t.shape, n_enc)))
         .collect())
+}
+
+/// The checkpoint's tensors that go into the file (all, or the encoder's alone).
+fn written_tensors<'a>(
+    ckpt: &'a LayaCheckpoint,
+    opts: &ConvertOptions,
+) -> impl Iterator<Item = &'a TensorEntry> {
+    let n_enc = ckpt.encoder.num_hidden_layers;
+    let encoder_only = opts.encoder_only;
+    ckpt.tensors()
+        .iter()
+        .filter(move |t| !(encoder_only && crate::is_head_tensor(&t.gguf_name, n_enc)))
 }
 
 /// The metadata keys only, in order, in a writer.
 fn metadata_writer(ckpt: &LayaCheckpoint, opts: &ConvertOptions) -> Result<GgufWriter> {
     let mut w = GgufWriter::new();
-    let n_params: u64 = ckpt.tensors().iter().map(|t| t.n_elements() as u64).sum();
+    let n_params: u64 = written_tensors(ckpt, opts)
+        .map(|t| t.n_elements() as u64)
+        .sum();
     write_metadata(&mut w, ckpt, opts, n_params)?;
     Ok(w)
 }
@@ -214,7 +231,7 @@ pub fn convert_until(
     )?;
     Ok(ConvertSummary {
         path: out.to_path_buf(),
-        n_params: ckpt.n_params() as u64,
+        n_params: plan.iter().map(|(t, _)| t.n_elements() as u64).sum(),
         tensor_bytes: tensors.iter().map(|t| t.bytes).sum(),
         file_bytes,
         n_kv: meta.metadata().len(),
@@ -244,12 +261,17 @@ fn write_metadata(
     w.add_kv("general.name", name);
     w.add_kv("general.size_label", size_label(n_params));
 
-    let n_blocks = enc.num_hidden_layers + agent.head_layers;
+    let head_layers = if opts.encoder_only {
+        0
+    } else {
+        agent.head_layers
+    };
+    let n_blocks = enc.num_hidden_layers + head_layers;
     w.add_kv(k("block_count"), u(n_blocks)?);
     w.add_kv(k("context_length"), u(enc.max_position_embeddings)?);
     w.add_kv(k("embedding_length"), u(enc.hidden_size)?);
     let mut ffn = vec![enc.intermediate_size; enc.num_hidden_layers];
-    ffn.extend(std::iter::repeat_n(4 * enc.hidden_size, agent.head_layers));
+    ffn.extend(std::iter::repeat_n(4 * enc.hidden_size, head_layers));
     let ffn: Vec<i32> = ffn
         .into_iter()
         .map(|f| {
@@ -280,15 +302,17 @@ fn write_metadata(
     if let Some(act) = &enc.hidden_activation {
         w.add_kv(k("hidden_activation"), act.as_str());
     }
-    w.add_kv(k("decision.type"), "laya");
-    w.add_kv(k("decision.block_count"), u(agent.head_layers)?);
-    w.add_kv(k("decision.max_head_tokens"), u(agent.head_max_len)?);
-    if let Some(max_len) = agent.max_len {
-        // not read by llama.cpp: Laya's whole-sequence limit
-        w.add_kv(k("decision.max_tokens"), u(max_len)?);
-    }
-    for (name, t) in agent.temperatures() {
-        w.add_kv(k(&format!("decision.temperature.{name}")), t);
+    if !opts.encoder_only {
+        w.add_kv(k("decision.type"), "laya");
+        w.add_kv(k("decision.block_count"), u(agent.head_layers)?);
+        w.add_kv(k("decision.max_head_tokens"), u(agent.head_max_len)?);
+        if let Some(max_len) = agent.max_len {
+            // not read by llama.cpp: Laya's whole-sequence limit
+            w.add_kv(k("decision.max_tokens"), u(max_len)?);
+        }
+        for (name, t) in agent.temperatures() {
+            w.add_kv(k(&format!("decision.temperature.{name}")), t);
+        }
     }
     w.add_kv("general.quantization_version", 2u32);
     let pre = opts.pre.as_deref().unwrap_or(DEFAULT_PRE);

@@ -42,7 +42,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
                     "no remote cache: give --remote-cache URL, SKYCTL_REMOTE_CACHE or [cache] remote"
                 );
             };
-            if remote.config().read_only {
+            if remote.read_only() {
                 anyhow::bail!("the remote cache is read-only here: nothing can be pushed");
             }
             let _lock = store.lock(false)?;
@@ -55,7 +55,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
             println!(
                 "pushed {} of {pushed} results to {} ({} requests, {} bytes up, {} warnings)",
                 s.uploaded,
-                remote.config().shown_url(),
+                remote.shown_url(),
                 s.requests,
                 s.bytes_uploaded,
                 s.warnings

@@ -1175,4 +1175,183 @@ mod tests {
             "node `a`: stage kind `command` is not available in this build"
         );
     }
+
+    /// `opts()` with a remote cache over `fake`.
+    fn with_remote(fake: &Arc<crate::remote::MemoryRemote>, read_only: bool) -> BuildOptions {
+        let settings = crate::remote::RemoteSettings {
+            shown_url: "mem://cache".into(),
+            read_only,
+            signer: None,
+        };
+        BuildOptions {
+            remote: Some(crate::remote::RemoteCache::new(fake.clone(), settings)),
+            ..opts()
+        }
+    }
+
+    fn statuses(events: &Collect) -> Vec<(String, NodeStatus)> {
+        events
+            .0
+            .iter()
+            .filter_map(|e| match e {
+                Event::Finished { node, status, .. } => Some((node.clone(), *status)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn remote_miss_runs_and_uploads_then_another_clone_restores_without_running() {
+        let fake = Arc::new(crate::remote::MemoryRemote::new());
+        let (_dir, ws, g, reg, runs) = setup(chain());
+        let s = build(
+            &ws,
+            &g,
+            &reg,
+            &with_remote(&fake, false),
+            &mut Collect::default(),
+        )
+        .unwrap();
+        assert_eq!((s.executed, s.failed), (2, 0));
+        let r = s.remote.unwrap();
+        // Two misses (GET ac/ each), then per node: HEAD + PUT of its blob and its log, PUT ac/.
+        assert_eq!((r.restored, r.uploaded, r.warnings), (0, 2, 0));
+        let ac: Vec<String> = fake
+            .paths()
+            .into_iter()
+            .filter(|p| p.starts_with("ac/"))
+            .collect();
+        assert_eq!(ac.len(), 2, "{:?}", fake.paths());
+        assert!(fake
+            .paths()
+            .contains(&format!("cas/{}", Digest::of(b"abc").hex())));
+
+        // A fresh clone: both nodes come from the remote, nothing runs.
+        let (dir2, ws2, g2, reg2, runs2) = setup(chain());
+        let mut events = Collect::default();
+        let s = build(&ws2, &g2, &reg2, &with_remote(&fake, false), &mut events).unwrap();
+        assert_eq!((s.executed, s.cached, s.failed), (0, 2, 0));
+        assert_eq!(s.remote.unwrap().restored, 2);
+        assert_eq!(runs.load(Ordering::SeqCst), 2);
+        assert_eq!(runs2.load(Ordering::SeqCst), 0);
+        assert_eq!(
+            statuses(&events),
+            [
+                ("a".into(), NodeStatus::Remote),
+                ("b".into(), NodeStatus::Remote)
+            ]
+        );
+        assert_eq!(
+            std::fs::read_to_string(dir2.path().join("o/b")).unwrap(),
+            "abc"
+        );
+
+        // A no-op build sends no request at all.
+        let before = fake.calls().len();
+        let s = build(
+            &ws2,
+            &g2,
+            &reg2,
+            &with_remote(&fake, false),
+            &mut Collect::default(),
+        )
+        .unwrap();
+        assert_eq!((s.executed, s.cached), (0, 2));
+        assert_eq!(fake.calls().len(), before);
+    }
+
+    #[test]
+    fn a_read_only_remote_is_asked_but_never_written() {
+        let fake = Arc::new(crate::remote::MemoryRemote::new());
+        let (_dir, ws, g, reg, _) = setup(chain());
+        let s = build(
+            &ws,
+            &g,
+            &reg,
+            &with_remote(&fake, true),
+            &mut Collect::default(),
+        )
+        .unwrap();
+        assert_eq!(s.executed, 2);
+        assert_eq!(s.remote.unwrap().uploaded, 0);
+        let calls = fake.calls();
+        assert!(calls.iter().all(|c| c.starts_with("GET ac/")), "{calls:?}");
+        assert_eq!(calls.len(), 2);
+        assert!(fake.paths().is_empty());
+    }
+
+    #[test]
+    fn a_failing_remote_is_one_warning_and_the_build_succeeds() {
+        let fake = Arc::new(crate::remote::MemoryRemote::new());
+        fake.fail_with(crate::remote::Failure::Status(500));
+        let (_dir, ws, g, reg, runs) = setup(chain());
+        let mut events = Collect::default();
+        let s = build(&ws, &g, &reg, &with_remote(&fake, false), &mut events).unwrap();
+        assert_eq!((s.executed, s.failed), (2, 0));
+        assert_eq!(runs.load(Ordering::SeqCst), 2);
+        let r = s.remote.unwrap();
+        // The first read fails: reads and writes are off for the rest of the build.
+        assert_eq!((r.requests, r.warnings, r.uploaded), (1, 1, 0));
+        assert_eq!(fake.calls().len(), 1);
+        let notes: Vec<&String> = events
+            .0
+            .iter()
+            .filter_map(|e| match e {
+                Event::Note { message } if message.contains("remote cache") => Some(message),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(
+            notes[0].starts_with("warning: remote cache mem://cache: GET ac/"),
+            "{notes:?}"
+        );
+        assert!(
+            notes[0].ends_with(
+                ": answered 500 Internal Server Error; building without the remote cache"
+            ),
+            "{notes:?}"
+        );
+    }
+
+    #[test]
+    fn a_refused_upload_is_one_warning_and_reads_go_on() {
+        let fake = Arc::new(crate::remote::MemoryRemote::new());
+        fake.refuse_writes();
+        let (_dir, ws, g, reg, _) = setup(chain());
+        let mut events = Collect::default();
+        let s = build(&ws, &g, &reg, &with_remote(&fake, false), &mut events).unwrap();
+        assert_eq!((s.executed, s.failed), (2, 0));
+        let r = s.remote.unwrap();
+        assert_eq!((r.uploaded, r.warnings), (0, 1));
+        assert!(fake.paths().is_empty());
+        assert!(events.0.iter().any(|e| matches!(e, Event::Note { message }
+            if message.contains(": answered 403 Forbidden; not uploading to it for the rest of this build"))));
+    }
+
+    #[test]
+    fn a_corrupt_remote_blob_is_a_warning_and_a_miss_and_is_uploaded_again() {
+        let fake = Arc::new(crate::remote::MemoryRemote::new());
+        let (_dir, ws, g, reg, _) = setup(vec![cmd("a", "x", &["in.txt"], &["o/a"])]);
+        build(
+            &ws,
+            &g,
+            &reg,
+            &with_remote(&fake, false),
+            &mut Collect::default(),
+        )
+        .unwrap();
+        let blob = format!("cas/{}", Digest::of(b"abc").hex());
+        // Same size, other bytes: only the digest check can tell.
+        fake.insert(&blob, b"xyz".to_vec());
+        let (_dir2, ws2, g2, reg2, runs2) = setup(vec![cmd("a", "x", &["in.txt"], &["o/a"])]);
+        let mut events = Collect::default();
+        let s = build(&ws2, &g2, &reg2, &with_remote(&fake, false), &mut events).unwrap();
+        assert_eq!((s.executed, s.failed), (1, 0));
+        assert_eq!(runs2.load(Ordering::SeqCst), 1);
+        assert!(events.0.iter().any(|e| matches!(e, Event::Note { message }
+            if message.contains(&format!("{blob}: content does not match its digest")))));
+        // The node ran here, and its good blob replaced the bad one.
+        assert_eq!(fake.get(&blob).unwrap(), b"abc");
+    }
 }

@@ -22,7 +22,8 @@
 //!   restore or run, store outputs, record; then [`release`] swaps the release tree in.
 //! - [`query`]: status, explain and graph export, read-only.
 //! - [`remote`]: the shared remote cache (Bazel HTTP layout): fetch on a local miss, upload
-//!   after a run; it never fails a build.
+//!   after a run; it never fails a build. The wire is a [`remote::Transport`] (sky-remote's
+//!   HTTP client, or [`remote::MemoryRemote`] in tests).
 //!
 //! Seams: kinds are the only code that produces outputs; progress goes out as
 //! [`report::Event`]s to a [`report::Reporter`]. [`command::Command`] is the one built-in kind

@@ -52,9 +52,13 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         None => println!("key      unknown until upstream nodes run"),
     }
     println!("outputs  {}", v.outputs.join(", "));
-    match &e.last_key {
-        Some(k) => println!("last key {}", k.hex()),
-        None => println!("last key none (never built here)"),
+    match (&e.last_key, &v.last_failure) {
+        (Some(k), _) => println!("last key {}", k.hex()),
+        (None, Some(_)) => println!("last key none (failed in the last build)"),
+        (None, None) => println!("last key none (never built here)"),
+    }
+    if let Some(f) = &v.last_failure {
+        println!("last run FAILED ({}): {f}", f.kind());
     }
     match &v.stale {
         None => println!("status   up to date"),

@@ -71,7 +71,6 @@ pub enum Command {
 /// Parse the command line, run it, and turn the result into an exit code.
 pub fn main() -> ExitCode {
     sky_dag::timings::mark("start");
-    quiet_on_broken_pipe();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
@@ -93,6 +92,8 @@ pub fn main() -> ExitCode {
         Ok(Outcome::Failed) => ExitCode::from(EXIT_FAILED),
         Ok(Outcome::BadInput) => ExitCode::from(EXIT_USAGE),
         Ok(Outcome::Interrupted(sig)) => ExitCode::from(128u8.saturating_add(sig as u8)),
+        // Output to a closed pipe (`skyctl graph | head -1`) is not an error of ours.
+        Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             #[allow(clippy::print_stderr)]
             {
@@ -127,21 +128,30 @@ fn run(command: Command) -> anyhow::Result<Outcome> {
     }
 }
 
-/// Output to a closed pipe (`skyctl graph --format json | head -1`) ends the process quietly
-/// with status 0, as ripgrep does: `println!` panics on EPIPE, so the panic hook recognises
-/// that one panic and exits instead of printing it. Every other panic is reported as usual.
-fn quiet_on_broken_pipe() {
-    let default = std::panic::take_hook();
-    std::panic::set_hook(Box::new(move |info| {
-        let payload = info.payload();
-        let msg = payload
-            .downcast_ref::<String>()
-            .map(String::as_str)
-            .or_else(|| payload.downcast_ref::<&str>().copied())
-            .unwrap_or("");
-        if msg.contains("failed printing to std") && msg.contains("Broken pipe") {
-            std::process::exit(0);
-        }
-        default(info);
-    }));
+/// Whether the error is a write to a closed pipe: output goes through `outln!`/`writeln!`
+/// with `?`, so it arrives here as an [`std::io::Error`] of kind `BrokenPipe` (ripgrep's
+/// check), anywhere in the chain of contexts.
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_broken_pipe;
+    use std::io::{Error, ErrorKind};
+
+    #[test]
+    fn a_broken_pipe_is_recognised_by_its_kind_under_any_context() {
+        let e =
+            anyhow::Error::new(Error::from(ErrorKind::BrokenPipe)).context("printing the graph");
+        assert!(is_broken_pipe(&e));
+        // The same words in a message are not a broken pipe.
+        let e = anyhow::anyhow!("failed printing to stdout: Broken pipe (os error 32)");
+        assert!(!is_broken_pipe(&e));
+        let e = anyhow::Error::new(Error::from(ErrorKind::PermissionDenied));
+        assert!(!is_broken_pipe(&e));
+    }
 }

@@ -8,6 +8,24 @@
 //! `stages/`. Arrows point down: cli -> commands -> {pipeline, kinds, ops}; pipeline -> kinds
 //! -> ops; nothing points at `cli` or `commands`.
 
+/// `println!` that hands a failed write back (`?`) instead of panicking: a closed pipe
+/// (`skyctl graph | head -1`) then ends the command as an `io::ErrorKind::BrokenPipe` error,
+/// which [`cli::main`] turns into a quiet exit 0, as ripgrep does.
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout().lock(), $($arg)*)?
+    }};
+}
+
+/// `print!` the same way as [`outln!`].
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        write!(std::io::stdout().lock(), $($arg)*)?
+    }};
+}
+
 pub mod cli;
 pub mod commands;
 pub mod kinds;

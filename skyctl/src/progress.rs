@@ -159,7 +159,10 @@ impl Reporter for Console {
                     NodeStatus::Remote => self.line(&format!("fetched   {node}{why}")),
                     NodeStatus::Cached if self.verbose => self.line(&format!("cached    {node}")),
                     NodeStatus::Cached => {}
-                    NodeStatus::Skipped => self.line(&format!("skipped   {node}")),
+                    NodeStatus::Skipped => match error {
+                        Some(e) => self.line(&format!("skipped   {node}: {e}")),
+                        None => self.line(&format!("skipped   {node}")),
+                    },
                     NodeStatus::Failed => {
                         self.line(&format!(
                             "FAILED    {node}{why}: {}",

@@ -5,7 +5,8 @@
 use std::time::Duration;
 
 use anyhow::Context;
-use sky_dag::remote::{RemoteCache, RemoteConfig};
+use sky_dag::remote::RemoteCache;
+use sky_remote::RemoteConfig;
 
 use crate::pipeline::Manifest;
 
@@ -84,6 +85,6 @@ impl RemoteArgs {
                 .with_signing_key(k.as_bytes())
                 .map_err(anyhow::Error::msg)?;
         }
-        Ok(Some(RemoteCache::new(config)))
+        Ok(Some(config.open()))
     }
 }

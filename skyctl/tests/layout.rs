@@ -186,3 +186,78 @@ fn sky_dag_depends_on_no_stage_crate_but_sky_fs() {
     let sky: Vec<&String> = deps.keys().filter(|k| k.starts_with("sky")).collect();
     assert_eq!(sky, ["sky-fs"]);
 }
+
+/// Every package sky-dag can pull in as a normal or build dependency, read from `Cargo.lock`
+/// (a superset of what one platform builds: every target's and every feature's).
+fn sky_dag_closure() -> BTreeSet<String> {
+    let lock = std::fs::read_to_string(repo_root().join("Cargo.lock")).unwrap();
+    let doc: toml::Table = lock.parse().unwrap();
+    let mut deps: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for p in doc["package"].as_array().unwrap() {
+        let name = p["name"].as_str().unwrap().to_string();
+        // An entry is `name` or `name version` (when two versions are locked).
+        let named = p
+            .get("dependencies")
+            .and_then(|d| d.as_array())
+            .into_iter()
+            .flatten()
+            .filter_map(|d| d.as_str())
+            .map(|d| d.split(' ').next().unwrap_or(d).to_string());
+        deps.entry(name).or_default().extend(named);
+    }
+    // sky-dag's own entry also names its dev-dependencies; they are its manifest's to list.
+    let manifest = std::fs::read_to_string(repo_root().join("stages/dag/Cargo.toml")).unwrap();
+    let manifest: toml::Table = manifest.parse().unwrap();
+    let mut todo: Vec<String> = manifest["dependencies"]
+        .as_table()
+        .unwrap()
+        .keys()
+        .cloned()
+        .collect();
+    let mut seen = BTreeSet::new();
+    while let Some(n) = todo.pop() {
+        if seen.insert(n.clone()) {
+            todo.extend(deps.get(&n).into_iter().flatten().cloned());
+        }
+    }
+    seen
+}
+
+/// Issue 27: the remote cache's HTTP client and record signer live in sky-remote, behind
+/// sky-dag's `Transport` and `Signer` traits, so users of the engine link no HTTP, TLS or
+/// crypto crate.
+#[test]
+fn sky_dag_links_no_http_tls_or_crypto_crate() {
+    let closure = sky_dag_closure();
+    // The walk found the engine's real dependencies (a test that sees none proves nothing).
+    for expected in ["blake3", "serde_json", "sky-fs", "rustix"] {
+        assert!(closure.contains(expected), "{expected} not in {closure:?}");
+    }
+    let banned = [
+        "ureq",
+        "ureq-proto",
+        "http",
+        "httparse",
+        "hyper",
+        "reqwest",
+        "rustls",
+        "rustls-pki-types",
+        "rustls-webpki",
+        "webpki-roots",
+        "native-tls",
+        "openssl",
+        "ring",
+        "aws-lc-rs",
+        "hmac",
+        "sha2",
+        "digest",
+    ];
+    let found: Vec<&str> = banned
+        .into_iter()
+        .filter(|b| closure.contains(*b))
+        .collect();
+    assert!(found.is_empty(), "sky-dag depends on {found:?}");
+    // The client is still built, in its own crate.
+    let lock = std::fs::read_to_string(repo_root().join("Cargo.lock")).unwrap();
+    assert!(lock.contains("name = \"sky-remote\""));
+}

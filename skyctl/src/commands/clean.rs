@@ -1,7 +1,5 @@
 //! `skyctl clean`.
 
-#![allow(clippy::print_stdout)]
-
 use crate::outcome::Outcome;
 
 use crate::pipeline_args::WorkspaceArgs;
@@ -20,9 +18,9 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
     let graph = ws.graph()?;
     let _lock = ws.lock(&mut |m| eprintln_note(m))?;
     let done = ws.clean(&graph)?;
-    println!("removed {} outputs", done.removed);
+    outln!("removed {} outputs", done.removed);
     for (path, why) in &done.left {
-        println!("left `{path}`: {why}");
+        outln!("left `{path}`: {why}");
     }
     Ok(Outcome::Success)
 }

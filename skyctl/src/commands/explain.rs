@@ -1,7 +1,5 @@
 //! `skyctl explain NODE`.
 
-#![allow(clippy::print_stdout)]
-
 use crate::outcome::Outcome;
 
 use crate::kinds::registry;
@@ -33,35 +31,39 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
     }
     let e = query::explain(&ws, &graph, &registry(), &args.node)?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&e)?);
+        outln!("{}", serde_json::to_string_pretty(&e)?);
         return Ok(Outcome::Success);
     }
     let v = &e.view;
-    println!("node     {}", v.id);
-    println!("kind     {}", v.kind);
+    outln!("node     {}", v.id);
+    outln!("kind     {}", v.kind);
     match &e.material {
         Some(m) => {
-            println!("version  {}", m.version);
-            println!("key      {}", v.key.map(|k| k.hex()).unwrap_or_default());
-            println!("params   {}", serde_json::to_string(&m.params)?);
-            println!("inputs");
+            outln!("version  {}", m.version);
+            outln!("key      {}", v.key.map(|k| k.hex()).unwrap_or_default());
+            outln!("params   {}", serde_json::to_string(&m.params)?);
+            outln!("inputs");
             for i in &m.inputs {
-                println!("  {}  {}", i.digest.short(), i.path);
+                outln!("  {}  {}", i.digest.short(), i.path);
             }
         }
-        None => println!("key      unknown until upstream nodes run"),
+        None => outln!("key      unknown until upstream nodes run"),
     }
-    println!("outputs  {}", v.outputs.join(", "));
-    match &e.last_key {
-        Some(k) => println!("last key {}", k.hex()),
-        None => println!("last key none (never built here)"),
+    outln!("outputs  {}", v.outputs.join(", "));
+    match (&e.last_key, &v.last_failure) {
+        (Some(k), _) => outln!("last key {}", k.hex()),
+        (None, Some(_)) => outln!("last key none (failed in the last build)"),
+        (None, None) => outln!("last key none (never built here)"),
+    }
+    if let Some(f) = &v.last_failure {
+        outln!("last run FAILED ({}): {f}", f.kind());
     }
     match &v.stale {
-        None => println!("status   up to date"),
-        Some(why) => println!("status   stale: {why}"),
+        None => outln!("status   up to date"),
+        Some(why) => outln!("status   stale: {why}"),
     }
     for d in &e.differences {
-        println!("  differs: {d}");
+        outln!("  differs: {d}");
     }
     Ok(Outcome::Success)
 }
@@ -90,20 +92,20 @@ fn group(
             .iter()
             .map(|v| serde_json::json!({"node": v.id, "kind": v.kind, "key": v.key, "stale": v.stale}))
             .collect();
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&serde_json::json!({"model": name, "nodes": list}))?
         );
         return Ok(Some(Outcome::Success));
     }
-    println!(
+    outln!(
         "model `{name}`: {} nodes (skyctl explain NODE for one)",
         rows.len()
     );
     for v in rows {
         match &v.stale {
-            None => println!("  {:<32} {:<14} up to date", v.id, v.kind),
-            Some(why) => println!("  {:<32} {:<14} stale: {why}", v.id, v.kind),
+            None => outln!("  {:<32} {:<14} up to date", v.id, v.kind),
+            Some(why) => outln!("  {:<32} {:<14} stale: {why}", v.id, v.kind),
         }
     }
     Ok(Some(Outcome::Success))

@@ -1,7 +1,5 @@
 //! `skyctl gc`.
 
-#![allow(clippy::print_stdout)]
-
 use crate::outcome::Outcome;
 
 use crate::pipeline_args::WorkspaceArgs;
@@ -20,18 +18,21 @@ pub struct Args {
 pub fn run(args: Args) -> anyhow::Result<Outcome> {
     let ws = args.workspace.open()?;
     let s = ws.store()?.gc(args.keep_last)?;
-    println!(
+    outln!(
         "removed {} action records, {} blobs ({} bytes), {} build records",
-        s.actions, s.blobs, s.bytes, s.builds
+        s.actions,
+        s.blobs,
+        s.bytes,
+        s.builds
     );
     if s.odd_entries > 0 {
-        println!(
+        outln!(
             "repaired: {} entries that were not regular files removed from actions/, builds/ and tmp/",
             s.odd_entries
         );
     }
     if s.corrupt_blobs + s.broken_actions > 0 {
-        println!(
+        outln!(
             "repaired: {} damaged blobs removed, {} action records that needed them dropped (their nodes re-run)",
             s.corrupt_blobs, s.broken_actions
         );

@@ -1,7 +1,5 @@
 //! `skyctl graph`.
 
-#![allow(clippy::print_stdout)]
-
 use crate::outcome::Outcome;
 
 use crate::kinds::registry;
@@ -41,41 +39,41 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
                 .iter()
                 .map(|v| serde_json::json!({"id": v.id, "kind": v.kind, "key": v.key, "deps": v.deps, "outputs": v.outputs}))
                 .collect();
-            println!(
+            outln!(
                 "{}",
                 serde_json::to_string_pretty(&serde_json::json!({ "nodes": nodes }))?
             );
         }
         Format::Dot => {
-            println!("digraph pipeline {{\n  rankdir=LR;");
+            outln!("digraph pipeline {{\n  rankdir=LR;");
             for v in &views {
                 let style = if v.stale.is_some() {
                     ", style=bold, color=red"
                 } else {
                     ""
                 };
-                println!(
+                outln!(
                     "  {:?} [label={:?}{style}];",
                     v.id,
                     format!("{}\n{}", v.id, v.kind)
                 );
                 for d in &v.deps {
-                    println!("  {d:?} -> {:?};", v.id);
+                    outln!("  {d:?} -> {:?};", v.id);
                 }
             }
-            println!("}}");
+            outln!("}}");
         }
         Format::Mermaid => {
-            println!("flowchart LR");
+            outln!("flowchart LR");
             let ids: std::collections::BTreeMap<&str, usize> = views
                 .iter()
                 .enumerate()
                 .map(|(i, v)| (v.id.as_str(), i))
                 .collect();
             for (i, v) in views.iter().enumerate() {
-                println!("  n{i}[\"{} ({})\"]", v.id.replace('"', "'"), v.kind);
+                outln!("  n{i}[\"{} ({})\"]", v.id.replace('"', "'"), v.kind);
                 for d in &v.deps {
-                    println!("  n{} --> n{i}", ids[d.as_str()]);
+                    outln!("  n{} --> n{i}", ids[d.as_str()]);
                 }
             }
         }

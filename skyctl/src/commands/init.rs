@@ -3,8 +3,6 @@
 //! writes it, or a copy of an existing Laya checkpoint), a cases file, the expected outputs
 //! recorded from the checkpoint, and a commented `pipeline.toml` that uses them.
 
-#![allow(clippy::print_stdout)]
-
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
@@ -104,16 +102,16 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         "{} (commented; edit it to add models)",
         manifest.display()
     ));
-    println!("wrote:");
+    outln!("wrote:");
     for w in &wrote {
-        println!("  {w}");
+        outln!("  {w}");
     }
     let cd = if dir == Path::new(".") {
         String::new()
     } else {
         format!("cd {} && ", dir.display())
     };
-    println!("next: {cd}skyctl build && skyctl verify");
+    outln!("next: {cd}skyctl build && skyctl verify");
     Ok(Outcome::Success)
 }
 

@@ -1,6 +1,6 @@
 //! `skyctl status` (and `skyctl build --dry-run`, which prints the same list).
 
-#![allow(clippy::print_stdout, clippy::print_stderr)]
+#![allow(clippy::print_stderr)]
 
 use crate::outcome::Outcome;
 
@@ -63,12 +63,12 @@ pub fn report(
             (false, _, _) => "stale",
         };
         if json {
-            println!(
+            outln!(
                 "{}",
                 serde_json::json!({"node": v.id, "kind": v.kind, "action": verb, "why": why, "key": v.key})
             );
         } else {
-            println!("{verb:<8} {:<32} {why}", v.id);
+            outln!("{verb:<8} {:<32} {why}", v.id);
         }
     }
     if let Some(r) = remote {
@@ -77,7 +77,7 @@ pub fn report(
         }
     }
     if !json && stale == 0 {
-        println!("up to date ({} nodes)", plan.len());
+        outln!("up to date ({} nodes)", plan.len());
     }
     Ok(if stale > 0 && !dry_run {
         Outcome::Failed

@@ -1,6 +1,6 @@
 //! `skyctl store`.
 
-#![allow(clippy::print_stdout, clippy::print_stderr)]
+#![allow(clippy::print_stderr)]
 
 use crate::outcome::Outcome;
 
@@ -42,7 +42,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
                     "no remote cache: give --remote-cache URL, SKYCTL_REMOTE_CACHE or [cache] remote"
                 );
             };
-            if remote.config().read_only {
+            if remote.read_only() {
                 anyhow::bail!("the remote cache is read-only here: nothing can be pushed");
             }
             let _lock = store.lock(false)?;
@@ -52,10 +52,10 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
                 eprintln!("skyctl: {w}");
             }
             let s = remote.stats();
-            println!(
+            outln!(
                 "pushed {} of {pushed} results to {} ({} requests, {} bytes up, {} warnings)",
                 s.uploaded,
-                remote.config().shown_url(),
+                remote.shown_url(),
                 s.requests,
                 s.bytes_uploaded,
                 s.warnings
@@ -67,7 +67,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
             })
         }
         Action::Path => {
-            println!("{}", store.root().display());
+            outln!("{}", store.root().display());
             Ok(Outcome::Success)
         }
         Action::Check => {
@@ -81,14 +81,14 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
                 .unwrap_or_default();
             problems.extend(sky_dag::query::check_materialized(&ws, &release_dir));
             for (path, message) in &problems {
-                println!("{path}: {message}");
+                outln!("{path}: {message}");
             }
             if problems.is_empty() {
-                println!("store ok: {}", store.root().display());
+                outln!("store ok: {}", store.root().display());
                 Ok(Outcome::Success)
             } else {
                 let n = problems.len();
-                println!("{n} problem{}", if n == 1 { "" } else { "s" });
+                outln!("{n} problem{}", if n == 1 { "" } else { "s" });
                 Ok(Outcome::Failed)
             }
         }

@@ -1,7 +1,5 @@
 //! `skyctl verify`: build the golden suite nodes of pipeline.toml (and what they need).
 
-#![allow(clippy::print_stdout)]
-
 use crate::outcome::Outcome;
 
 use std::collections::BTreeMap;
@@ -48,7 +46,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         args.suites
     };
     if targets.is_empty() {
-        println!(
+        outln!(
             "no [[golden]] suites in {}",
             ws.manifest.source.file.display()
         );
@@ -92,7 +90,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
     let mut console = Console::new(Mode::pick(args.json), false);
     let mut rec = Recorder::new(&mut console);
     let summary = sky_dag::build(&ws.ws, &ws.graph()?, &registry(), &opts, &mut rec)?;
-    print!("{}", verify_output(&ws, &targets, &rec, args.json));
+    out!("{}", verify_output(&ws, &targets, &rec, args.json));
     console.summary(&summary);
     Ok(if let Some(sig) = sky_dag::interrupt::requested() {
         Outcome::Interrupted(sig)

@@ -477,7 +477,7 @@ impl Manifest {
 
     fn validate(&self) -> Result<()> {
         if let Some(url) = &self.cache.remote {
-            sky_dag::remote::RemoteConfig::new(url.get_ref())
+            sky_remote::RemoteConfig::new(url.get_ref())
                 .map_err(|e| self.error_at(url.span(), e))?;
         }
         // Names: unique across models, commands and goldens (they share the node namespace).

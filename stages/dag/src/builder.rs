@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use crate::error::{DagError, Result};
+use crate::failure::NodeFailure;
 use crate::graph::{Graph, NodeIdx};
 use crate::key::{Digest, KeyMaterial};
 use crate::kind::{DynKind, Registry, StageCtx, StageInput};
@@ -19,7 +20,7 @@ use crate::plan::Plan;
 use crate::release;
 use crate::report::{Event, NodeStatus, Reporter, Summary};
 use crate::scan::{DirtyReason, Freshness, Scanner};
-use crate::scheduler::{Driver, Scheduler, Start};
+use crate::scheduler::{Driver, Panicked, Scheduler, Start};
 use crate::state::{LastBuild, NodeState, Preloaded, StoreStamp};
 use crate::store::{ActionRecord, OutputRecord, Store};
 use crate::tree::{list_files, Tree, TreeEntry};
@@ -46,7 +47,7 @@ const PREFETCH_MIN: usize = 256;
 
 /// What a worker sends back.
 pub struct JobOutput {
-    result: std::result::Result<Vec<OutputRecord>, String>,
+    result: std::result::Result<Vec<OutputRecord>, NodeFailure>,
     log: Vec<u8>,
     seconds: f64,
     /// The result came from the remote cache.
@@ -154,6 +155,7 @@ pub fn build_preloaded(
     crate::timings::mark("check kinds + prefetch");
     reporter.event(&Event::Plan { total: plan.len() });
     let remote_before = opts.remote.as_ref().map(|r| r.stats());
+    let failures_before = crate::state::load_failures(&ws.state);
 
     let journal = crate::state::Journal::new(ws.state.journal());
     let journaled = journal.read();
@@ -176,6 +178,10 @@ pub fn build_preloaded(
         keys: vec![None; graph.nodes.len()],
         materials: vec![None; graph.nodes.len()],
         reasons: vec![None; graph.nodes.len()],
+        failed: vec![false; graph.nodes.len()],
+        first_failure: None,
+        failures_before: &failures_before,
+        outcomes: vec![None; graph.nodes.len()],
         new_last: LastBuild::default(),
         made: &made,
         journal: &journal,
@@ -230,8 +236,27 @@ pub fn build_preloaded(
         keys,
         reporter,
         stored,
+        outcomes,
         ..
     } = driver;
+    // Each node's last failure: set by a failed run, cleared by a success.
+    let mut failures = failures_before.clone();
+    for (n, outcome) in outcomes.into_iter().enumerate() {
+        match outcome {
+            Some(Some(f)) => {
+                failures.insert(graph.nodes[n].id.clone(), f);
+            }
+            Some(None) => {
+                failures.remove(&graph.nodes[n].id);
+            }
+            None => {}
+        }
+    }
+    failures.retain(|id, _| graph.by_id.contains_key(id));
+    if failures != failures_before {
+        crate::state::save_failures(&ws.state, &failures)
+            .map_err(|e| DagError::io("write", ws.state.failures(), e))?;
+    }
     // The release tree: only from a full, successful build of a graph that declares one (a
     // pipeline that publishes nothing, such as an empty manifest, leaves it alone).
     let mut release_files = None;
@@ -366,6 +391,15 @@ struct BuildDriver<'a> {
     /// The key material of nodes that run (built only where it is needed).
     materials: Vec<Option<KeyMaterial>>,
     reasons: Vec<Option<DirtyReason>>,
+    /// Nodes that failed in this build.
+    failed: Vec<bool>,
+    /// The first node that failed (what stopped the build without `--keep-going`).
+    first_failure: Option<NodeIdx>,
+    /// Each node's failure in the last build that ran it (`state::load_failures`).
+    failures_before: &'a std::collections::BTreeMap<String, NodeFailure>,
+    /// How each node that ran or was checked ended: `Some(None)` succeeded, `Some(Some(f))`
+    /// failed (skips leave `None`: they say nothing new about the node).
+    outcomes: Vec<Option<Option<NodeFailure>>>,
     new_last: LastBuild,
     /// Paths the engine made.
     made: &'a MadePaths<'a>,
@@ -385,12 +419,39 @@ impl<'a> BuildDriver<'a> {
     /// upstream node whose outputs are unknown, which would be an engine bug) `n` is recorded
     /// as failed with the reason and `None` is returned.
     fn or_fail<T>(&mut self, n: NodeIdx, r: Result<std::result::Result<T, NodeIdx>>) -> Option<T> {
-        let msg = match r {
+        let message = match r {
             Ok(Ok(v)) => return Some(v),
             Ok(Err(up)) => format!("internal: outputs of `{}` unknown", self.graph.nodes[up].id),
             Err(e) => e.to_string(),
         };
-        self.finished(n, NodeStatus::Failed, 0.0, Some(msg), None);
+        self.fail(n, 0.0, NodeFailure::Key { message }, None);
+        None
+    }
+
+    /// Node `n` failed.
+    fn fail(&mut self, n: NodeIdx, seconds: f64, failure: NodeFailure, log: Option<&[u8]>) {
+        self.failed[n] = true;
+        self.first_failure.get_or_insert(n);
+        self.outcomes[n] = Some(Some(failure.clone()));
+        self.finished(n, NodeStatus::Failed, seconds, Some(failure), log);
+    }
+
+    /// The failed node that keeps `n` from running: a failed dependency, or the dependency of
+    /// a dependency (skips are reported in no particular order, so this walks up the graph).
+    fn blame(&self, n: NodeIdx) -> Option<NodeIdx> {
+        let mut seen = vec![false; self.graph.nodes.len()];
+        let mut stack = vec![n];
+        while let Some(x) = stack.pop() {
+            for &d in &self.graph.deps[x] {
+                if self.failed[d] {
+                    return Some(d);
+                }
+                if !seen[d] {
+                    seen[d] = true;
+                    stack.push(d);
+                }
+            }
+        }
         None
     }
 
@@ -399,10 +460,19 @@ impl<'a> BuildDriver<'a> {
         n: NodeIdx,
         status: NodeStatus,
         seconds: f64,
-        error: Option<String>,
+        failure: Option<NodeFailure>,
         log: Option<&[u8]>,
     ) {
         let node = &self.graph.nodes[n];
+        match status {
+            NodeStatus::Executed
+            | NodeStatus::Cached
+            | NodeStatus::Restored
+            | NodeStatus::Remote => {
+                self.outcomes[n] = Some(None);
+            }
+            NodeStatus::Failed | NodeStatus::Skipped => {}
+        }
         match status {
             NodeStatus::Executed => self.summary.executed += 1,
             NodeStatus::Cached | NodeStatus::Restored | NodeStatus::Remote => {
@@ -422,7 +492,8 @@ impl<'a> BuildDriver<'a> {
             key: self.keys[n],
             why: self.reasons[n].clone(),
             seconds,
-            error,
+            error: failure.as_ref().map(|f| f.to_string()),
+            failure,
             log_tail,
         });
         self.remote_warnings();
@@ -466,7 +537,7 @@ impl<'a> BuildDriver<'a> {
     }
 
     /// Materialize the outputs that do not match from the store.
-    fn restore(&mut self, outputs: &[OutputRecord]) -> std::result::Result<(), String> {
+    fn restore(&mut self, outputs: &[OutputRecord]) -> std::result::Result<(), NodeFailure> {
         for o in outputs {
             if self
                 .scanner
@@ -477,7 +548,7 @@ impl<'a> BuildDriver<'a> {
                 self.scanner.statcache.forget_replaced(&o.path);
                 self.store
                     .restore(o, &self.root.join(&o.path), true)
-                    .map_err(|e| e.to_string())?;
+                    .map_err(|e| NodeFailure::io(e.to_string()))?;
             }
         }
         Ok(())
@@ -491,7 +562,7 @@ impl<'a> BuildDriver<'a> {
         n: NodeIdx,
         key: &Digest,
         outputs: &[OutputRecord],
-    ) -> std::result::Result<(), String> {
+    ) -> std::result::Result<(), NodeFailure> {
         // One lstat per output even when the store is the last build's: a blob replaced by
         // a directory, symlink or FIFO (or deleted) is stored again from the workspace.
         let blobs_here = outputs.iter().all(|o| self.store.has_blob(&o.digest));
@@ -502,10 +573,10 @@ impl<'a> BuildDriver<'a> {
         for o in outputs {
             let got = ingest(self.store, self.root, &o.path, o.dir)?;
             if got.digest != o.digest {
-                return Err(format!(
+                return Err(NodeFailure::io(format!(
                     "output `{}` does not match the digest recorded for it",
                     o.path
-                ));
+                )));
             }
         }
         let rec = ActionRecord {
@@ -518,7 +589,7 @@ impl<'a> BuildDriver<'a> {
         };
         self.store
             .put_action(key, &rec)
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| NodeFailure::io(e.to_string()))?;
         self.stored += 1;
         Ok(())
     }
@@ -580,8 +651,8 @@ impl<'a> Driver<'a, JobOutput> for BuildDriver<'a> {
                         self.finished(n, NodeStatus::Cached, 0.0, None, None);
                         return Start::Done(true);
                     }
-                    Err(message) => {
-                        self.note_rerun(n, &message);
+                    Err(why) => {
+                        self.note_rerun(n, &why.to_string());
                         DirtyReason::NoRecord
                     }
                 }
@@ -598,10 +669,18 @@ impl<'a> Driver<'a, JobOutput> for BuildDriver<'a> {
                         self.finished(n, NodeStatus::Restored, 0.0, None, None);
                         return Start::Done(true);
                     }
-                    Err(message) => {
+                    Err(why) => {
+                        let message = why.to_string();
                         self.note_rerun(n, &message);
                         DirtyReason::StoreDamaged { message }
                     }
+                }
+            }
+            // Never recorded but failed last time: say so.
+            Freshness::Dirty(DirtyReason::NewNode) => {
+                match self.failures_before.get(&self.graph.nodes[n].id) {
+                    Some(f) => DirtyReason::FailedLastBuild { failure: f.clone() },
+                    None => DirtyReason::NewNode,
                 }
             }
             Freshness::Dirty(why) => why,
@@ -614,12 +693,12 @@ impl<'a> Driver<'a, JobOutput> for BuildDriver<'a> {
             why: reason,
         });
         let Some(kind) = self.registry.get(&node.kind) else {
-            let msg = DagError::UnknownKind {
+            let message = DagError::UnknownKind {
                 node: node.id.clone(),
                 kind: node.kind.clone(),
             }
             .to_string();
-            self.finished(n, NodeStatus::Failed, 0.0, Some(msg), None);
+            self.fail(n, 0.0, NodeFailure::UnknownKind { message }, None);
             return Start::Done(false);
         };
         let material = self.scanner.material(n, &self.outputs);
@@ -651,7 +730,7 @@ impl<'a> Driver<'a, JobOutput> for BuildDriver<'a> {
         Start::Run(Box::new(move || job.run()))
     }
 
-    fn finish(&mut self, n: NodeIdx, result: std::result::Result<JobOutput, String>) -> bool {
+    fn finish(&mut self, n: NodeIdx, result: std::result::Result<JobOutput, Panicked>) -> bool {
         match result {
             Ok(JobOutput {
                 result: Ok(outs),
@@ -677,24 +756,53 @@ impl<'a> Driver<'a, JobOutput> for BuildDriver<'a> {
                 for o in &self.graph.nodes[n].outputs {
                     self.new_last.made.insert(o.path.clone());
                 }
-                self.finished(n, NodeStatus::Failed, seconds, Some(e), Some(&log));
+                self.fail(n, seconds, e, Some(&log));
                 false
             }
-            Err(panic) => {
-                self.finished(n, NodeStatus::Failed, 0.0, Some(panic), None);
+            Err(Panicked(message)) => {
+                self.fail(n, 0.0, NodeFailure::Panicked { message }, None);
                 false
             }
         }
     }
 
+    /// Stopped after a failure: a node that is up to date in the workspace is reported as
+    /// cached (nothing is restored or run).
+    fn settle(&mut self, n: NodeIdx) -> bool {
+        if crate::interrupt::requested().is_some() {
+            return false;
+        }
+        let Ok(Ok(key)) = self.scanner.key(n, &self.outputs) else {
+            return false;
+        };
+        let (fresh, outs) =
+            self.scanner
+                .freshness_of_key(n, &key, self.plan.forced[n], &self.outputs);
+        let (Freshness::Fresh, Some(outs)) = (fresh, outs) else {
+            return false;
+        };
+        if self.ensure_recorded(n, &key, &outs).is_err() {
+            return false;
+        }
+        self.keys[n] = Some(key);
+        self.record(n, outs);
+        self.finished(n, NodeStatus::Cached, 0.0, None, None);
+        true
+    }
+
     fn skip(&mut self, n: NodeIdx) {
-        self.finished(
-            n,
-            NodeStatus::Skipped,
-            0.0,
-            Some("not run: a dependency failed or the build stopped".into()),
-            None,
-        );
+        let failure = match (self.blame(n), self.first_failure) {
+            (Some(d), _) => NodeFailure::DependencyFailed {
+                node: self.graph.nodes[d].id.clone(),
+            },
+            (None, Some(f)) => NodeFailure::StoppedAfterFailure {
+                node: self.graph.nodes[f].id.clone(),
+            },
+            (None, None) => NodeFailure::Cancelled {
+                message: "the build was stopped".into(),
+            },
+        };
+        self.finished(n, NodeStatus::Skipped, 0.0, Some(failure), None);
     }
 
     fn tick(&mut self) {
@@ -757,7 +865,9 @@ impl Job<'_> {
         let mut log = Vec::new();
         // A fetch cut short by SIGINT/SIGTERM is no reason to run the node.
         let result = match crate::interrupt::requested() {
-            Some(sig) if self.fetch => Err(format!("interrupted by signal {sig}")),
+            Some(sig) if self.fetch => Err(NodeFailure::Cancelled {
+                message: format!("interrupted by signal {sig}"),
+            }),
             _ => self.run_inner(&mut log),
         };
         JobOutput {
@@ -806,7 +916,7 @@ impl Job<'_> {
         Some(rec.outputs)
     }
 
-    fn run_inner(&self, log: &mut Vec<u8>) -> std::result::Result<Vec<OutputRecord>, String> {
+    fn run_inner(&self, log: &mut Vec<u8>) -> std::result::Result<Vec<OutputRecord>, NodeFailure> {
         let node = &self.graph.nodes[self.n];
         let t0 = Instant::now();
         // Stale outputs must not survive a run: a missing output is then really missing, and
@@ -817,24 +927,26 @@ impl Job<'_> {
             // node made it) would take the writes elsewhere.
             through_real_folders(self.root, &o.path)?;
             if !self.ours(&o.path, &self.root.join(&o.path)) {
-                return Err(format!(
-                    "output `{}` already exists and was not made by skyctl; it is left as it is (move it away, or declare another output path)",
-                    o.path
-                ));
+                return Err(NodeFailure::OutputNotOurs {
+                    path: o.path.clone(),
+                });
             }
         }
         // Noted before anything is written, so a build killed mid-node knows its own.
         let paths: Vec<&str> = node.outputs.iter().map(|o| o.path.as_str()).collect();
         self.journal
             .note(&paths)
-            .map_err(|e| format!("cannot note the outputs it will write: {e}"))?;
+            .map_err(|e| NodeFailure::io(format!("cannot note the outputs it will write: {e}")))?;
         for o in &node.outputs {
             let abs = self.root.join(&o.path);
-            crate::fsutil::remove_path(&abs)
-                .map_err(|e| format!("cannot remove old output `{}`: {e}", o.path))?;
+            crate::fsutil::remove_path(&abs).map_err(|e| NodeFailure::StaleOutput {
+                path: o.path.clone(),
+                message: e.to_string(),
+            })?;
             if let Some(parent) = abs.parent() {
-                std::fs::create_dir_all(parent)
-                    .map_err(|e| format!("cannot create `{}`: {e}", parent.display()))?;
+                std::fs::create_dir_all(parent).map_err(|e| {
+                    NodeFailure::io(format!("cannot create `{}`: {e}", parent.display()))
+                })?;
             }
             out_paths.push(abs);
         }
@@ -868,6 +980,10 @@ impl Job<'_> {
             })
             .collect();
         let before = fingerprint(self.release_abs);
+        // The folders of the outputs as they are before the run (names only: one readdir
+        // each), to name what a run that misses an output wrote instead.
+        let folders = output_folders(node);
+        let listed = folder_entries(self.root, &folders);
         let mut ctx = StageCtx {
             node: &node.id,
             workspace: self.root,
@@ -881,7 +997,15 @@ impl Job<'_> {
         } else {
             self.store.put_bytes(ctx.log).ok()
         };
-        run.map_err(|e| crate::report::error_chain(&e))?;
+        run.map_err(|e| {
+            let message = crate::report::error_chain(&e);
+            // A stage stopped by Ctrl-C or SIGTERM did not fail on its own.
+            if crate::interrupt::requested().is_some() {
+                NodeFailure::Cancelled { message }
+            } else {
+                NodeFailure::StageError { message }
+            }
+        })?;
         if let Some((rel, _)) = upstream
             .iter()
             .find(|(rel, fp)| fingerprint(&self.root.join(rel)) != *fp)
@@ -891,9 +1015,9 @@ impl Job<'_> {
             if let Some(i) = self.material.inputs.iter().find(|i| i.path == *rel) {
                 self.store.drop_if_corrupt(&i.digest);
             }
-            return Err(format!(
-                "modified its input `{rel}` in place (inputs are read-only: write a declared output instead)"
-            ));
+            return Err(NodeFailure::InputChanged {
+                path: rel.to_string(),
+            });
         }
         let after = fingerprint(self.release_abs);
         if after != before {
@@ -903,14 +1027,24 @@ impl Job<'_> {
             for (path, ..) in after.iter().rev().filter(|f| !had.contains(&f.0)) {
                 let _ = crate::fsutil::remove_path(path);
             }
-            return Err(format!(
-                "wrote into the release directory `{}` without declaring it (publish outputs with [[release.publish]])",
-                self.release_rel
-            ));
+            return Err(NodeFailure::WroteRelease {
+                dir: self.release_rel.to_string(),
+            });
         }
         let mut outputs = Vec::with_capacity(node.outputs.len());
         for o in &node.outputs {
-            outputs.push(ingest(self.store, self.root, &o.path, o.dir)?);
+            match ingest(self.store, self.root, &o.path, o.dir) {
+                Ok(rec) => outputs.push(rec),
+                Err(NodeFailure::MissingOutput { path, .. }) => {
+                    let strays = folder_entries(self.root, &folders)
+                        .difference(&listed)
+                        .filter(|p| !node.outputs.iter().any(|o| o.path == **p))
+                        .cloned()
+                        .collect();
+                    return Err(NodeFailure::MissingOutput { path, strays });
+                }
+                Err(e) => return Err(e),
+            }
         }
         let rec = ActionRecord {
             node: node.id.clone(),
@@ -922,7 +1056,7 @@ impl Job<'_> {
         };
         self.store
             .put_action(&self.key, &rec)
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| NodeFailure::io(e.to_string()))?;
         if let Some(remote) = self.remote {
             remote.upload(self.store, self.key, rec);
         }
@@ -932,14 +1066,48 @@ impl Job<'_> {
 
 /// `Err` when a folder on the way to output `rel` is a symlink: the engine writes and reads
 /// outputs only through real folders, so nothing it does lands where a link points.
-fn through_real_folders(root: &Path, rel: &str) -> std::result::Result<(), String> {
+fn through_real_folders(root: &Path, rel: &str) -> std::result::Result<(), NodeFailure> {
     match crate::graph::symlink_on_path(root, rel, false) {
         None => Ok(()),
-        Some((link, target)) => Err(format!(
-            "output `{rel}`: `{link}` is a symlink (to `{}`); outputs are written only through real folders",
-            target.display()
-        )),
+        Some((link, target)) => Err(NodeFailure::OutputThroughSymlink {
+            path: rel.to_string(),
+            message: format!(
+                "output `{rel}`: `{link}` is a symlink (to `{}`); outputs are written only through real folders",
+                target.display()
+            ),
+        }),
     }
+}
+
+/// The folders (workspace paths, "" for the root) that hold a node's outputs.
+fn output_folders(node: &crate::graph::Node) -> Vec<&str> {
+    let mut dirs: Vec<&str> = node
+        .outputs
+        .iter()
+        .map(|o| o.path.rsplit_once('/').map_or("", |(parent, _)| parent))
+        .collect();
+    dirs.sort_unstable();
+    dirs.dedup();
+    dirs
+}
+
+/// The workspace paths of the entries of these folders (missing folders have none).
+fn folder_entries(root: &Path, dirs: &[&str]) -> std::collections::BTreeSet<String> {
+    let mut out = std::collections::BTreeSet::new();
+    for d in dirs {
+        let Ok(rd) = std::fs::read_dir(root.join(d)) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            out.insert(if d.is_empty() {
+                name
+            } else {
+                format!("{d}/{name}")
+            });
+        }
+    }
+    out
 }
 
 /// Check one declared output and put it into the store.
@@ -948,17 +1116,22 @@ fn ingest(
     root: &Path,
     rel: &str,
     dir: bool,
-) -> std::result::Result<OutputRecord, String> {
+) -> std::result::Result<OutputRecord, NodeFailure> {
     through_real_folders(root, rel)?;
     let abs = root.join(rel);
-    let md = std::fs::symlink_metadata(&abs)
-        .map_err(|_| format!("declared output `{rel}` was not written"))?;
+    let md = std::fs::symlink_metadata(&abs).map_err(|_| NodeFailure::MissingOutput {
+        path: rel.to_string(),
+        strays: Vec::new(),
+    })?;
     if dir != md.is_dir() || md.file_type().is_symlink() {
-        let want = if dir { "a directory" } else { "a regular file" };
-        return Err(format!("declared output `{rel}` is not {want}"));
+        return Err(NodeFailure::WrongOutputType {
+            path: rel.to_string(),
+            dir,
+        });
     }
+    let io = |e: crate::DagError| NodeFailure::io(e.to_string());
     if !dir {
-        let (digest, size) = store.put_file(&abs).map_err(|e| e.to_string())?;
+        let (digest, size) = store.put_file(&abs).map_err(io)?;
         let exec = std::os::unix::fs::PermissionsExt::mode(&md.permissions()) & 0o111 != 0;
         return Ok(OutputRecord {
             path: rel.to_string(),
@@ -968,12 +1141,12 @@ fn ingest(
             exec,
         });
     }
-    let files = list_files(&abs).map_err(|e| format!("output `{rel}`: {e}"))?;
+    let files = list_files(&abs).map_err(|e| NodeFailure::io(format!("output `{rel}`: {e}")))?;
     let mut tree = Tree::default();
     let mut total = 0;
     for f in files {
         let p = abs.join(&f);
-        let (digest, size) = store.put_file(&p).map_err(|e| e.to_string())?;
+        let (digest, size) = store.put_file(&p).map_err(io)?;
         let exec = std::fs::metadata(&p)
             .map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o111 != 0)
             .unwrap_or(false);
@@ -985,7 +1158,7 @@ fn ingest(
             exec,
         });
     }
-    let digest = store.put_bytes(&tree.encode()).map_err(|e| e.to_string())?;
+    let digest = store.put_bytes(&tree.encode()).map_err(io)?;
     Ok(OutputRecord {
         path: rel.to_string(),
         digest,
@@ -1161,6 +1334,19 @@ mod tests {
         assert!(err
             .unwrap_or_default()
             .contains("stage panicked: stage exploded"));
+        let failure = events.0.iter().find_map(|e| match e {
+            Event::Finished {
+                failure: Some(f), ..
+            } => Some(f.clone()),
+            _ => None,
+        });
+        assert!(
+            matches!(&failure, Some(NodeFailure::Panicked { message }) if message.contains("stage exploded")),
+            "{failure:?}"
+        );
+        // Kept for status and explain until the node succeeds.
+        let kept = crate::state::load_failures(&ws.state);
+        assert_eq!(kept.get("p").map(NodeFailure::kind), Some("panicked"));
     }
 
     #[test]
@@ -1178,5 +1364,184 @@ mod tests {
             e.to_string(),
             "node `a`: stage kind `command` is not available in this build"
         );
+    }
+
+    /// `opts()` with a remote cache over `fake`.
+    fn with_remote(fake: &Arc<crate::remote::MemoryRemote>, read_only: bool) -> BuildOptions {
+        let settings = crate::remote::RemoteSettings {
+            shown_url: "mem://cache".into(),
+            read_only,
+            signer: None,
+        };
+        BuildOptions {
+            remote: Some(crate::remote::RemoteCache::new(fake.clone(), settings)),
+            ..opts()
+        }
+    }
+
+    fn statuses(events: &Collect) -> Vec<(String, NodeStatus)> {
+        events
+            .0
+            .iter()
+            .filter_map(|e| match e {
+                Event::Finished { node, status, .. } => Some((node.clone(), *status)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn remote_miss_runs_and_uploads_then_another_clone_restores_without_running() {
+        let fake = Arc::new(crate::remote::MemoryRemote::new());
+        let (_dir, ws, g, reg, runs) = setup(chain());
+        let s = build(
+            &ws,
+            &g,
+            &reg,
+            &with_remote(&fake, false),
+            &mut Collect::default(),
+        )
+        .unwrap();
+        assert_eq!((s.executed, s.failed), (2, 0));
+        let r = s.remote.unwrap();
+        // Two misses (GET ac/ each), then per node: HEAD + PUT of its blob and its log, PUT ac/.
+        assert_eq!((r.restored, r.uploaded, r.warnings), (0, 2, 0));
+        let ac: Vec<String> = fake
+            .paths()
+            .into_iter()
+            .filter(|p| p.starts_with("ac/"))
+            .collect();
+        assert_eq!(ac.len(), 2, "{:?}", fake.paths());
+        assert!(fake
+            .paths()
+            .contains(&format!("cas/{}", Digest::of(b"abc").hex())));
+
+        // A fresh clone: both nodes come from the remote, nothing runs.
+        let (dir2, ws2, g2, reg2, runs2) = setup(chain());
+        let mut events = Collect::default();
+        let s = build(&ws2, &g2, &reg2, &with_remote(&fake, false), &mut events).unwrap();
+        assert_eq!((s.executed, s.cached, s.failed), (0, 2, 0));
+        assert_eq!(s.remote.unwrap().restored, 2);
+        assert_eq!(runs.load(Ordering::SeqCst), 2);
+        assert_eq!(runs2.load(Ordering::SeqCst), 0);
+        assert_eq!(
+            statuses(&events),
+            [
+                ("a".into(), NodeStatus::Remote),
+                ("b".into(), NodeStatus::Remote)
+            ]
+        );
+        assert_eq!(
+            std::fs::read_to_string(dir2.path().join("o/b")).unwrap(),
+            "abc"
+        );
+
+        // A no-op build sends no request at all.
+        let before = fake.calls().len();
+        let s = build(
+            &ws2,
+            &g2,
+            &reg2,
+            &with_remote(&fake, false),
+            &mut Collect::default(),
+        )
+        .unwrap();
+        assert_eq!((s.executed, s.cached), (0, 2));
+        assert_eq!(fake.calls().len(), before);
+    }
+
+    #[test]
+    fn a_read_only_remote_is_asked_but_never_written() {
+        let fake = Arc::new(crate::remote::MemoryRemote::new());
+        let (_dir, ws, g, reg, _) = setup(chain());
+        let s = build(
+            &ws,
+            &g,
+            &reg,
+            &with_remote(&fake, true),
+            &mut Collect::default(),
+        )
+        .unwrap();
+        assert_eq!(s.executed, 2);
+        assert_eq!(s.remote.unwrap().uploaded, 0);
+        let calls = fake.calls();
+        assert!(calls.iter().all(|c| c.starts_with("GET ac/")), "{calls:?}");
+        assert_eq!(calls.len(), 2);
+        assert!(fake.paths().is_empty());
+    }
+
+    #[test]
+    fn a_failing_remote_is_one_warning_and_the_build_succeeds() {
+        let fake = Arc::new(crate::remote::MemoryRemote::new());
+        fake.fail_with(crate::remote::Failure::Status(500));
+        let (_dir, ws, g, reg, runs) = setup(chain());
+        let mut events = Collect::default();
+        let s = build(&ws, &g, &reg, &with_remote(&fake, false), &mut events).unwrap();
+        assert_eq!((s.executed, s.failed), (2, 0));
+        assert_eq!(runs.load(Ordering::SeqCst), 2);
+        let r = s.remote.unwrap();
+        // The first read fails: reads and writes are off for the rest of the build.
+        assert_eq!((r.requests, r.warnings, r.uploaded), (1, 1, 0));
+        assert_eq!(fake.calls().len(), 1);
+        let notes: Vec<&String> = events
+            .0
+            .iter()
+            .filter_map(|e| match e {
+                Event::Note { message } if message.contains("remote cache") => Some(message),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(
+            notes[0].starts_with("warning: remote cache mem://cache: GET ac/"),
+            "{notes:?}"
+        );
+        assert!(
+            notes[0].ends_with(
+                ": answered 500 Internal Server Error; building without the remote cache"
+            ),
+            "{notes:?}"
+        );
+    }
+
+    #[test]
+    fn a_refused_upload_is_one_warning_and_reads_go_on() {
+        let fake = Arc::new(crate::remote::MemoryRemote::new());
+        fake.refuse_writes();
+        let (_dir, ws, g, reg, _) = setup(chain());
+        let mut events = Collect::default();
+        let s = build(&ws, &g, &reg, &with_remote(&fake, false), &mut events).unwrap();
+        assert_eq!((s.executed, s.failed), (2, 0));
+        let r = s.remote.unwrap();
+        assert_eq!((r.uploaded, r.warnings), (0, 1));
+        assert!(fake.paths().is_empty());
+        assert!(events.0.iter().any(|e| matches!(e, Event::Note { message }
+            if message.contains(": answered 403 Forbidden; not uploading to it for the rest of this build"))));
+    }
+
+    #[test]
+    fn a_corrupt_remote_blob_is_a_warning_and_a_miss_and_is_uploaded_again() {
+        let fake = Arc::new(crate::remote::MemoryRemote::new());
+        let (_dir, ws, g, reg, _) = setup(vec![cmd("a", "x", &["in.txt"], &["o/a"])]);
+        build(
+            &ws,
+            &g,
+            &reg,
+            &with_remote(&fake, false),
+            &mut Collect::default(),
+        )
+        .unwrap();
+        let blob = format!("cas/{}", Digest::of(b"abc").hex());
+        // Same size, other bytes: only the digest check can tell.
+        fake.insert(&blob, b"xyz".to_vec());
+        let (_dir2, ws2, g2, reg2, runs2) = setup(vec![cmd("a", "x", &["in.txt"], &["o/a"])]);
+        let mut events = Collect::default();
+        let s = build(&ws2, &g2, &reg2, &with_remote(&fake, false), &mut events).unwrap();
+        assert_eq!((s.executed, s.failed), (1, 0));
+        assert_eq!(runs2.load(Ordering::SeqCst), 1);
+        assert!(events.0.iter().any(|e| matches!(e, Event::Note { message }
+            if message.contains(&format!("{blob}: content does not match its digest")))));
+        // The node ran here, and its good blob replaced the bad one.
+        assert_eq!(fake.get(&blob).unwrap(), b"abc");
     }
 }

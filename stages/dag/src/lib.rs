@@ -20,9 +20,12 @@
 //! - [`scheduler`]: runs ready nodes on workers; knows nothing about keys or files.
 //! - [`build()`] ([`builder`]): the scheduler's driver: the key at ready time (early cutoff),
 //!   restore or run, store outputs, record; then [`release`] swaps the release tree in.
+//! - [`NodeFailure`] ([`failure`]): why a node failed, with a stable kind name for `--json`;
+//!   the last failure of each node is kept in the workspace state for `status` and `explain`.
 //! - [`query`]: status, explain and graph export, read-only.
 //! - [`remote`]: the shared remote cache (Bazel HTTP layout): fetch on a local miss, upload
-//!   after a run; it never fails a build.
+//!   after a run; it never fails a build. The wire is a [`remote::Transport`] (sky-remote's
+//!   HTTP client, or [`remote::MemoryRemote`] in tests).
 //!
 //! Seams: kinds are the only code that produces outputs; progress goes out as
 //! [`report::Event`]s to a [`report::Reporter`]. [`command::Command`] is the one built-in kind
@@ -80,6 +83,7 @@ pub mod codec;
 pub mod command;
 pub mod compiled;
 pub mod error;
+pub mod failure;
 pub mod fsutil;
 pub mod glob;
 pub mod graph;
@@ -107,6 +111,7 @@ mod testutil;
 
 pub use builder::{build, BuildOptions};
 pub use error::{DagError, Result};
+pub use failure::NodeFailure;
 pub use graph::{Graph, GraphSpec, InputSpec, NodeParams, NodeSpec, ReleaseSpec};
 pub use kind::{Kind, Registry, StageCtx, StageInput};
 pub use plan::Plan;

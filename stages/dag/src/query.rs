@@ -31,6 +31,9 @@ pub struct NodeView {
     pub deps: Vec<String>,
     /// Declared output paths.
     pub outputs: Vec<String>,
+    /// How it failed, when the last build that ran it failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_failure: Option<crate::failure::NodeFailure>,
     /// Key material, when known.
     #[serde(skip)]
     pub material: Option<KeyMaterial>,
@@ -45,6 +48,7 @@ pub fn scan(
 ) -> Result<Vec<NodeView>> {
     let store = ws.store()?;
     let last = LastBuild::load(&ws.state);
+    let failures = crate::state::load_failures(&ws.state);
     let statcache = StatCache::load(&ws.state.statcache());
     let mut scanner = Scanner::new(&ws.root, graph, registry, &store, &last, statcache);
     let mut known: Vec<Option<Vec<OutputRecord>>> = vec![None; graph.nodes.len()];
@@ -62,6 +66,7 @@ pub fn scan(
                 .map(|&d| graph.nodes[d].id.clone())
                 .collect(),
             outputs: node.outputs.iter().map(|o| o.path.clone()).collect(),
+            last_failure: failures.get(&node.id).cloned(),
             material: None,
         };
         if scanner.version(n).is_err() {
@@ -104,6 +109,12 @@ pub fn scan(
                     Freshness::Dirty(why) => view.stale = Some(why),
                 }
             }
+        }
+        // Never recorded, but it ran and failed: say that, not "new node".
+        if let (Some(DirtyReason::NewNode), Some(failure)) = (&view.stale, &view.last_failure) {
+            view.stale = Some(DirtyReason::FailedLastBuild {
+                failure: failure.clone(),
+            });
         }
         views[n] = Some(view);
     }

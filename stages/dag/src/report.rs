@@ -3,6 +3,7 @@
 
 use serde::Serialize;
 
+use crate::failure::NodeFailure;
 use crate::key::Digest;
 use crate::scan::DirtyReason;
 
@@ -57,9 +58,13 @@ pub enum Event {
         why: Option<DirtyReason>,
         /// Wall time in seconds (0 for cache hits).
         seconds: f64,
-        /// The error, for failures and skips.
+        /// The error, for failures and skips (the message people read).
         #[serde(skip_serializing_if = "Option::is_none")]
         error: Option<String>,
+        /// Why it failed, for machines: `{"kind": "missing_output", "path": ...}` (the kinds
+        /// are [`NodeFailure::kind`]); for a skip, `{"kind": "dependency_failed", ...}`.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        failure: Option<NodeFailure>,
         /// The end of the node's log, for failures.
         #[serde(skip_serializing_if = "Option::is_none")]
         log_tail: Option<String>,

@@ -89,6 +89,11 @@ pub enum DirtyReason {
         /// The upstream node.
         node: String,
     },
+    /// No build recorded it, and the last one that ran it failed (instead of [`Self::NewNode`]).
+    FailedLastBuild {
+        /// Why it failed.
+        failure: crate::failure::NodeFailure,
+    },
 }
 
 impl fmt::Display for DirtyReason {
@@ -96,6 +101,13 @@ impl fmt::Display for DirtyReason {
         match self {
             DirtyReason::Forced => write!(f, "forced by --rerun"),
             DirtyReason::NewNode => write!(f, "new node"),
+            DirtyReason::FailedLastBuild { failure } => {
+                write!(
+                    f,
+                    "failed in the last build ({}): {failure}",
+                    failure.kind()
+                )
+            }
             DirtyReason::KindChanged { old, new } => {
                 write!(f, "kind changed from `{old}` to `{new}`")
             }

@@ -16,7 +16,10 @@
 //! quiet machine.
 //!
 //! After the first failure, without `keep_going`, no new node starts; running ones finish and
-//! are reported. With `keep_going`, only the dependents of a failed node are skipped.
+//! are reported. With `keep_going`, only the dependents of a failed node are skipped. A node
+//! that never started but whose dependencies all succeeded is offered to
+//! [`Driver::settle`] first (in dependency order), so an up-to-date node is reported as
+//! cached, not as skipped.
 //!
 //! The scheduler knows nothing about keys, files or stores: see `builder.rs` for the driver.
 
@@ -37,12 +40,27 @@ pub enum Start<'a, R> {
     Run(Job<'a, R>),
 }
 
+/// A job panicked: the panic message, as `stage panicked: ...`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Panicked(pub String);
+
+impl std::fmt::Display for Panicked {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 /// The per-node decisions the scheduler delegates.
 pub trait Driver<'a, R> {
     /// A node's dependencies all succeeded.
     fn start(&mut self, node: NodeIdx) -> Start<'a, R>;
-    /// A job ended (`Err` carries a panic message); return whether it succeeded.
-    fn finish(&mut self, node: NodeIdx, result: Result<R, String>) -> bool;
+    /// A job ended (`Err`: it panicked); return whether it succeeded.
+    fn finish(&mut self, node: NodeIdx, result: Result<R, Panicked>) -> bool;
+    /// The build stopped before this node started, and its dependencies all succeeded:
+    /// `true` when the driver finished it at no cost (it was up to date), `false` to skip it.
+    fn settle(&mut self, _node: NodeIdx) -> bool {
+        false
+    }
     /// The node will not run (a dependency failed, or the build stopped).
     fn skip(&mut self, node: NodeIdx);
     /// Called about twice a second while jobs run, for progress displays.
@@ -107,12 +125,13 @@ impl Scheduler<'_> {
             .map(|x| (rank[x], x))
             .collect();
         let mut done = vec![false; n];
+        let mut succeeded = vec![false; n];
         let mut tally = Tally::default();
         let mut stopped = false;
         let jobs = self.jobs.max(1);
 
         std::thread::scope(|scope| {
-            let (tx, rx) = mpsc::channel::<(NodeIdx, Result<R, String>)>();
+            let (tx, rx) = mpsc::channel::<(NodeIdx, Result<R, Panicked>)>();
             let mut running = 0usize;
             let mut exclusive_running = false;
             loop {
@@ -136,6 +155,7 @@ impl Scheduler<'_> {
                     let x = item.1;
                     match driver.start(x) {
                         Start::Done(ok) => {
+                            succeeded[x] = ok;
                             Self::complete(
                                 x,
                                 ok,
@@ -176,6 +196,7 @@ impl Scheduler<'_> {
                 exclusive_running = false;
                 let (x, result) = msg;
                 let ok = driver.finish(x, result);
+                succeeded[x] = ok;
                 Self::complete(
                     x,
                     ok,
@@ -191,7 +212,15 @@ impl Scheduler<'_> {
                 stopped |= !ok && !self.keep_going;
             }
         });
-        // Whatever never started is skipped.
+        // Whatever never started is settled (up to date) or skipped, in dependency order.
+        for &x in order {
+            let ready = self.deps[x].iter().all(|&d| !selected[d] || succeeded[d]);
+            if selected[x] && !done[x] && ready && driver.settle(x) {
+                done[x] = true;
+                succeeded[x] = true;
+                tally.ok += 1;
+            }
+        }
         for x in 0..n {
             if selected[x] && !done[x] {
                 done[x] = true;
@@ -244,13 +273,13 @@ impl Scheduler<'_> {
     }
 }
 
-fn panic_message(p: Box<dyn std::any::Any + Send>) -> String {
+fn panic_message(p: Box<dyn std::any::Any + Send>) -> Panicked {
     let what = p
         .downcast_ref::<&str>()
         .map(|s| s.to_string())
         .or_else(|| p.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "unknown panic".into());
-    format!("stage panicked: {what}")
+    Panicked(format!("stage panicked: {what}"))
 }
 
 #[cfg(test)]
@@ -292,7 +321,7 @@ mod tests {
                 !fail
             }))
         }
-        fn finish(&mut self, node: NodeIdx, result: Result<bool, String>) -> bool {
+        fn finish(&mut self, node: NodeIdx, result: Result<bool, Panicked>) -> bool {
             self.log.push(format!("finish {node} {result:?}"));
             result.unwrap_or(false)
         }
@@ -421,5 +450,49 @@ mod tests {
             "{:?}",
             f.log
         );
+    }
+
+    #[test]
+    fn after_a_failure_nodes_whose_dependencies_succeeded_may_settle() {
+        struct Settling(Fake);
+        impl<'a> Driver<'a, bool> for Settling {
+            fn start(&mut self, node: NodeIdx) -> Start<'a, bool> {
+                self.0.start(node)
+            }
+            fn finish(&mut self, node: NodeIdx, result: Result<bool, Panicked>) -> bool {
+                self.0.finish(node, result)
+            }
+            fn settle(&mut self, node: NodeIdx) -> bool {
+                self.0.log.push(format!("settle {node}"));
+                true
+            }
+            fn skip(&mut self, node: NodeIdx) {
+                self.0.skip(node)
+            }
+        }
+        let d = deps();
+        let s = Scheduler {
+            deps: &d,
+            exclusive: vec![false; 5],
+            jobs: 1,
+            keep_going: false,
+        };
+        let mut f = Settling(fake(vec![false; 5]));
+        f.0.fail = vec![1];
+        let t = s.run(&[true; 5], &[0, 1, 2, 3, 4], &mut f);
+        // 0 ran, 1 failed; 2 and 4 settle (their dependencies succeeded); 3 needs 1: skipped.
+        assert_eq!(
+            t,
+            Tally {
+                ok: 3,
+                failed: 1,
+                skipped: 1
+            }
+        );
+        let log = &f.0.log;
+        assert!(log.contains(&"settle 2".to_string()), "{log:?}");
+        assert!(log.contains(&"settle 4".to_string()), "{log:?}");
+        assert!(!log.contains(&"settle 3".to_string()), "{log:?}");
+        assert!(log.contains(&"skip 3".to_string()), "{log:?}");
     }
 }

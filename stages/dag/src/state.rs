@@ -29,11 +29,17 @@
 //!
 //! A missing, truncated or damaged `last-build.bin` reads as "no previous build": every node is
 //! then checked against the store's action records, which is slower but gives the same answer.
+//!
+//! A fourth file, `failures.json`, holds each node's failure in the last build that ran it
+//! (a JSON object: node id -> [`NodeFailure`]), for `status` and `explain`. A node that
+//! succeeds leaves it. It is separate from the record above so that format is unchanged: a
+//! workspace without it (an older skyctl's) reads as "no failures", and a damaged one too.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use crate::codec::{frame, unframe, Reader, Writer};
+use crate::failure::NodeFailure;
 use crate::key::{Digest, KeyMaterial};
 use crate::store::OutputRecord;
 
@@ -168,10 +174,38 @@ impl StatePaths {
     pub fn children(&self) -> PathBuf {
         self.dir.join("children.log")
     }
+    /// `.skyctl/state-v1/failures.json`: each node's failure in the last build that ran it.
+    pub fn failures(&self) -> PathBuf {
+        self.dir.join("failures.json")
+    }
     /// `.skyctl/state-v1/outputs.log`: the outputs of nodes about to run ([`Journal`]).
     pub fn journal(&self) -> PathBuf {
         self.dir.join("outputs.log")
     }
+}
+
+/// The last failure of each node that failed the last time it ran (see the module doc);
+/// empty when there is none, or the file is missing or damaged.
+pub fn load_failures(paths: &StatePaths) -> BTreeMap<String, NodeFailure> {
+    std::fs::read(paths.failures())
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or_default()
+}
+
+/// Write the failures (removing the file when there is none).
+pub fn save_failures(
+    paths: &StatePaths,
+    failures: &BTreeMap<String, NodeFailure>,
+) -> std::io::Result<()> {
+    if failures.is_empty() {
+        return match std::fs::remove_file(paths.failures()) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        };
+    }
+    let json = serde_json::to_vec_pretty(failures).map_err(std::io::Error::other)?;
+    sky_fs::write(&paths.failures(), &json)
 }
 
 /// A material's check value: the first 16 bytes of its blake3.

@@ -24,23 +24,30 @@
 //!
 //! The auth header and the signing key are never printed, logged or part of a key; the URL is
 //! shown without any `user:password@`.
+//!
+//! # Seams
+//!
+//! The wire is a [`Transport`] and the record signature a [`Signer`] ([`transport`]): the HTTP
+//! client and HMAC-SHA256 live in the `sky-remote` crate, so this engine links no HTTP, TLS or
+//! crypto crate, and its tests run against [`MemoryRemote`].
 
-mod http;
+pub mod memory;
 pub mod record;
+pub mod transport;
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::Duration;
 
 use serde::Serialize;
 
 use crate::key::Digest;
 use crate::store::{ActionRecord, OutputRecord, Store};
 
-use http::{Client, Failure};
+pub use memory::MemoryRemote;
+pub use transport::{Failure, Found, Signer, Transport};
 
 /// Upload threads: enough to hide one round trip per blob, few enough for a small server.
 const UPLOAD_THREADS: usize = 4;
@@ -51,140 +58,17 @@ const MAX_LOG_BLOB: u64 = 256 << 20;
 /// The largest tree listing taken from the remote (it is read into memory to be checked; at
 /// about 100 bytes an entry, this is some 600,000 files).
 const MAX_TREE_BLOB: u64 = 64 << 20;
-/// Default per-phase timeout (connect, send, first byte, each read and write).
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// How to reach the remote cache.
-#[derive(Clone)]
-pub struct RemoteConfig {
-    /// Base URL, `http://` or `https://`, without a trailing slash.
-    pub url: String,
-    /// Never `PUT` (pull-request builds).
+/// How the engine uses a remote cache: what to call it in messages, whether it may write,
+/// and how its action records are signed.
+#[derive(Clone, Default)]
+pub struct RemoteSettings {
+    /// The cache as shown to people (a URL without credentials).
+    pub shown_url: String,
+    /// Never write (pull-request builds).
     pub read_only: bool,
-    /// A header sent with every request (`Authorization: Bearer ...`); never shown.
-    header: Option<(ureq::http::HeaderName, ureq::http::HeaderValue)>,
-    /// Action records are signed with this and unsigned or badly signed ones ignored.
-    signing_key: Option<Vec<u8>>,
-    /// Per-phase timeout.
-    pub timeout: Duration,
-    /// For `https://`: trust these CA certificates instead of the built-in (Mozilla) roots.
-    roots: Option<Vec<ureq::tls::Certificate<'static>>>,
-}
-
-impl std::fmt::Debug for RemoteConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RemoteConfig")
-            .field("url", &redact(&self.url))
-            .field("read_only", &self.read_only)
-            .field("header", &self.header.as_ref().map(|(n, _)| n.as_str()))
-            .field("signed", &self.signing_key.is_some())
-            .field("timeout", &self.timeout)
-            .field("custom_roots", &self.roots.as_ref().map(Vec::len))
-            .finish()
-    }
-}
-
-impl RemoteConfig {
-    /// Check a base URL: `http://` or `https://` with a host. `Err` is a message for the user.
-    pub fn new(url: &str) -> Result<RemoteConfig, String> {
-        let trimmed = url.trim().trim_end_matches('/');
-        let rest = trimmed
-            .strip_prefix("http://")
-            .or_else(|| trimmed.strip_prefix("https://"))
-            .ok_or_else(|| {
-                format!(
-                    "remote cache URL `{}` must start with http:// or https://",
-                    redact(url)
-                )
-            })?;
-        let host = rest.split('/').next().unwrap_or("");
-        let host = host.rsplit('@').next().unwrap_or("");
-        if host.is_empty() || host.starts_with(':') {
-            return Err(format!(
-                "remote cache URL `{}` has no host name",
-                redact(url)
-            ));
-        }
-        if trimmed.contains(['?', '#']) || trimmed.chars().any(|c| c.is_whitespace()) {
-            return Err(format!(
-                "remote cache URL `{}` must be a plain base URL (no query, fragment or spaces)",
-                redact(url)
-            ));
-        }
-        Ok(RemoteConfig {
-            url: trimmed.to_string(),
-            read_only: false,
-            header: None,
-            signing_key: None,
-            timeout: DEFAULT_TIMEOUT,
-            roots: None,
-        })
-    }
-
-    /// Send `Name: value` with every request. `Err` (a message that never contains the
-    /// value) when it is not a valid header line.
-    pub fn with_header(mut self, line: &str) -> Result<RemoteConfig, String> {
-        let bad = || {
-            "SKYCTL_REMOTE_CACHE_HEADER must look like `Name: value` \
-             (for example `Authorization: Bearer TOKEN`)"
-                .to_string()
-        };
-        let (name, value) = line.split_once(':').ok_or_else(bad)?;
-        let name = ureq::http::HeaderName::from_bytes(name.trim().as_bytes()).map_err(|_| bad())?;
-        let mut value = ureq::http::HeaderValue::from_str(value.trim()).map_err(|_| bad())?;
-        if value.is_empty() {
-            return Err(bad());
-        }
-        value.set_sensitive(true);
-        self.header = Some((name, value));
-        Ok(self)
-    }
-
-    /// Sign action records with `key` and accept only records signed with it.
-    pub fn with_signing_key(mut self, key: &[u8]) -> Result<RemoteConfig, String> {
-        if key.len() < 16 {
-            return Err("SKYCTL_REMOTE_CACHE_SIGNING_KEY must be at least 16 bytes".into());
-        }
-        self.signing_key = Some(key.to_vec());
-        Ok(self)
-    }
-
-    /// Trust the CA certificates of this PEM text (for a cache behind a private CA).
-    pub fn with_ca_pem(mut self, pem: &[u8]) -> Result<RemoteConfig, String> {
-        let mut certs = Vec::new();
-        for item in ureq::tls::parse_pem(pem) {
-            match item {
-                Ok(ureq::tls::PemItem::Certificate(c)) => certs.push(c),
-                Ok(_) => {}
-                Err(e) => return Err(format!("not a PEM certificate file: {e}")),
-            }
-        }
-        if certs.is_empty() {
-            return Err("no PEM certificate in it".into());
-        }
-        self.roots = Some(certs);
-        Ok(self)
-    }
-
-    /// The URL as shown to people (no credentials).
-    pub fn shown_url(&self) -> String {
-        redact(&self.url)
-    }
-}
-
-/// `scheme://user:pass@host/...` without the `user:pass@`.
-fn redact(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_string();
-    };
-    let (authority, path) = match rest.find('/') {
-        Some(i) => rest.split_at(i),
-        None => (rest, ""),
-    };
-    match authority.rsplit_once('@') {
-        Some((_, host)) => format!("{scheme}://***@{host}{path}"),
-        None => url.to_string(),
-    }
+    /// Action records are signed with this, and unsigned or badly signed ones ignored.
+    pub signer: Option<Arc<dyn Signer>>,
 }
 
 /// What the remote cache did in one build (the `remote` object of the summary).
@@ -228,14 +112,19 @@ pub struct RemoteCache {
 
 impl std::fmt::Debug for RemoteCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.inner.config.fmt(f)
+        let s = &self.inner.settings;
+        f.debug_struct("RemoteCache")
+            .field("url", &s.shown_url)
+            .field("read_only", &s.read_only)
+            .field("signed", &s.signer.is_some())
+            .finish()
     }
 }
 
 struct Inner {
-    config: RemoteConfig,
-    /// Made on the first request: a no-op build never builds the agent or its TLS config.
-    client: std::sync::OnceLock<Client>,
+    settings: RemoteSettings,
+    /// The wire (HTTP, or memory in tests).
+    transport: Arc<dyn Transport>,
     /// Reads still on (off after a failed read).
     reads: AtomicBool,
     /// Writes still on (off in read-only mode and after a failed write or read).
@@ -267,13 +156,13 @@ struct Upload {
 }
 
 impl RemoteCache {
-    /// A cache client for `config` (no request is sent until it is used).
-    pub fn new(config: RemoteConfig) -> RemoteCache {
-        let writes = !config.read_only;
+    /// A cache over `transport` (no request is sent until it is used).
+    pub fn new(transport: Arc<dyn Transport>, settings: RemoteSettings) -> RemoteCache {
+        let writes = !settings.read_only;
         RemoteCache {
             inner: Arc::new(Inner {
-                config,
-                client: std::sync::OnceLock::new(),
+                settings,
+                transport,
                 reads: AtomicBool::new(true),
                 writes: AtomicBool::new(writes),
                 restored: AtomicU64::new(0),
@@ -290,9 +179,14 @@ impl RemoteCache {
         }
     }
 
-    /// The configuration.
-    pub fn config(&self) -> &RemoteConfig {
-        &self.inner.config
+    /// Whether it never writes.
+    pub fn read_only(&self) -> bool {
+        self.inner.settings.read_only
+    }
+
+    /// The cache as shown to people (no credentials).
+    pub fn shown_url(&self) -> &str {
+        &self.inner.settings.shown_url
     }
 
     /// Counts so far.
@@ -318,7 +212,7 @@ impl RemoteCache {
         self.inner.warned.fetch_add(1, Ordering::Relaxed);
         lock(&self.inner.pending).push(format!(
             "warning: remote cache {}: {message}",
-            self.inner.config.shown_url()
+            self.inner.settings.shown_url
         ));
     }
 
@@ -356,11 +250,12 @@ impl RemoteCache {
         }
     }
 
-    fn client(&self) -> &Client {
-        let c = &self.inner.config;
-        self.inner
-            .client
-            .get_or_init(|| Client::new(&c.url, c.header.clone(), c.timeout, c.roots.as_deref()))
+    fn client(&self) -> &dyn Transport {
+        &*self.inner.transport
+    }
+
+    fn signer(&self) -> Option<&dyn Signer> {
+        self.inner.settings.signer.as_deref()
     }
 
     fn count(&self) {
@@ -414,7 +309,7 @@ impl RemoteCache {
         self.inner
             .down
             .fetch_add(body.len() as u64, Ordering::Relaxed);
-        let mut rec = match record::decode(key, &body, self.inner.config.signing_key.as_deref()) {
+        let mut rec = match record::decode(key, &body, self.signer()) {
             Ok(r) => r,
             Err(m) => {
                 // Signature problems come in batches (another team's key, an unsigned
@@ -645,7 +540,7 @@ impl RemoteCache {
             return;
         }
         let path = format!("ac/{}", u.key.hex());
-        let body = record::encode(&u.key, &u.record, self.inner.config.signing_key.as_deref());
+        let body = record::encode(&u.key, &u.record, self.signer());
         self.count();
         match self.client().put_bytes(&path, &body) {
             Ok(n) => {
@@ -659,7 +554,7 @@ impl RemoteCache {
 
 fn describe(f: &Failure) -> String {
     match f {
-        Failure::Status(code) => format!("answered {code} {}", http::reason(*code))
+        Failure::Status(code) => format!("answered {code} {}", transport::reason(*code))
             .trim_end()
             .to_string(),
         Failure::Transport(m) => m.clone(),
@@ -669,74 +564,4 @@ fn describe(f: &Failure) -> String {
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn urls_are_checked_and_shown_without_credentials() {
-        let c = RemoteConfig::new("https://u:secret@cache.example/base/").unwrap();
-        assert_eq!(c.url, "https://u:secret@cache.example/base");
-        assert_eq!(c.shown_url(), "https://***@cache.example/base");
-        assert!(!format!("{c:?}").contains("secret"));
-        assert_eq!(
-            RemoteConfig::new("ftp://x").unwrap_err(),
-            "remote cache URL `ftp://x` must start with http:// or https://"
-        );
-        assert_eq!(
-            RemoteConfig::new("http:///x").unwrap_err(),
-            "remote cache URL `http:///x` has no host name"
-        );
-        assert!(RemoteConfig::new("http://h/x?y=1").is_err());
-    }
-
-    #[test]
-    fn the_header_is_checked_and_never_shown() {
-        let c = RemoteConfig::new("http://h")
-            .unwrap()
-            .with_header("Authorization: Bearer hunter2")
-            .unwrap();
-        let shown = format!("{:?}", RemoteCache::new(c));
-        assert!(
-            shown.contains("authorization") && !shown.contains("hunter2"),
-            "{shown}"
-        );
-        let e = RemoteConfig::new("http://h")
-            .unwrap()
-            .with_header("Bearer hunter2")
-            .unwrap_err();
-        assert!(e.contains("`Name: value`") && !e.contains("hunter2"), "{e}");
-        assert!(RemoteConfig::new("http://h")
-            .unwrap()
-            .with_header("Bad Name: x")
-            .is_err());
-    }
-
-    #[test]
-    fn an_unreachable_server_is_one_warning_and_a_miss() {
-        // A port nothing listens on: bind, read the port, close.
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map(|a| a.port())
-            .unwrap();
-        let mut cfg = RemoteConfig::new(&format!("http://127.0.0.1:{port}")).unwrap();
-        cfg.timeout = Duration::from_secs(2);
-        let remote = RemoteCache::new(cfg);
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
-        assert!(remote.fetch(&store, &Digest::of(b"k"), &[]).is_none());
-        assert!(remote.fetch(&store, &Digest::of(b"k2"), &[]).is_none());
-        let w = remote.take_warnings();
-        assert_eq!(w.len(), 1, "{w:?}");
-        assert!(
-            w[0].starts_with(&format!(
-                "warning: remote cache http://127.0.0.1:{port}: GET ac/"
-            )) && w[0].ends_with("; building without the remote cache"),
-            "{w:?}"
-        );
-        let s = remote.stats();
-        assert_eq!((s.requests, s.warnings, s.restored), (1, 1, 0));
-    }
 }

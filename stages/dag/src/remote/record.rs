@@ -12,11 +12,10 @@
 //! bytes exactly as sent (no re-serialization, so no canonical form is needed). HMAC-SHA256 and
 //! not blake3's keyed mode: it is what other caches (Turborepo) use for the same purpose, and
 //! anyone can check or produce a signature with standard tools (`openssl dgst -sha256 -hmac`).
-//! Verification is constant-time (`Mac::verify_slice`).
+//! The MAC itself is a [`Signer`] (sky-remote's is HMAC-SHA256; verification is constant-time):
+//! this file only frames the message, so the engine links no crypto crate.
 
-use hmac::{Hmac, KeyInit, Mac};
-use sha2::Sha256;
-
+use super::transport::Signer;
 use crate::key::Digest;
 use crate::store::ActionRecord;
 
@@ -25,22 +24,21 @@ const MAGIC: &str = "skyctl-action-v1";
 /// The largest record body read from a server (records are a few hundred bytes).
 pub const MAX_RECORD_BYTES: u64 = 1 << 20;
 
-type HmacSha256 = Hmac<Sha256>;
-
-fn mac(signing_key: &[u8], key: &Digest, json: &[u8]) -> Option<HmacSha256> {
-    let mut m = <HmacSha256 as KeyInit>::new_from_slice(signing_key).ok()?;
-    m.update(MAGIC.as_bytes());
-    m.update(&[0]);
-    m.update(&key.0);
-    m.update(json);
-    Some(m)
+/// What is signed: `skyctl-action-v1\0`, the 32 key bytes, the JSON bytes.
+pub fn signed_message(key: &Digest, json: &[u8]) -> Vec<u8> {
+    let mut m = Vec::with_capacity(MAGIC.len() + 1 + 32 + json.len());
+    m.extend_from_slice(MAGIC.as_bytes());
+    m.push(0);
+    m.extend_from_slice(&key.0);
+    m.extend_from_slice(json);
+    m
 }
 
 /// The bytes to PUT under `ac/<key>`.
-pub fn encode(key: &Digest, rec: &ActionRecord, signing_key: Option<&[u8]>) -> Vec<u8> {
+pub fn encode(key: &Digest, rec: &ActionRecord, signer: Option<&dyn Signer>) -> Vec<u8> {
     let json = serde_json::to_vec(rec).unwrap_or_default();
-    let sig = match signing_key.and_then(|k| mac(k, key, &json)) {
-        Some(m) => hex(&m.finalize().into_bytes()),
+    let sig = match signer {
+        Some(s) => hex(&s.sign(&signed_message(key, &json))),
         None => "-".to_string(),
     };
     let mut out = format!("{MAGIC} {} {sig}\n", key.hex()).into_bytes();
@@ -48,12 +46,12 @@ pub fn encode(key: &Digest, rec: &ActionRecord, signing_key: Option<&[u8]>) -> V
     out
 }
 
-/// Parse a body fetched for `key`; with `signing_key`, only a record signed with it is
-/// accepted. `Err` says what is wrong (for the warning line).
+/// Parse a body fetched for `key`; with `signer`, only a record it signed is accepted. `Err`
+/// says what is wrong (for the warning line).
 pub fn decode(
     key: &Digest,
     body: &[u8],
-    signing_key: Option<&[u8]>,
+    signer: Option<&dyn Signer>,
 ) -> Result<ActionRecord, String> {
     let nl = body
         .iter()
@@ -73,18 +71,19 @@ pub fn decode(
     if Digest::from_hex(k) != Some(*key) {
         return Err("the record names another key".into());
     }
-    if let Some(sk) = signing_key {
+    if let Some(signer) = signer {
         let Some(given) = unhex(sig) else {
             return Err("the record is not signed".into());
         };
-        let m = mac(sk, key, json).ok_or("bad signing key")?;
-        m.verify_slice(&given)
-            .map_err(|_| "the record's signature does not match the signing key")?;
+        if !signer.verify(&signed_message(key, json), &given) {
+            return Err("the record's signature does not match the signing key".into());
+        }
     }
     serde_json::from_slice(json).map_err(|e| format!("bad action record: {e}"))
 }
 
-fn hex(b: &[u8]) -> String {
+/// Lower-case hex.
+pub fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
@@ -102,6 +101,18 @@ fn unhex(s: &str) -> Option<Vec<u8>> {
 mod tests {
     use super::*;
 
+    /// A toy signer: the tag is blake3 keyed by a 32-byte key (only for these tests).
+    struct Toy([u8; 32]);
+
+    impl Signer for Toy {
+        fn sign(&self, message: &[u8]) -> Vec<u8> {
+            blake3::keyed_hash(&self.0, message).as_bytes().to_vec()
+        }
+        fn verify(&self, message: &[u8], tag: &[u8]) -> bool {
+            self.sign(message) == tag
+        }
+    }
+
     fn rec() -> ActionRecord {
         ActionRecord {
             node: "n".into(),
@@ -116,26 +127,27 @@ mod tests {
     #[test]
     fn round_trip_signed_and_unsigned() {
         let k = Digest::of(b"k");
+        let (secret, other) = (Toy([1; 32]), Toy([2; 32]));
         let plain = encode(&k, &rec(), None);
         assert!(plain.starts_with(format!("skyctl-action-v1 {} -\n", k.hex()).as_bytes()));
         assert_eq!(decode(&k, &plain, None).unwrap().duration_ms, 3);
         assert_eq!(
-            decode(&k, &plain, Some(b"secret")).unwrap_err(),
+            decode(&k, &plain, Some(&secret)).unwrap_err(),
             "the record is not signed"
         );
-        let signed = encode(&k, &rec(), Some(b"secret"));
-        assert_eq!(decode(&k, &signed, Some(b"secret")).unwrap().node, "n");
+        let signed = encode(&k, &rec(), Some(&secret));
+        assert_eq!(decode(&k, &signed, Some(&secret)).unwrap().node, "n");
         // Readers without a key still use signed records.
         assert!(decode(&k, &signed, None).is_ok());
         assert_eq!(
-            decode(&k, &signed, Some(b"other")).unwrap_err(),
+            decode(&k, &signed, Some(&other)).unwrap_err(),
             "the record's signature does not match the signing key"
         );
         // A changed byte of the JSON breaks the signature.
         let mut tampered = signed.clone();
         let n = tampered.len();
         tampered[n - 2] = b'4';
-        assert!(decode(&k, &tampered, Some(b"secret")).is_err());
+        assert!(decode(&k, &tampered, Some(&secret)).is_err());
         // Moved to another key's name: refused, signed or not.
         assert_eq!(
             decode(&Digest::of(b"other"), &plain, None).unwrap_err(),
@@ -148,13 +160,11 @@ mod tests {
     }
 
     #[test]
-    fn pinned_signature() {
-        // The value Python's `hmac.new(b"key", msg, hashlib.sha256)` (or `openssl dgst -sha256
-        // -hmac key`) gives for msg = "skyctl-action-v1\0" + 32 bytes of 7 + the JSON.
-        let m = mac(b"key", &Digest([7; 32]), br#"{"a":1}"#).unwrap();
-        assert_eq!(
-            hex(&m.finalize().into_bytes()),
-            "e453797bcc7ce47deb31b177cf022b09bd67aeede800041a6986652c81999159"
-        );
+    fn the_signed_message_is_pinned() {
+        let m = signed_message(&Digest([7; 32]), br#"{"a":1}"#);
+        let mut want = b"skyctl-action-v1\0".to_vec();
+        want.extend_from_slice(&[7; 32]);
+        want.extend_from_slice(br#"{"a":1}"#);
+        assert_eq!(m, want);
     }
 }

@@ -3,8 +3,9 @@
 //!
 //! Every answer other than 2xx or 404 is a [`Failure::Status`]; a refused connection, a
 //! timeout or a broken body is a [`Failure::Transport`]. Nothing here prints or decides what a
-//! failure means for the build: that is [`super::RemoteCache`]'s job. The auth header is sent
-//! with every request and never appears in an error (ureq's errors name no header).
+//! failure means for the build: that is [`sky_dag::remote::RemoteCache`]'s job. The auth
+//! header is sent with every request and never appears in an error (ureq's errors name no
+//! header).
 
 use std::io::{Read, Write};
 use std::path::Path;
@@ -12,21 +13,8 @@ use std::time::{Duration, Instant};
 
 use ureq::http::{HeaderName, HeaderValue};
 
-use crate::key::Digest;
-
-/// Why a request did not give a usable answer.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Failure {
-    /// The server answered with this status (not 2xx, not 404).
-    Status(u16),
-    /// No answer: connection refused, timeout, TLS, a body cut short.
-    Transport(String),
-    /// An answer, but not the right bytes (digest mismatch, too large).
-    Content(String),
-}
-
-/// The result of a `GET` or `HEAD`: `None` is a 404.
-pub type Found<T> = Result<Option<T>, Failure>;
+use sky_dag::key::Digest;
+use sky_dag::remote::{Failure, Found, Transport};
 
 /// The slowest transfer rate accepted, in bytes per second: a transfer of `n` bytes may take
 /// the timeout plus `n / MIN_RATE` seconds in all ([`Client::budget`]), so a server that
@@ -118,9 +106,11 @@ impl Client {
         }
         Ok(Some(resp))
     }
+}
 
+impl Transport for Client {
     /// `GET` a small object (an action record) into memory, at most `limit` bytes.
-    pub fn get_small(&self, path: &str, limit: u64) -> Found<Vec<u8>> {
+    fn get_small(&self, path: &str, limit: u64) -> Found<Vec<u8>> {
         let Some(mut resp) = self.get(path, limit)? else {
             return Ok(None);
         };
@@ -142,7 +132,7 @@ impl Client {
     /// `GET` a blob into the new file `dest`, hashing as it streams (bounded memory); the
     /// content must hash to `want` and be no larger than `limit` bytes. Returns the size.
     /// `dest` is left behind on error: the caller removes it.
-    pub fn get_blob(&self, path: &str, dest: &Path, want: &Digest, limit: u64) -> Found<u64> {
+    fn get_blob(&self, path: &str, dest: &Path, want: &Digest, limit: u64) -> Found<u64> {
         let start = Instant::now();
         let Some(mut resp) = self.get(path, limit)? else {
             return Ok(None);
@@ -183,7 +173,7 @@ impl Client {
     }
 
     /// `HEAD`: whether the server has `path`.
-    pub fn head(&self, path: &str) -> Result<bool, Failure> {
+    fn head(&self, path: &str) -> Result<bool, Failure> {
         let resp = self
             .bounded(self.agent.head(self.url(path)), 0)
             .call()
@@ -192,7 +182,7 @@ impl Client {
     }
 
     /// `PUT` a file (streamed, with its length).
-    pub fn put_file(&self, path: &str, file: &Path) -> Result<u64, Failure> {
+    fn put_file(&self, path: &str, file: &Path) -> Result<u64, Failure> {
         let f = std::fs::File::open(file)
             .map_err(|e| Failure::Transport(format!("cannot read `{}`: {e}", file.display())))?;
         let len = f.metadata().map(|m| m.len()).unwrap_or(0);
@@ -205,7 +195,7 @@ impl Client {
     }
 
     /// `PUT` bytes.
-    pub fn put_bytes(&self, path: &str, bytes: &[u8]) -> Result<u64, Failure> {
+    fn put_bytes(&self, path: &str, bytes: &[u8]) -> Result<u64, Failure> {
         let resp = self
             .bounded(self.agent.put(self.url(path)), bytes.len() as u64)
             .send(bytes)
@@ -254,14 +244,6 @@ fn transport(e: ureq::Error) -> Failure {
     })
 }
 
-/// The reason phrase of a status code, for messages.
-pub fn reason(code: u16) -> &'static str {
-    ureq::http::StatusCode::from_u16(code)
-        .ok()
-        .and_then(|s| s.canonical_reason())
-        .unwrap_or("")
-}
-
 /// One read of a response body: the bytes read (0 at the end), or why the transfer ends: a
 /// body over `limit`, a timeout (`timed_out` words it), a broken connection, or a build told
 /// to stop (SIGINT, SIGTERM; asked before every read, so a trickling server cannot hold a
@@ -273,7 +255,7 @@ fn read_some(
     timed_out: impl Fn() -> Failure,
 ) -> Result<usize, Failure> {
     loop {
-        if let Some(sig) = crate::interrupt::requested() {
+        if let Some(sig) = sky_dag::interrupt::requested() {
             return Err(Failure::Transport(format!("interrupted by signal {sig}")));
         }
         return match reader.read(buf) {

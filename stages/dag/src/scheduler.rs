@@ -16,7 +16,9 @@
 //! quiet machine.
 //!
 //! After the first failure, without `keep_going`, no new node starts; running ones finish and
-//! are reported. With `keep_going`, only the dependents of a failed node are skipped.
+//! are reported. With `keep_going`, only the dependents of a failed node are skipped, and so
+//! it is for a node outside `stops` (one the release does not depend on: the release of what
+//! succeeded is still written).
 //!
 //! The scheduler knows nothing about keys, files or stores: see `builder.rs` for the driver.
 
@@ -74,9 +76,16 @@ pub struct Scheduler<'g> {
     pub jobs: usize,
     /// Keep building independent nodes after a failure.
     pub keep_going: bool,
+    /// Nodes whose failure stops the build when not `keep_going` (every node when empty); a
+    /// failure of another one skips only its dependents, as with `keep_going`.
+    pub stops: Vec<bool>,
 }
 
 impl Scheduler<'_> {
+    fn stops_at(&self, x: NodeIdx) -> bool {
+        self.stops.get(x).copied().unwrap_or(true)
+    }
+
     /// Run every node with `selected[n]`, in dependency order (`order` breaks ties).
     pub fn run<'a, R: Send + 'a>(
         &self,
@@ -145,10 +154,10 @@ impl Scheduler<'_> {
                                 &mut ready,
                                 &rank,
                                 &mut tally,
-                                self.keep_going,
+                                self.keep_going || !self.stops_at(x),
                                 driver,
                             );
-                            stopped |= !ok && !self.keep_going;
+                            stopped |= !ok && !self.keep_going && self.stops_at(x);
                         }
                         Start::Run(job) => {
                             running += 1;
@@ -185,10 +194,10 @@ impl Scheduler<'_> {
                     &mut ready,
                     &rank,
                     &mut tally,
-                    self.keep_going,
+                    self.keep_going || !self.stops_at(x),
                     driver,
                 );
-                stopped |= !ok && !self.keep_going;
+                stopped |= !ok && !self.keep_going && self.stops_at(x);
             }
         });
         // Whatever never started is skipped.
@@ -326,6 +335,7 @@ mod tests {
             exclusive: vec![false; 5],
             jobs: 4,
             keep_going: false,
+            stops: Vec::new(),
         };
         let mut f = fake(vec![false; 5]);
         let t = s.run(&[true; 5], &[0, 1, 2, 3, 4], &mut f);
@@ -352,10 +362,43 @@ mod tests {
             exclusive: excl.clone(),
             jobs: 4,
             keep_going: false,
+            stops: Vec::new(),
         };
         let mut f = fake(excl);
         s.run(&[true; 5], &[0, 1, 2, 3, 4], &mut f);
         assert_eq!(f.exclusive_seen_with_others.load(Ordering::SeqCst), 0);
+    }
+
+    #[test]
+    fn failure_outside_stops_skips_only_its_dependents() {
+        let d = deps();
+        let s = Scheduler {
+            deps: &d,
+            exclusive: vec![false; 5],
+            jobs: 1,
+            keep_going: false,
+            // 1 is not one the build stops for; 2 is.
+            stops: vec![true, false, true, true, true],
+        };
+        let mut f = fake(vec![false; 5]);
+        f.fail = vec![1];
+        let t = s.run(&[true; 5], &[0, 1, 2, 3, 4], &mut f);
+        // 0 and 2 and 4 run, 1 fails, its dependent 3 is skipped.
+        assert_eq!(
+            t,
+            Tally {
+                ok: 3,
+                failed: 1,
+                skipped: 1
+            }
+        );
+        assert!(f.log.contains(&"skip 3".to_string()), "{:?}", f.log);
+        let mut f = fake(vec![false; 5]);
+        f.fail = vec![2];
+        let t = s.run(&[true; 5], &[0, 1, 2, 3, 4], &mut f);
+        assert_eq!(t.failed, 1);
+        assert!(t.skipped >= 1 && t.ok + t.skipped == 4, "{t:?}");
+        assert!(!f.log.contains(&"start 4".to_string()), "{:?}", f.log);
     }
 
     #[test]
@@ -366,6 +409,7 @@ mod tests {
             exclusive: vec![false; 5],
             jobs: 1,
             keep_going: false,
+            stops: Vec::new(),
         };
         let mut f = fake(vec![false; 5]);
         f.fail = vec![0];
@@ -388,6 +432,7 @@ mod tests {
             exclusive: vec![false; 5],
             jobs: 2,
             keep_going: true,
+            stops: Vec::new(),
         };
         let mut f = fake(vec![false; 5]);
         f.fail = vec![1];
@@ -411,6 +456,7 @@ mod tests {
             exclusive: vec![false; 5],
             jobs: 2,
             keep_going: true,
+            stops: Vec::new(),
         };
         let mut f = fake(vec![false; 5]);
         f.panic = vec![2];

@@ -1,14 +1,35 @@
 // The demo page: model card, progress bar, the question form and the answer.
-import { startSky, pageOptions, formatBytes } from './sky.js';
+import { startSky, pageOptions, publishedModels, formatBytes } from './sky.js';
 import { bars, describeModel, showError } from './ui.js';
 
 const $ = (id) => document.getElementById(id);
-const opts = pageOptions();
+const published = await publishedModels();
+const opts = pageOptions(location.search, published);
 
-describeModel(opts.modelUrl).then(({ name, bytes }) => {
-  $('model-name').textContent = name;
-  $('model-size').textContent = bytes ? `${formatBytes(bytes)} to download` : 'size unknown';
+// The picker: every published file; choosing one reloads the page with ?model= (the other
+// parameters kept), so the engine starts afresh on it.
+const pick = $('model-pick');
+for (const f of published) {
+  const o = document.createElement('option');
+  o.value = f.path;
+  o.textContent = `${f.model} (${f.variant.toUpperCase()}, ${formatBytes(f.bytes)})`;
+  o.selected = f.url === opts.modelUrl;
+  pick.append(o);
+}
+pick.disabled = published.length < 2;
+$('model-picker').hidden = published.length === 0;
+pick.addEventListener('change', () => {
+  const q = new URLSearchParams(location.search);
+  q.set('model', pick.value);
+  location.search = q.toString();
 });
+
+if (opts.modelUrl) {
+  describeModel(opts.modelUrl).then(({ name, bytes }) => {
+    $('model-name').textContent = name;
+    $('model-size').textContent = bytes ? `${formatBytes(bytes)} to download` : 'size unknown';
+  });
+}
 
 const progress = $('progress');
 const sky = startSky({

@@ -45,6 +45,7 @@ export function pageOptions(search = location.search, published = []) {
   };
 }
 
+// `modelUrl`: the GGUF's URL, or a promise of it.
 export function startSky({ modelUrl, prefer = 'auto', onProgress = () => {} }) {
   const t0 = performance.now();
   const worker = new Worker(new URL('./sky-worker.js', import.meta.url), { type: 'module' });
@@ -119,12 +120,15 @@ export function startSky({ modelUrl, prefer = 'auto', onProgress = () => {} }) {
     ev.preventDefault();
     fail(`the engine worker failed: ${ev.message || 'could not start'}`);
   };
-  if (!modelUrl) {
-    worker.terminate();
-    fail('no model to load: models/manifest.json lists no published file (open the page with ?model=URL)');
-    return sky;
-  }
-  worker.postMessage({ type: 'init', base: new URL('./', import.meta.url).href, modelUrl, prefer });
+  // `modelUrl` may be a promise (the page reads models/manifest.json to pick the model).
+  Promise.resolve(modelUrl).then((url) => {
+    if (!url) {
+      worker.terminate();
+      fail('no model to load: models/manifest.json lists no published file (open the page with ?model=URL)');
+      return;
+    }
+    worker.postMessage({ type: 'init', base: new URL('./', import.meta.url).href, modelUrl: url, prefer });
+  });
   return sky;
 }
 

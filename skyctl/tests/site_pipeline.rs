@@ -103,7 +103,7 @@ fn the_wasm_node_is_keyed_on_the_engine_sources_and_the_lockfile() {
 }
 
 #[test]
-fn the_release_holds_the_site_with_the_web_wasm_modules() {
+fn the_site_node_writes_only_the_pages_beside_the_web_wasm_modules() {
     let ws = Ws::new();
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     copy_sources(&root, ws.path());
@@ -117,8 +117,7 @@ fn the_release_holds_the_site_with_the_web_wasm_modules() {
         .find(|n| n["id"] == "site")
         .expect("a site node");
     assert_eq!(site["kind"], "site");
-    // The modules come from the web-wasm node (a dependency through the release, not the
-    // site node, which writes only the pages).
+    // `[site] modules` names the web-wasm node's files: the site node writes only the pages.
     let outputs: Vec<&str> = site["outputs"]
         .as_array()
         .unwrap()

@@ -54,7 +54,7 @@ fn main() {
         let k = k.to_string_lossy();
         if k.starts_with("CARGO_PROFILE_")
             || k.starts_with("CARGO_BUILD_")
-            || k.starts_with("CARGO_TARGET_") && k != "CARGO_TARGET_DIR"
+            || (k.starts_with("CARGO_TARGET_") && k != "CARGO_TARGET_DIR")
         {
             cmd.env_remove(&*k);
         }
@@ -68,9 +68,6 @@ fn main() {
         "RUSTFLAGS",
         "CARGO_ENCODED_RUSTFLAGS",
         "CARGO_INCREMENTAL",
-        "CARGO_MANIFEST_DIR",
-        "CARGO_MANIFEST_PATH",
-        "CARGO_PKG_NAME",
     ] {
         cmd.env_remove(k);
     }

@@ -63,7 +63,8 @@ fn missing_reason(code: &str) -> &'static str {
 /// The engine modules this skyctl carries (SIMD128, scalar), or why it has none.
 ///
 /// `SKYCTL_TEST_NO_WASM_TARGET=1` answers as a skyctl built without the wasm32 target does, so
-/// the tests reach the `[site]` message without building a second skyctl.
+/// the tests reach the `[site]` message without building a second skyctl. It is read when the
+/// manifest expands: a workspace's compiled graph (`graph.bin`) keeps the earlier answer.
 pub fn embedded_modules() -> Result<[&'static [u8]; 2], &'static str> {
     if std::env::var_os("SKYCTL_TEST_NO_WASM_TARGET").is_some_and(|v| v == "1") {
         return Err(missing_reason("target"));

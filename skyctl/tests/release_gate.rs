@@ -126,3 +126,29 @@ fn a_failing_suite_of_a_published_variant_keeps_the_release_as_it_was() {
     assert_eq!(b.code, 0, "{}", b.stderr);
     assert!(ws.read("site/public/SHA256SUMS").contains(" *build/"));
 }
+
+#[test]
+fn a_failing_command_the_release_does_not_use_fails_the_build_not_the_release() {
+    let ws = Ws::new();
+    ws.write("in.txt", "x\n");
+    let side = "\n[[command]]\nname = \"lint\"\nrun = \"echo lint-says-no >&2; exit 3\"\noutputs = [\"out/lint.txt\"]\n";
+    ws.write("pipeline.toml", &format!("{}{side}", common::TWO_COMMANDS));
+    let b = ws.build(&["-j", "1"]);
+    assert_eq!(b.code, 1, "{}", b.stderr);
+    assert_eq!(b.summary["failed_nodes"], serde_json::json!(["lint"]));
+    assert_eq!(b.summary["release"]["published"], true);
+    assert_eq!(ws.read("site/public/b.txt"), "X\nA\n");
+
+    // The release's own chain failing: it stays as it was, and its dependents are not run.
+    ws.write("in.txt", "y\n");
+    let text = ws
+        .read("pipeline.toml")
+        .replace("cat in.txt", "cat missing.txt");
+    ws.write("pipeline.toml", &text);
+    let b = ws.build(&["-k"]);
+    assert_eq!(b.code, 1, "{}", b.stderr);
+    let release = &b.summary["release"];
+    assert_eq!(release["published"], false);
+    assert_eq!(release["blocked_by"], serde_json::json!(["a", "b"]));
+    assert_eq!(ws.read("site/public/b.txt"), "X\nA\n");
+}

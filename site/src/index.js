@@ -1,18 +1,17 @@
 // The demo page: model card, progress bar, the question form and the answer.
-import { startSky, pageOptions, formatBytes } from './sky.js';
+import { startSky, pageOptions, publishedModels, formatBytes } from './sky.js';
 import { bars, describeModel, showError } from './ui.js';
 
 const $ = (id) => document.getElementById(id);
-const opts = pageOptions();
-
-describeModel(opts.modelUrl).then(({ name, bytes }) => {
-  $('model-name').textContent = name;
-  $('model-size').textContent = bytes ? `${formatBytes(bytes)} to download` : 'size unknown';
-});
+// window.sky exists as soon as the page's script has run; the model it loads is known once
+// models/manifest.json is read (the engine module loads meanwhile).
+const published = publishedModels();
+const opts = published.then((files) => pageOptions(location.search, files));
 
 const progress = $('progress');
 const sky = startSky({
-  ...opts,
+  modelUrl: opts.then((o) => o.modelUrl),
+  prefer: pageOptions(location.search).prefer,
   onProgress(loaded, total) {
     if (total > 0) {
       progress.max = total;
@@ -24,6 +23,32 @@ const sky = startSky({
   },
 });
 window.sky = sky;
+
+// The picker: every published file; choosing one reloads the page with ?model= (the other
+// parameters kept), so the engine starts afresh on it.
+Promise.all([published, opts]).then(([files, { modelUrl }]) => {
+  const pick = $('model-pick');
+  for (const f of files) {
+    const o = document.createElement('option');
+    o.value = f.path;
+    o.textContent = `${f.model} (${f.variant.toUpperCase()}, ${formatBytes(f.bytes)})`;
+    o.selected = f.url === modelUrl;
+    pick.append(o);
+  }
+  pick.disabled = files.length < 2;
+  $('model-picker').hidden = files.length === 0;
+  pick.addEventListener('change', () => {
+    const q = new URLSearchParams(location.search);
+    q.set('model', pick.value);
+    location.search = q.toString();
+  });
+  if (modelUrl) {
+    describeModel(modelUrl).then(({ name, bytes }) => {
+      $('model-name').textContent = name;
+      $('model-size').textContent = bytes ? `${formatBytes(bytes)} to download` : 'size unknown';
+    });
+  }
+});
 
 sky.ready.then(
   (info) => {

@@ -8,20 +8,44 @@
 // ({"error": {"code", "message", "type"}}, what `skyctl ask --json` prints for it) and whose
 // `ms` is the latency. Inference runs in a Web Worker (sky-worker.js).
 //
-// URL parameters: ?model=URL loads another GGUF; ?simd=0 forces the scalar module, ?simd=1 the
-// SIMD128 one (default: SIMD128 where WebAssembly.validate accepts it).
+// URL parameters: ?model=URL loads another GGUF (default: the release's first published F16
+// file, else its first published file, from models/manifest.json); ?simd=0 forces the scalar
+// module, ?simd=1 the SIMD128 one (default: SIMD128 where WebAssembly.validate accepts it).
 
-export const DEFAULT_MODEL = 'models/s1-pico.gguf';
+// The files the release publishes, from models/manifest.json, in its order:
+// [{model, variant, path, bytes, url}] (empty when there is no manifest).
+export async function publishedModels(base = location.href) {
+  let manifest;
+  try {
+    const res = await fetch(new URL('models/manifest.json', base));
+    if (!res.ok) return [];
+    manifest = await res.json();
+  } catch {
+    return [];
+  }
+  const out = [];
+  for (const m of manifest.models || []) {
+    for (const f of m.files || []) {
+      // Paths in the manifest are relative to the release root (this page's folder).
+      out.push({ model: m.name, variant: f.variant, path: f.path, bytes: f.bytes, url: new URL(f.path, base).href });
+    }
+  }
+  return out;
+}
 
-export function pageOptions(search = location.search) {
+// The page's options; `published` (from publishedModels) picks the model when ?model= is absent.
+export function pageOptions(search = location.search, published = []) {
   const q = new URLSearchParams(search);
   const simd = q.get('simd');
+  const first = published.find((f) => f.variant === 'f16') || published[0];
+  const model = q.get('model') || first?.path || null;
   return {
-    modelUrl: new URL(q.get('model') || DEFAULT_MODEL, location.href).href,
+    modelUrl: model ? new URL(model, location.href).href : null,
     prefer: simd === '0' ? 'scalar' : simd === '1' ? 'simd' : 'auto',
   };
 }
 
+// `modelUrl`: the GGUF's URL, or a promise of it.
 export function startSky({ modelUrl, prefer = 'auto', onProgress = () => {} }) {
   const t0 = performance.now();
   const worker = new Worker(new URL('./sky-worker.js', import.meta.url), { type: 'module' });
@@ -96,7 +120,15 @@ export function startSky({ modelUrl, prefer = 'auto', onProgress = () => {} }) {
     ev.preventDefault();
     fail(`the engine worker failed: ${ev.message || 'could not start'}`);
   };
-  worker.postMessage({ type: 'init', base: new URL('./', import.meta.url).href, modelUrl, prefer });
+  // `modelUrl` may be a promise (the page reads models/manifest.json to pick the model).
+  Promise.resolve(modelUrl).then((url) => {
+    if (!url) {
+      worker.terminate();
+      fail('no model to load: models/manifest.json lists no published file (open the page with ?model=URL)');
+      return;
+    }
+    worker.postMessage({ type: 'init', base: new URL('./', import.meta.url).href, modelUrl: url, prefer });
+  });
   return sky;
 }
 

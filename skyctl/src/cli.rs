@@ -48,7 +48,11 @@ pub enum Command {
     Golden(commands::golden::Args),
     /// Run kernel implementations over golden inputs.
     Kernels(commands::kernels::Args),
-    /// Write a commented example pipeline.toml into an empty folder.
+    /// Start a project that builds, verifies and publishes as it is: a checkpoint
+    /// (models/<name>/: the s1-pico preset with random weights, or a copy of --model), eight
+    /// golden cases and their expected outputs recorded from it (golden/<name>/), a commented
+    /// pipeline.toml (two variants, a bench, two golden suites, the site) and a .gitignore (the
+    /// store .skyctl/, build/ and the release tree site/public/).
     Init(commands::init::Args),
     /// Build everything, or the named models/nodes and their dependencies.
     Build(commands::build::Args),

@@ -106,10 +106,52 @@ impl Console {
                         s.seconds,
                         remote.unwrap_or_default()
                     ),
-                )
+                );
+                if let Some(line) = release_line(s) {
+                    out(&mut std::io::stderr(), &line);
+                }
             }
         }
     }
+}
+
+/// What became of the release when something failed (nothing to say otherwise: the update
+/// itself is a note).
+fn release_line(s: &Summary) -> Option<String> {
+    let r = s.release.as_ref()?;
+    if r.published && s.failed_nodes.is_empty() {
+        return None;
+    }
+    Some(if r.published {
+        format!(
+            "skyctl: release `{}` published: the release depends on none of the failed nodes ({})",
+            r.dir,
+            s.failed_nodes.join(", ")
+        )
+    } else {
+        // Failures first: they are what to fix; what did not run follows from them.
+        let (failed, unrun): (Vec<&str>, Vec<&str>) = r
+            .blocked_by
+            .iter()
+            .map(String::as_str)
+            .partition(|id| s.failed_nodes.iter().any(|f| f == id));
+        let mut parts = Vec::new();
+        if !failed.is_empty() {
+            parts.push(format!("{} (failed)", failed.join(", ")));
+        }
+        if !unrun.is_empty() {
+            parts.push(format!("{} (not run)", unrun.join(", ")));
+        }
+        if parts.is_empty() {
+            format!("skyctl: release `{}` left as it was", r.dir)
+        } else {
+            format!(
+                "skyctl: release `{}` left as it was: it depends on {}",
+                r.dir,
+                parts.join("; ")
+            )
+        }
+    })
 }
 
 impl Reporter for Console {

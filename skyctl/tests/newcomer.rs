@@ -34,19 +34,44 @@ fn init_gives_a_project_that_builds_and_verifies() {
         "./models/s1-pico/",
         "./golden/s1-pico/cases.jsonl (8 cases)",
         "./pipeline.toml",
+        "./.gitignore (keeps /.skyctl/ /build/ /site/public/ out of git)",
         "next: skyctl build && skyctl verify",
     ] {
         assert!(out.contains(wrote), "{wrote:?} missing from:\n{out}");
     }
+    assert_eq!(
+        ws.read(".gitignore"),
+        "# What skyctl build writes: the store, the build folder, the release tree\n/.skyctl/\n/build/\n/site/public/\n"
+    );
     let b = ws.build(&[]);
     assert_eq!((b.code, b.count("failed")), (0, 0), "{}", b.stderr);
-    assert_eq!(b.count("executed"), 9);
+    assert_eq!(b.count("executed"), 10);
+    assert_eq!(
+        b.summary["release"],
+        serde_json::json!({"dir": "site/public", "published": true, "blocked_by": []})
+    );
+    // The site comes with skyctl: pages, scripts and both engine modules, beside the models.
     for f in [
         "site/public/SHA256SUMS",
         "site/public/models/manifest.json",
+        "site/public/models/s1-pico.gguf",
+        "site/public/models/s1-pico.q8_0.gguf",
         "site/public/bench.json",
+        "site/public/index.html",
+        "site/public/bench.html",
+        "site/public/sky-worker.js",
+        "site/public/sky-web.simd.wasm",
+        "site/public/sky-web.scalar.wasm",
     ] {
         assert!(ws.p(f).is_file(), "{f} missing");
+    }
+    assert_eq!(
+        std::fs::read(ws.p("site/public/index.html")).unwrap(),
+        std::fs::read(repo().join("site/src/index.html")).unwrap()
+    );
+    for m in ["simd", "scalar"] {
+        let wasm = std::fs::read(ws.p(&format!("site/public/sky-web.{m}.wasm"))).unwrap();
+        assert_eq!(&wasm[..4], b"\0asm", "{m}");
     }
     let sums = ws.read("site/public/SHA256SUMS");
     assert!(
@@ -76,6 +101,42 @@ fn init_refuses_an_existing_pipeline_unless_forced() {
     let o = ws.run(&["init", "--force"]);
     assert_eq!(o.status.code(), Some(0));
     assert!(ws.read("pipeline.toml").contains("[[model]]"));
+}
+
+#[test]
+fn init_adds_what_an_existing_gitignore_lacks_and_help_says_what_it_writes() {
+    let ws = Ws::new();
+    ws.write(".gitignore", "target\n/build/");
+    let o = ws.run(&["init"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains("./.gitignore (now also keeps /.skyctl/ /site/public/ out of git)"),
+        "{}",
+        stdout(&o)
+    );
+    assert_eq!(
+        ws.read(".gitignore"),
+        "target\n/build/\n# What skyctl build writes: the store, the build folder, the release tree\n/.skyctl/\n/site/public/\n"
+    );
+    // Again: nothing is missing, nothing is added.
+    let o = ws.run(&["init", "--force"]);
+    assert!(stdout(&o).contains("already keeps"), "{}", stdout(&o));
+    assert_eq!(ws.read(".gitignore").matches("/.skyctl/").count(), 1);
+
+    let help = stdout(&ws.run(&["init", "--help"]));
+    for what in [
+        "checkpoint",
+        "golden cases",
+        "expected outputs",
+        "pipeline.toml",
+        "the site",
+        ".gitignore",
+    ] {
+        assert!(
+            help.contains(what),
+            "{what:?} missing from init --help:\n{help}"
+        );
+    }
 }
 
 #[test]

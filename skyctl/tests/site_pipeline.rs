@@ -1,6 +1,7 @@
 //! The project's own pipeline.toml: the browser engine node (`web-wasm`) is keyed on the engine
-//! sources and Cargo.lock and nothing else that changes often, and the release tree holds what
-//! the site needs. Only keys are computed (`skyctl graph`); nothing is built.
+//! sources and Cargo.lock and nothing else that changes often, and its `[site]` writes the pages
+//! skyctl carries beside the node's modules. Only keys are computed (`skyctl graph`); nothing is
+//! built.
 
 mod common;
 
@@ -94,10 +95,35 @@ fn the_wasm_node_is_keyed_on_the_engine_sources_and_the_lockfile() {
         assert_eq!(after["site"], before["site"], "{rel}");
     }
 
-    // A page: the site node, not the wasm node.
+    // A page of the copy: no key moves. The site node writes the pages this skyctl carries
+    // (embedded from site/src when it was built); its key holds their digest instead.
     let before = keys(&ws);
     append(&ws, "site/src/index.html", "\n");
-    let after = keys(&ws);
-    assert_ne!(after["site"], before["site"]);
-    assert_eq!(after["web-wasm"], before["web-wasm"]);
+    assert_eq!(keys(&ws), before);
+}
+
+#[test]
+fn the_site_node_writes_only_the_pages_beside_the_web_wasm_modules() {
+    let ws = Ws::new();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    copy_sources(&root, ws.path());
+    let out = ws.run(&["graph", "--format", "json"]);
+    assert!(out.status.success());
+    let g: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let site = g["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["id"] == "site")
+        .expect("a site node");
+    assert_eq!(site["kind"], "site");
+    // `[site] modules` names the web-wasm node's files: the site node writes only the pages.
+    let outputs: Vec<&str> = site["outputs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|o| o.as_str().or_else(|| o["path"].as_str()))
+        .collect();
+    assert_eq!(outputs.len(), 9, "{site}");
+    assert!(outputs.iter().all(|o| !o.ends_with(".wasm")), "{outputs:?}");
 }

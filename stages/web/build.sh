@@ -4,7 +4,8 @@
 #   bash stages/web/build.sh OUT_DIR
 #
 # writes OUT_DIR/sky-web.simd.wasm and OUT_DIR/sky-web.scalar.wasm. The pipeline runs this as
-# the `web/wasm` node (pipeline.toml); by hand it is the same command. CARGO_TARGET_DIR defaults
+# the `web-wasm` node (pipeline.toml), and skyctl's build script (skyctl/build.rs) runs it to
+# embed the modules in skyctl; by hand it is the same command. CARGO_TARGET_DIR defaults
 # to build/web/target (each variant in its own subfolder, so neither rebuilds the other and the
 # build never waits on the workspace's own target/ lock, e.g. under `cargo run -- build`).
 #
@@ -20,7 +21,7 @@ cargo_home=${CARGO_HOME:-$HOME/.cargo}
 rustup_home=${RUSTUP_HOME:-$HOME/.rustup}
 mkdir -p "$out"
 
-if ! rustup target list --installed 2>/dev/null | grep -qx wasm32-unknown-unknown; then
+if [ ! -d "$(rustc --print sysroot)/lib/rustlib/wasm32-unknown-unknown/lib" ]; then
   rustup target add wasm32-unknown-unknown
 fi
 

@@ -1,7 +1,8 @@
 //! `skyctl init [DIR] [--model CHECKPOINT] [--force]`: a project that builds and verifies as
 //! it is: a small checkpoint (the s1-pico preset with random weights, as `skyctl random`
 //! writes it, or a copy of an existing Laya checkpoint), a cases file, the expected outputs
-//! recorded from the checkpoint, and a commented `pipeline.toml` that uses them.
+//! recorded from the checkpoint, a commented `pipeline.toml` that uses them (with a `[site]`),
+//! and a `.gitignore` that keeps what a build writes out of git.
 
 use std::path::{Path, PathBuf};
 
@@ -102,6 +103,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         "{} (commented; edit it to add models)",
         manifest.display()
     ));
+    wrote.push(gitignore(dir)?);
     outln!("wrote:");
     for w in &wrote {
         outln!("  {w}");
@@ -113,6 +115,53 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
     };
     outln!("next: {cd}skyctl build && skyctl verify");
     Ok(Outcome::Success)
+}
+
+/// What a build writes, which git should not track: the folders of the template's `[project]`.
+const IGNORED: [&str; 3] = ["/.skyctl/", "/build/", "/site/public/"];
+
+/// Write `.gitignore`, or add the lines it lacks to an existing one; what to print about it.
+fn gitignore(dir: &Path) -> anyhow::Result<String> {
+    let path = dir.join(".gitignore");
+    let old = match std::fs::read_to_string(&path) {
+        Ok(text) => Some(text),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(e).with_context(|| format!("reading `{}`", path.display())),
+    };
+    let have = old.as_deref().unwrap_or_default();
+    let missing: Vec<&str> = IGNORED
+        .iter()
+        .copied()
+        .filter(|l| !have.lines().any(|h| h.trim() == *l))
+        .collect();
+    if missing.is_empty() {
+        return Ok(format!(
+            "{} (already keeps {} out of git)",
+            path.display(),
+            IGNORED.join(" ")
+        ));
+    }
+    let mut text = have.to_string();
+    if !text.is_empty() && !text.ends_with('\n') {
+        text.push('\n');
+    }
+    text.push_str("# What skyctl build writes: the store, the build folder, the release tree\n");
+    for l in &missing {
+        text.push_str(l);
+        text.push('\n');
+    }
+    sky_fs::write(&path, text.as_bytes())
+        .with_context(|| format!("writing `{}`", path.display()))?;
+    let verb = if old.is_some() {
+        "now also keeps"
+    } else {
+        "keeps"
+    };
+    Ok(format!(
+        "{} ({verb} {} out of git)",
+        path.display(),
+        missing.join(" ")
+    ))
 }
 
 /// The model name for a checkpoint directory: its folder name, when it is a valid name.

@@ -11,6 +11,7 @@ pub mod golden_model;
 pub mod kernel_harness;
 pub mod manifest;
 pub mod quantize;
+pub mod site;
 pub mod tune;
 
 use sky_dag::Registry;
@@ -29,5 +30,6 @@ pub fn registry() -> Registry {
     r.add(golden_gen::GoldenGen);
     r.add(kernel_harness::KernelHarness);
     r.add(golden_kernels::GoldenKernels);
+    r.add(site::Site);
     r
 }

@@ -14,10 +14,10 @@ use std::ops::Range;
 use sky_dag::source::did_you_mean;
 use sky_dag::{GraphSpec, Located, NodeSpec, ReleaseSpec, Result};
 
-use super::schema::{GoldenKind, Manifest, Model, Variant};
+use super::schema::{GoldenKind, Manifest, Model, Variant, SITE_NODE};
 use crate::kinds::{
     bench, calibrate, convert, golden_gen, golden_kernels, golden_model, kernel_harness, manifest,
-    quantize, tune,
+    quantize, site, tune,
 };
 use crate::ops::bench::BenchMode;
 use crate::ops::compute::Compute;
@@ -37,6 +37,7 @@ pub fn expand(m: &Manifest, env: &dyn Fn(&str) -> Option<String>) -> Result<Grap
     }
     x.manifest_node()?;
     x.goldens()?;
+    x.site()?;
     x.explicit_release();
     Ok(GraphSpec {
         nodes: x.nodes,
@@ -502,10 +503,72 @@ impl Expander<'_> {
         let mut node = NodeSpec::new::<golden_model::GoldenModel>(id, &params, span.clone())?
             .group(&model)
             .input(model_file(m, &model, variant), span);
+        // A suite of a file the release ships must pass for the release to be written; any
+        // other suite fails the build but does not hold back the release.
+        node.gates_release = m.model.iter().any(|x| {
+            x.name.get_ref() == &model && x.publish.iter().any(|p| *p.get_ref() == variant)
+        });
         for f in [&g.cases, &g.expected].into_iter().flatten() {
             node = node.input(f.get_ref(), f.span());
         }
         Ok(node)
+    }
+
+    /// `[site]`: one `site` node writing the pages (and the modules skyctl carries, unless
+    /// `modules` names files of the pipeline) into `<build_dir>/site/`, each published at the
+    /// top of the release tree, where the pages fetch them.
+    fn site(&mut self) -> Result<()> {
+        let m = self.m;
+        let Some(decl) = &m.site else {
+            return Ok(());
+        };
+        let dir = format!("{}/site", m.project.build_dir.get_ref());
+        let span = decl.span();
+        let (modules, from_files) = match &decl.get_ref().modules {
+            Some(files) => (None, Some(files)),
+            None => {
+                let embedded = site::embedded_modules().map_err(|why| {
+                    m.error_at(
+                        span.clone(),
+                        format!(
+                            "[site] needs the browser engine modules ({}), and this skyctl carries none: {why}; \
+                             or build them in the pipeline and name them with `modules = {{ simd = \"...\", scalar = \"...\" }}`",
+                            site::MODULES.join(", ")
+                        ),
+                    )
+                })?;
+                (Some(site::digest(embedded)), None)
+            }
+        };
+        let params = site::Params {
+            pages: site::pages_digest(),
+            modules,
+        };
+        let mut node = NodeSpec::new::<site::Site>(SITE_NODE, &params, span.clone())?;
+        let mut files: Vec<&str> = site::PAGES.iter().map(|(name, _)| *name).collect();
+        if from_files.is_none() {
+            files.extend(site::MODULES);
+        }
+        for f in files {
+            let out = format!("{dir}/{f}");
+            node = node.output(&out, span.clone());
+            self.release.push(ReleaseSpec {
+                to: f.to_string(),
+                from: out,
+                span: span.clone(),
+            });
+        }
+        self.nodes.push(node);
+        if let Some(files) = from_files {
+            for (to, from) in site::MODULES.iter().zip([&files.simd, &files.scalar]) {
+                self.release.push(ReleaseSpec {
+                    to: to.to_string(),
+                    from: from.get_ref().clone(),
+                    span: from.span(),
+                });
+            }
+        }
+        Ok(())
     }
 
     /// `[[release.publish]]`: `to` ending in `/` means "into this directory" (an empty `to`
@@ -633,6 +696,85 @@ mod tests {
                     && e.contains("bench.threads")
                     && e.contains(needle),
                 "{e}"
+            );
+        }
+    }
+
+    #[test]
+    fn only_suites_of_published_variants_gate_the_release() {
+        let suite = |name: &str, variant: &str| {
+            format!("[[golden]]\nname = \"{name}\"\nkind = \"model\"\nmodel = \"m\"\nvariant = \"{variant}\"\ncases = \"c.jsonl\"\nexpected = \"e.jsonl\"\n")
+        };
+        let src = format!(
+            "[[model]]\nname = \"m\"\nsource = \"models/m\"\nvariants = [\"f32\", \"f16\"]\npublish = [\"f16\"]\n{}{}[[golden]]\nname = \"k\"\nkind = \"kernels\"\n{}",
+            suite("pub", "f16"),
+            suite("side", "f32"),
+            cmd("other", &[], &["x"])
+        );
+        let g = graph(&src).unwrap();
+        let gates: Vec<&str> = g
+            .nodes
+            .iter()
+            .filter(|n| n.gates_release)
+            .map(|n| n.id.as_str())
+            .collect();
+        assert_eq!(gates, ["golden/pub"]);
+        let critical = g.release_critical();
+        let is = |id: &str| critical[g.by_id[id]];
+        // What the release files come from, the gating suite and what it needs.
+        for id in ["m/convert.f16", "m/convert.f32", "manifest", "golden/pub"] {
+            assert!(is(id), "{id}");
+        }
+        for id in ["golden/side", "golden/k", "golden/k/run", "other"] {
+            assert!(!is(id), "{id}");
+        }
+    }
+
+    #[test]
+    fn site_publishes_the_pages_and_the_modules_at_the_top() {
+        let model = "[[model]]\nname = \"m\"\nsource = \"models/m\"\npublish = [\"f16\"]\n";
+        let with = |site: &str| {
+            let src = format!(
+                "{model}{}{site}",
+                cmd("w", &[], &["out/s.wasm", "out/c.wasm"])
+            );
+            let g = graph(&src).unwrap();
+            let mut rel: Vec<(String, String)> = g
+                .release
+                .iter()
+                .map(|r| (r.to.clone(), g.nodes[r.node].outputs[r.output].path.clone()))
+                .collect();
+            rel.sort();
+            (g, rel)
+        };
+        let (g, rel) =
+            with("[site]\nmodules = { simd = \"out/s.wasm\", scalar = \"out/c.wasm\" }\n");
+        let site = &g.nodes[g.by_id["site"]];
+        assert_eq!(site.kind, "site");
+        assert_eq!(site.outputs.len(), 9);
+        assert!(site.params.value().get("modules").is_none());
+        let find = |to: &str| rel.iter().find(|(t, _)| t == to).map(|(_, f)| f.as_str());
+        assert_eq!(find("index.html"), Some("build/site/index.html"));
+        assert_eq!(find("bench.html"), Some("build/site/bench.html"));
+        assert_eq!(find("sky-web.simd.wasm"), Some("out/s.wasm"));
+        assert_eq!(find("sky-web.scalar.wasm"), Some("out/c.wasm"));
+        assert_eq!(find("models/m.gguf"), Some("build/m/m.f16.gguf"));
+        // The pages' digest is in the key's params, so other pages make another key.
+        assert_eq!(
+            site.params.value()["pages"],
+            serde_json::json!(crate::kinds::site::pages_digest())
+        );
+        // Without `modules`: the ones skyctl carries, written by the site node (when this
+        // build of skyctl has them).
+        if crate::kinds::site::embedded_modules().is_ok() {
+            let (g, rel) = with("[site]\n");
+            let site = &g.nodes[g.by_id["site"]];
+            assert_eq!(site.outputs.len(), 11);
+            assert!(site.params.value()["modules"].is_string());
+            let find = |to: &str| rel.iter().find(|(t, _)| t == to).map(|(_, f)| f.as_str());
+            assert_eq!(
+                find("sky-web.simd.wasm"),
+                Some("build/site/sky-web.simd.wasm")
             );
         }
     }

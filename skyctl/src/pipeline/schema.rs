@@ -21,6 +21,9 @@ use crate::ops::compute::Compute;
 use crate::ops::kernels::Generator;
 pub use crate::ops::policy::{Policy, PolicyRule, TensorType};
 
+/// The node id of `[site]`.
+pub const SITE_NODE: &str = "site";
+
 /// The commented example `skyctl init` writes. It parses (a test checks).
 pub const EXAMPLE: &str = include_str!("pipeline.example.toml");
 
@@ -45,6 +48,8 @@ pub struct Manifest {
     pub release: Release,
     /// `[cache]`.
     pub cache: Cache,
+    /// `[site]`, when the release carries the site (its span: the section, for messages).
+    pub site: Option<Spanned<Site>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -66,6 +71,8 @@ struct RawManifest {
     release: Release,
     #[serde(default)]
     cache: Cache,
+    #[serde(default)]
+    site: Option<Spanned<Site>>,
 }
 
 /// `[project]`: where things go.
@@ -401,6 +408,27 @@ pub struct Cache {
     pub remote: Option<Spanned<String>>,
 }
 
+/// `[site]`: the demo page (`index.html`), the Bench page (`bench.html`), their scripts and the
+/// browser engine's two modules in the release tree, for the models the pipeline publishes.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Site {
+    /// The engine modules from files of this pipeline (declared outputs of a node) instead of
+    /// the ones skyctl carries.
+    #[serde(default)]
+    pub modules: Option<SiteModules>,
+}
+
+/// `[site] modules = { simd = "...", scalar = "..." }`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SiteModules {
+    /// The module built with SIMD128.
+    pub simd: Spanned<String>,
+    /// The module built without it.
+    pub scalar: Spanned<String>,
+}
+
 /// `[release]`.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -445,6 +473,7 @@ impl Manifest {
             command: raw.command,
             release: raw.release,
             cache: raw.cache,
+            site: raw.site,
         };
         m.validate()?;
         Ok(m)
@@ -537,6 +566,45 @@ impl Manifest {
         }
         for p in &self.release.publish {
             validate_publish_to(self, p)?;
+        }
+        if let Some(site) = &self.site {
+            self.validate_site(site, &names)?;
+        }
+        Ok(())
+    }
+
+    /// `[site]` takes the node id `site` and shows published models: a pipeline that
+    /// publishes none would ship pages with nothing to load.
+    fn validate_site(
+        &self,
+        site: &Spanned<Site>,
+        names: &BTreeMap<&str, &'static str>,
+    ) -> Result<()> {
+        if let Some(what) = names.get(SITE_NODE) {
+            let span = self
+                .model
+                .iter()
+                .map(|m| &m.name)
+                .chain(self.command.iter().map(|c| &c.name))
+                .chain(self.golden.iter().map(|g| &g.name))
+                .find(|n| n.get_ref() == SITE_NODE)
+                .map_or(site.span(), |n| n.span());
+            return Err(self.error_at(
+                span,
+                format!("a {what} named `{SITE_NODE}`: that name is the node of [site]; rename the {what}"),
+            ));
+        }
+        if !self.model.iter().any(|m| !m.publish.is_empty()) {
+            return Err(self.error_at(
+                site.span(),
+                "[site]: no [[model]] publishes a variant, so the pages would have no model to load; add `publish = [\"f16\"]` to a model (or remove [site])",
+            ));
+        }
+        if let Some(m) = &site.get_ref().modules {
+            for p in [&m.simd, &m.scalar] {
+                sky_dag::graph::clean_rel(p.get_ref())
+                    .map_err(|e| self.error_at(p.span(), format!("[site] modules: {e}")))?;
+            }
         }
         Ok(())
     }

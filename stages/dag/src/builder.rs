@@ -195,11 +195,14 @@ pub fn build_preloaded(
         .iter()
         .map(|n| n.exclusive || registry.get(&n.kind).is_some_and(|k| k.exclusive()))
         .collect();
+    // Nodes the release depends on: a failure elsewhere lets the build go on to the release.
+    let critical = graph.release_critical();
     let scheduler = Scheduler {
         deps: &graph.deps,
         exclusive,
         jobs: opts.jobs.max(1),
         keep_going: opts.keep_going,
+        stops: critical.clone(),
     };
     // The outputs' stats are taken ahead on the other core while the coordinator checks keys
     // (most of a no-op build of a big graph is `stat`).
@@ -257,11 +260,27 @@ pub fn build_preloaded(
         crate::state::save_failures(&ws.state, &failures)
             .map_err(|e| DagError::io("write", ws.state.failures(), e))?;
     }
-    // The release tree: only from a full, successful build of a graph that declares one (a
-    // pipeline that publishes nothing, such as an empty manifest, leaves it alone).
+    // The release tree: only from a full build of a graph that declares one (a pipeline that
+    // publishes nothing, such as an empty manifest, leaves it alone), in which every node the
+    // release depends on succeeded; other nodes may have failed (they are in the summary and
+    // make the exit status 1).
     let mut release_files = None;
-    if plan.full && summary.failed == 0 && summary.skipped == 0 && !graph.release.is_empty() {
+    let blocked_by: Vec<String> = (0..graph.nodes.len())
+        .filter(|&n| plan.selected[n] && critical[n] && outputs[n].is_none())
+        .map(|n| graph.nodes[n].id.clone())
+        .collect();
+    if plan.full && !graph.release.is_empty() {
+        summary.release = Some(crate::report::ReleaseOutcome {
+            dir: graph.release_dir.clone(),
+            published: false,
+            blocked_by: blocked_by.clone(),
+        });
+    }
+    if plan.full && blocked_by.is_empty() && !graph.release.is_empty() {
         if let Some(files) = release::expected(graph, &outputs) {
+            if let Some(r) = summary.release.as_mut() {
+                r.published = true;
+            }
             let last_release = last.release.as_deref();
             if !release::up_to_date(&mut scanner, graph, &ws.root, &files, last_release) {
                 release::write(&store, &ws.root, &graph.release_dir, &files)?;
@@ -478,7 +497,12 @@ impl<'a> BuildDriver<'a> {
             NodeStatus::Cached | NodeStatus::Restored | NodeStatus::Remote => {
                 self.summary.cached += 1
             }
-            NodeStatus::Failed => self.summary.failed += 1,
+            NodeStatus::Failed => {
+                self.summary.failed += 1;
+                self.summary
+                    .failed_nodes
+                    .push(self.graph.nodes[n].id.clone());
+            }
             NodeStatus::Skipped => self.summary.skipped += 1,
         }
         let log_tail = log.filter(|l| !l.is_empty()).map(|l| {

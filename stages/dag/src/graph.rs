@@ -77,6 +77,9 @@ pub struct Node {
     pub exclusive: bool,
     /// Not reproducible; re-run on `--rerun`.
     pub volatile: bool,
+    /// A check of what the release publishes: when it fails (or does not run) the release
+    /// tree is left as it was, like a failure of a node the release files come from.
+    pub gates_release: bool,
     /// The group this node belongs to (skyctl: its model), so one name can target many nodes.
     pub group: Option<String>,
     /// Where the node is declared in the source.
@@ -213,6 +216,8 @@ pub struct NodeSpec {
     pub exclusive: bool,
     /// Not reproducible; re-run on `--rerun`.
     pub volatile: bool,
+    /// See [`Node::gates_release`].
+    pub gates_release: bool,
     /// The group this node belongs to.
     pub group: Option<String>,
     /// Where the node is declared.
@@ -239,6 +244,7 @@ impl NodeSpec {
             outputs: Vec::new(),
             exclusive: false,
             volatile: false,
+            gates_release: false,
             group: None,
             span,
         })
@@ -328,6 +334,25 @@ impl Default for GraphSpec {
 }
 
 impl Graph {
+    /// The nodes the release tree depends on: those its files come from, those that gate it
+    /// ([`Node::gates_release`]) and everything they depend on. A failure of any other node
+    /// neither stops the build nor keeps the release from being written.
+    /// Without a release every node is critical.
+    pub fn release_critical(&self) -> Vec<bool> {
+        if self.release.is_empty() {
+            return vec![true; self.nodes.len()];
+        }
+        let mut critical = vec![false; self.nodes.len()];
+        let mut stack: Vec<NodeIdx> = self.release.iter().map(|r| r.node).collect();
+        stack.extend((0..self.nodes.len()).filter(|&n| self.nodes[n].gates_release));
+        while let Some(n) = stack.pop() {
+            if !std::mem::replace(&mut critical[n], true) {
+                stack.extend(self.deps[n].iter().copied());
+            }
+        }
+        critical
+    }
+
     /// `FILE:LINE:COL: ` of a span of the declaration (empty when there is no file).
     pub fn location(&self, span: &Range<usize>) -> String {
         if self.source.file.as_os_str().is_empty() {
@@ -356,6 +381,7 @@ impl Graph {
                 outputs,
                 exclusive: n.exclusive,
                 volatile: n.volatile,
+                gates_release: n.gates_release,
                 group: n.group,
                 span: n.span,
             });

@@ -110,6 +110,25 @@ pub struct Summary {
     /// What the remote cache did (absent without one).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub remote: Option<crate::remote::RemoteStats>,
+    /// The ids of the nodes that failed, in the order they failed.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub failed_nodes: Vec<String>,
+    /// What became of the release tree (absent when the build does not write one: a graph
+    /// without release files, or a build of chosen targets).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub release: Option<ReleaseOutcome>,
+}
+
+/// The release tree after a full build.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ReleaseOutcome {
+    /// The release directory, workspace-relative.
+    pub dir: String,
+    /// Whether it holds this build's release (written now, or already up to date).
+    pub published: bool,
+    /// The failed or skipped nodes the release depends on, which kept it as it was: nodes its
+    /// files come from (and their inputs) and checks of what it publishes.
+    pub blocked_by: Vec<String>,
 }
 
 /// An error and its causes as one line, each thing said once: a cause whose text is already

@@ -16,10 +16,11 @@
 //! quiet machine.
 //!
 //! After the first failure, without `keep_going`, no new node starts; running ones finish and
-//! are reported. With `keep_going`, only the dependents of a failed node are skipped. A node
-//! that never started but whose dependencies all succeeded is offered to
-//! [`Driver::settle`] first (in dependency order), so an up-to-date node is reported as
-//! cached, not as skipped.
+//! are reported. With `keep_going`, only the dependents of a failed node are skipped, and so
+//! it is for a node outside `stops` (one the release does not depend on: the release of what
+//! succeeded is still written). A node that never started but whose dependencies all
+//! succeeded is offered to [`Driver::settle`] first (in dependency order), so an up-to-date
+//! node is reported as cached, not as skipped.
 //!
 //! The scheduler knows nothing about keys, files or stores: see `builder.rs` for the driver.
 
@@ -92,9 +93,16 @@ pub struct Scheduler<'g> {
     pub jobs: usize,
     /// Keep building independent nodes after a failure.
     pub keep_going: bool,
+    /// Nodes whose failure stops the build when not `keep_going` (every node when empty); a
+    /// failure of another one skips only its dependents, as with `keep_going`.
+    pub stops: Vec<bool>,
 }
 
 impl Scheduler<'_> {
+    fn stops_at(&self, x: NodeIdx) -> bool {
+        self.stops.get(x).copied().unwrap_or(true)
+    }
+
     /// Run every node with `selected[n]`, in dependency order (`order` breaks ties).
     pub fn run<'a, R: Send + 'a>(
         &self,
@@ -165,10 +173,10 @@ impl Scheduler<'_> {
                                 &mut ready,
                                 &rank,
                                 &mut tally,
-                                self.keep_going,
+                                self.keep_going || !self.stops_at(x),
                                 driver,
                             );
-                            stopped |= !ok && !self.keep_going;
+                            stopped |= !ok && !self.keep_going && self.stops_at(x);
                         }
                         Start::Run(job) => {
                             running += 1;
@@ -206,10 +214,10 @@ impl Scheduler<'_> {
                     &mut ready,
                     &rank,
                     &mut tally,
-                    self.keep_going,
+                    self.keep_going || !self.stops_at(x),
                     driver,
                 );
-                stopped |= !ok && !self.keep_going;
+                stopped |= !ok && !self.keep_going && self.stops_at(x);
             }
         });
         // Whatever never started is settled (up to date) or skipped, in dependency order.
@@ -355,6 +363,7 @@ mod tests {
             exclusive: vec![false; 5],
             jobs: 4,
             keep_going: false,
+            stops: Vec::new(),
         };
         let mut f = fake(vec![false; 5]);
         let t = s.run(&[true; 5], &[0, 1, 2, 3, 4], &mut f);
@@ -381,10 +390,43 @@ mod tests {
             exclusive: excl.clone(),
             jobs: 4,
             keep_going: false,
+            stops: Vec::new(),
         };
         let mut f = fake(excl);
         s.run(&[true; 5], &[0, 1, 2, 3, 4], &mut f);
         assert_eq!(f.exclusive_seen_with_others.load(Ordering::SeqCst), 0);
+    }
+
+    #[test]
+    fn failure_outside_stops_skips_only_its_dependents() {
+        let d = deps();
+        let s = Scheduler {
+            deps: &d,
+            exclusive: vec![false; 5],
+            jobs: 1,
+            keep_going: false,
+            // 1 is not one the build stops for; 2 is.
+            stops: vec![true, false, true, true, true],
+        };
+        let mut f = fake(vec![false; 5]);
+        f.fail = vec![1];
+        let t = s.run(&[true; 5], &[0, 1, 2, 3, 4], &mut f);
+        // 0 and 2 and 4 run, 1 fails, its dependent 3 is skipped.
+        assert_eq!(
+            t,
+            Tally {
+                ok: 3,
+                failed: 1,
+                skipped: 1
+            }
+        );
+        assert!(f.log.contains(&"skip 3".to_string()), "{:?}", f.log);
+        let mut f = fake(vec![false; 5]);
+        f.fail = vec![2];
+        let t = s.run(&[true; 5], &[0, 1, 2, 3, 4], &mut f);
+        assert_eq!(t.failed, 1);
+        assert!(t.skipped >= 1 && t.ok + t.skipped == 4, "{t:?}");
+        assert!(!f.log.contains(&"start 4".to_string()), "{:?}", f.log);
     }
 
     #[test]
@@ -395,6 +437,7 @@ mod tests {
             exclusive: vec![false; 5],
             jobs: 1,
             keep_going: false,
+            stops: Vec::new(),
         };
         let mut f = fake(vec![false; 5]);
         f.fail = vec![0];
@@ -417,6 +460,7 @@ mod tests {
             exclusive: vec![false; 5],
             jobs: 2,
             keep_going: true,
+            stops: Vec::new(),
         };
         let mut f = fake(vec![false; 5]);
         f.fail = vec![1];
@@ -440,6 +484,7 @@ mod tests {
             exclusive: vec![false; 5],
             jobs: 2,
             keep_going: true,
+            stops: Vec::new(),
         };
         let mut f = fake(vec![false; 5]);
         f.panic = vec![2];
@@ -476,6 +521,7 @@ mod tests {
             exclusive: vec![false; 5],
             jobs: 1,
             keep_going: false,
+            stops: Vec::new(),
         };
         let mut f = Settling(fake(vec![false; 5]));
         f.0.fail = vec![1];

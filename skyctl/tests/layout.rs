@@ -261,3 +261,35 @@ fn sky_dag_links_no_http_tls_or_crypto_crate() {
     let lock = std::fs::read_to_string(repo_root().join("Cargo.lock")).unwrap();
     assert!(lock.contains("name = \"sky-remote\""));
 }
+
+/// Issue 27, item 4: `tempfile` is a test tool; a crate whose library does not use it lists it
+/// under `[dev-dependencies]` only (sky-fs writes files atomically through it and keeps it).
+#[test]
+fn tempfile_is_a_dev_dependency_where_only_tests_use_it() {
+    for krate in [
+        "dag",
+        "gguf",
+        "laya",
+        "kernels",
+        "infer",
+        "quant",
+        "tokenizer",
+        "web",
+    ] {
+        let manifest =
+            std::fs::read_to_string(repo_root().join("stages").join(krate).join("Cargo.toml"))
+                .unwrap();
+        let doc: toml::Table = manifest.parse().unwrap();
+        let normal = doc
+            .get("dependencies")
+            .and_then(|d| d.as_table())
+            .is_some_and(|d| d.contains_key("tempfile"));
+        assert!(!normal, "stages/{krate}: tempfile is a normal dependency");
+    }
+    let fs = std::fs::read_to_string(repo_root().join("stages/fs/Cargo.toml")).unwrap();
+    let fs: toml::Table = fs.parse().unwrap();
+    assert!(fs["dependencies"]
+        .as_table()
+        .unwrap()
+        .contains_key("tempfile"));
+}

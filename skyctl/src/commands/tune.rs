@@ -123,7 +123,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         cases: &args.cases,
         holdout: args.holdout.as_deref(),
     };
-    sky_fs::write(&args.out, policy_text(&tuned, &args.name, &how).as_bytes())
+    sky_fs::write(&args.out, policy_text(&tuned, &args.name, &how)?.as_bytes())
         .with_context(|| format!("writing {}", args.out.display()))?;
     if let Some(p) = &args.report {
         sky_fs::write(p, report_json(&tuned, &name).as_bytes())

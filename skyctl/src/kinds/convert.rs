@@ -13,9 +13,9 @@
 
 use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
-use sky_laya::{convert_until, parse_type, ConvertOptions, LayaCheckpoint, TypePolicy};
+use sky_laya::{convert_until, ConvertOptions, LayaCheckpoint, TypePolicy};
 
-use crate::ops::policy::resolve_rules;
+use crate::ops::policy::{resolve_rules, TensorType};
 use sky_dag::{Kind, StageCtx};
 
 /// The `convert` kind.
@@ -27,9 +27,9 @@ pub struct Convert;
 pub struct Params {
     /// Default tensor type (`f32`, `f16`, `bf16`, `q8_0`).
     #[serde(rename = "type")]
-    pub ftype: String,
+    pub ftype: TensorType,
     /// Type of the decision head.
-    pub head_type: String,
+    pub head_type: TensorType,
     /// Per-tensor rules, first match wins.
     pub rules: Vec<Rule>,
     /// `general.name`.
@@ -45,7 +45,7 @@ pub struct Rule {
     pub pattern: String,
     /// The type.
     #[serde(rename = "type")]
-    pub ty: String,
+    pub ty: TensorType,
 }
 
 impl Kind for Convert {
@@ -107,13 +107,13 @@ fn policy(params: &Params, ckpt: &LayaCheckpoint) -> anyhow::Result<TypePolicy> 
     let rules: Vec<(&str, &str)> = params
         .rules
         .iter()
-        .map(|r| (r.pattern.as_str(), r.ty.as_str()))
+        .map(|r| (r.pattern.as_str(), r.ty.name()))
         .collect();
     let names = ckpt.tensors().iter().map(|t| t.gguf_name.as_str());
     let resolved = resolve_rules(&rules, names).map_err(|e| anyhow::anyhow!(e.message))?;
     let policy = TypePolicy {
-        ftype: parse_type(&params.ftype).context("policy `type`")?,
-        head_type: parse_type(&params.head_type).context("policy `head_type`")?,
+        ftype: params.ftype.ggml(),
+        head_type: params.head_type.ggml(),
         rules: resolved,
     };
     policy.validate()?;
@@ -206,7 +206,9 @@ mod tests {
         .0
         .unwrap_err();
         assert!(
-            format!("{e:#}").contains("unknown tensor type \"q4\""),
+            format!("{e:#}").contains(
+                "bad parameters for kind `convert`: unknown variant `q4`, expected one of `f32`, `f16`, `bf16`, `q8_0`"
+            ),
             "{e:#}"
         );
         let e = run(json!({"head_type": "f32"}), &out).0.unwrap_err();

@@ -89,7 +89,7 @@ impl Kind for Tune {
             cases: Path::new(&cases.rel),
             holdout: holdout.map(|h| Path::new(&h.rel)),
         };
-        sky_fs::write(policy_out, policy_text(&tuned, "tuned", &how).as_bytes())?;
+        sky_fs::write(policy_out, policy_text(&tuned, "tuned", &how)?.as_bytes())?;
         sky_fs::write(report_out, report_json(&tuned, &p.name).as_bytes())?;
         let held = tuned
             .holdout_error

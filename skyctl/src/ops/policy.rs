@@ -16,34 +16,60 @@ use serde::Deserialize;
 use sky_dag::glob::Glob;
 use sky_dag::source::{did_you_mean, Source};
 use sky_gguf::GgmlType;
-use sky_laya::{parse_type, TypePolicy};
+use sky_laya::{parse_type, policy_type_name, policy_type_names, TypePolicy, POLICY_TYPES};
 
 use toml::Spanned;
 
-/// A GGUF tensor element type a policy can choose.
+/// A GGUF tensor element type a policy can choose: an entry of [`sky_laya::POLICY_TYPES`],
+/// whose spellings are the only table of these names (serde reads and writes them through it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Deserialize, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TensorType {
-    /// 32-bit float.
-    F32,
-    /// IEEE half.
-    F16,
-    /// bfloat16.
-    Bf16,
-    /// ggml Q8_0 blocks.
-    #[serde(rename = "q8_0")]
-    Q8_0,
-}
+#[serde(try_from = "String", into = "&'static str")]
+pub struct TensorType(usize);
 
 impl TensorType {
+    /// 32-bit float.
+    pub const F32: TensorType = TensorType(0);
+    /// IEEE half.
+    pub const F16: TensorType = TensorType(1);
+    /// bfloat16.
+    pub const BF16: TensorType = TensorType(2);
+    /// ggml Q8_0 blocks.
+    pub const Q8_0: TensorType = TensorType(3);
+
     /// The name used in pipeline.toml and file names.
     pub fn name(self) -> &'static str {
-        match self {
-            TensorType::F32 => "f32",
-            TensorType::F16 => "f16",
-            TensorType::Bf16 => "bf16",
-            TensorType::Q8_0 => "q8_0",
-        }
+        POLICY_TYPES[self.0].1
+    }
+
+    /// The GGUF type.
+    pub fn ggml(self) -> GgmlType {
+        POLICY_TYPES[self.0].0
+    }
+}
+
+impl TryFrom<String> for TensorType {
+    type Error = String;
+
+    /// Serde's wording for an unknown value, which the pipeline's messages turn into a
+    /// did-you-mean (`schema::explain_toml_error`).
+    fn try_from(name: String) -> Result<TensorType, String> {
+        POLICY_TYPES
+            .iter()
+            .position(|(_, n)| *n == name)
+            .map(TensorType)
+            .ok_or_else(|| {
+                let names: Vec<String> = policy_type_names().map(|n| format!("`{n}`")).collect();
+                format!(
+                    "unknown variant `{name}`, expected one of {}",
+                    names.join(", ")
+                )
+            })
+    }
+}
+
+impl From<TensorType> for &'static str {
+    fn from(t: TensorType) -> &'static str {
+        t.name()
     }
 }
 
@@ -93,22 +119,18 @@ pub struct PolicyRule {
 
 /// The GGUF type of a policy type.
 pub fn ggml_type(t: TensorType) -> GgmlType {
-    match t {
-        TensorType::F32 => GgmlType::F32,
-        TensorType::F16 => GgmlType::F16,
-        TensorType::Bf16 => GgmlType::BF16,
-        TensorType::Q8_0 => GgmlType::Q8_0,
-    }
+    t.ggml()
 }
 
-/// The policy-file spelling of a GGUF type the converter writes (`f32`, `f16`, `bf16`, `q8_0`).
-pub fn type_name(t: GgmlType) -> &'static str {
-    match t {
-        GgmlType::F16 => "f16",
-        GgmlType::BF16 => "bf16",
-        GgmlType::Q8_0 => "q8_0",
-        _ => "f32",
-    }
+/// The policy-file spelling of a GGUF type (`f32`, `f16`, `bf16`, `q8_0`); another type is an
+/// error naming it, never a stand-in.
+pub fn type_name(t: GgmlType) -> anyhow::Result<&'static str> {
+    policy_type_name(t).ok_or_else(|| {
+        anyhow::anyhow!(
+            "tensor type {t} has no policy spelling (a policy chooses one of {})",
+            policy_type_names().collect::<Vec<_>>().join(", ")
+        )
+    })
 }
 
 /// Why a rule could not be resolved: the rule's index and the message.
@@ -230,7 +252,7 @@ pub fn render(
     ftype: GgmlType,
     head_type: GgmlType,
     rules: &[(String, GgmlType)],
-) -> String {
+) -> anyhow::Result<String> {
     let mut s = String::new();
     for line in comment {
         let _ = writeln!(s, "# {line}");
@@ -238,17 +260,17 @@ pub fn render(
     let _ = writeln!(
         s,
         "[policy.{name}]\ntype = \"{}\"\nhead_type = \"{}\"",
-        type_name(ftype),
-        type_name(head_type)
+        type_name(ftype)?,
+        type_name(head_type)?
     );
     for (tensor, ty) in rules {
         let _ = writeln!(
             s,
             "\n[[policy.{name}.rule]]\nmatch = \"{tensor}\"\ntype = \"{}\"",
-            type_name(*ty)
+            type_name(*ty)?
         );
     }
-    s
+    Ok(s)
 }
 
 #[cfg(test)]
@@ -261,6 +283,37 @@ mod tests {
         "blk.0.ffn_up.weight",
         "blk.1.attn_qkv.weight",
     ];
+
+    #[test]
+    fn a_type_without_a_policy_spelling_is_an_error_not_f32() {
+        let q4_0 = GgmlType::from_id(2);
+        let e = type_name(q4_0).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "tensor type Q4_0 has no policy spelling (a policy chooses one of f32, f16, bf16, q8_0)"
+        );
+        let e = render(
+            "p",
+            &[],
+            GgmlType::F16,
+            GgmlType::F32,
+            &[("t".into(), q4_0)],
+        )
+        .unwrap_err();
+        assert!(e.to_string().starts_with("tensor type Q4_0"), "{e}");
+        for (t, name) in [
+            (TensorType::F32, "f32"),
+            (TensorType::BF16, "bf16"),
+            (TensorType::Q8_0, "q8_0"),
+        ] {
+            assert_eq!(t.name(), name);
+            assert_eq!(TensorType::try_from(name.to_string()), Ok(t));
+        }
+        assert_eq!(
+            TensorType::try_from("f8".to_string()),
+            Err("unknown variant `f8`, expected one of `f32`, `f16`, `bf16`, `q8_0`".to_string())
+        );
+    }
 
     #[test]
     fn rules_resolve_first_match_in_model_order() {
@@ -328,7 +381,8 @@ mod tests {
             GgmlType::Q8_0,
             GgmlType::F32,
             &rules,
-        );
+        )
+        .unwrap();
         let p = PolicyFile::parse(&text, Path::new("P.toml"), NAMES.iter().copied()).unwrap();
         assert_eq!(p.name, "tuned");
         assert_eq!(p.policy.ftype, GgmlType::Q8_0);

@@ -710,7 +710,7 @@ fn try_move(
     steps.push(Step {
         pass,
         tensor: c.name.clone(),
-        ty: type_name(m.ty).into(),
+        ty: type_name(m.ty)?.into(),
         error: run.error,
         accepted,
         error_after: cur.error,
@@ -733,8 +733,7 @@ pub fn tune(spec: &Spec<'_>) -> anyhow::Result<Tuned> {
     for &t in spec.types {
         if !matches!(t, GgmlType::F16 | GgmlType::BF16 | GgmlType::Q8_0) {
             return Err(TuneError::BadTypes(format!(
-                "candidate type {} is not one of f16, bf16, q8_0",
-                type_name(t)
+                "candidate type {t} is not one of f16, bf16, q8_0"
             ))
             .into());
         }
@@ -792,7 +791,7 @@ pub fn tune(spec: &Spec<'_>) -> anyhow::Result<Tuned> {
         uniform.push((
             a,
             Uniform {
-                ty: type_name(ty).into(),
+                ty: type_name(ty)?.into(),
                 bytes: run.file.len() as u64,
                 error: run.error.unwrap_or(f64::INFINITY),
                 holdout_error: s.holdout_error(&run.file)?,
@@ -879,23 +878,25 @@ pub fn tune(spec: &Spec<'_>) -> anyhow::Result<Tuned> {
         .candidates
         .iter()
         .enumerate()
-        .map(|(i, c)| TensorRow {
-            name: c.name.clone(),
-            shape: c.shape.clone(),
-            bytes: c
-                .bytes
-                .iter()
-                .map(|(ty, b)| (type_name(*ty).to_string(), *b))
-                .collect(),
-            error_alone: singles
-                .iter()
-                .zip(&alone)
-                .filter(|((j, _), _)| *j == i)
-                .map(|((_, ty), e)| (type_name(*ty).to_string(), *e))
-                .collect(),
-            chosen: type_name(current[i]).into(),
+        .map(|(i, c)| {
+            Ok(TensorRow {
+                name: c.name.clone(),
+                shape: c.shape.clone(),
+                bytes: c
+                    .bytes
+                    .iter()
+                    .map(|(ty, b)| Ok((type_name(*ty)?.to_string(), *b)))
+                    .collect::<anyhow::Result<_>>()?,
+                error_alone: singles
+                    .iter()
+                    .zip(&alone)
+                    .filter(|((j, _), _)| *j == i)
+                    .map(|((_, ty), e)| Ok((type_name(*ty)?.to_string(), *e)))
+                    .collect::<anyhow::Result<_>>()?,
+                chosen: type_name(current[i])?.into(),
+            })
         })
-        .collect();
+        .collect::<anyhow::Result<_>>()?;
     debug_assert_eq!(current.len(), n);
     Ok(Tuned {
         tolerance: spec.tolerance,
@@ -949,7 +950,7 @@ pub struct Provenance<'a> {
 }
 
 /// The policy file: a comment with what was measured, then the table.
-pub fn policy_text(t: &Tuned, table: &str, how: &Provenance<'_>) -> String {
+pub fn policy_text(t: &Tuned, table: &str, how: &Provenance<'_>) -> anyhow::Result<String> {
     let mut comment = vec![
         format!(
             "skyctl tune {}: tolerance {}, margin {} (tuned to {:.3e}), on {} cases ({})",
@@ -1082,15 +1083,11 @@ pub fn table(t: &Tuned) -> String {
         .map(|(n, e)| format!("{n} ({e:.2e})"))
         .collect();
     let _ = writeln!(s, "costliest tensors: {}", costliest.join(", "));
-    let lowered: Vec<String> = [GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0]
+    let lowered: Vec<String> = ["f16", "bf16", "q8_0"]
         .iter()
-        .map(|ty| {
-            let n = t
-                .tensors
-                .iter()
-                .filter(|r| r.chosen == type_name(*ty))
-                .count();
-            format!("{n} {}", type_name(*ty))
+        .map(|name| {
+            let n = t.tensors.iter().filter(|r| r.chosen == *name).count();
+            format!("{n} {name}")
         })
         .collect();
     let _ = writeln!(

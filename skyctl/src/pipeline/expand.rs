@@ -22,6 +22,7 @@ use crate::kinds::{
 use crate::ops::bench::BenchMode;
 use crate::ops::compute::Compute;
 use crate::ops::kernels::Generator;
+use crate::ops::policy::TensorType;
 
 /// The specs of every node `m` declares. `env` reads the values of declared environment
 /// variables (they enter command keys).
@@ -162,8 +163,8 @@ impl Expander<'_> {
         let needs_reference = wants(Variant::F32) || wants(Variant::Q8_0) || wants(Variant::Tuned);
         if needs_reference {
             let params = convert::Params {
-                ftype: "f32".into(),
-                head_type: "f32".into(),
+                ftype: TensorType::F32,
+                head_type: TensorType::F32,
                 rules: Vec::new(),
                 name: Some(name.clone()),
             };
@@ -177,14 +178,14 @@ impl Expander<'_> {
         if wants(Variant::F16) {
             let policy = m.policy_for(model.policy.get_ref()).unwrap_or_default();
             let params = convert::Params {
-                ftype: policy.default_type.name().into(),
-                head_type: policy.head_type.name().into(),
+                ftype: policy.default_type,
+                head_type: policy.head_type,
                 rules: policy
                     .rule
                     .iter()
                     .map(|r| convert::Rule {
                         pattern: r.pattern.get_ref().clone(),
-                        ty: r.tensor_type.name().into(),
+                        ty: r.tensor_type,
                     })
                     .collect(),
                 name: Some(name.clone()),

@@ -37,7 +37,9 @@ pub use convert::{
 };
 pub use error::{LayaError, Result};
 pub use names::{gguf_name, is_dropped, is_head_tensor};
-pub use policy::{glob_match, parse_type, TypePolicy};
+pub use policy::{
+    glob_match, parse_type, policy_type_name, policy_type_names, TypePolicy, POLICY_TYPES,
+};
 pub use tokenizer::{
     systemone_template, tokenizer_from_gguf, tokenizer_json_from_gguf, LayaTokenizer,
 };

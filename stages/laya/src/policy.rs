@@ -36,21 +36,47 @@ impl Default for TypePolicy {
     }
 }
 
-/// The four types the converter writes.
-pub const CONVERTIBLE: [GgmlType; 4] =
-    [GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0];
+/// The four types the converter writes, with their spelling in `pipeline.toml`, policy files,
+/// node parameters and the CLI: the one table of these names.
+pub const POLICY_TYPES: [(GgmlType, &str); 4] = [
+    (GgmlType::F32, "f32"),
+    (GgmlType::F16, "f16"),
+    (GgmlType::BF16, "bf16"),
+    (GgmlType::Q8_0, "q8_0"),
+];
 
-/// Parse a type name as the CLI and pipeline.toml spell it (`f32`, `f16`, `bf16`, `q8_0`).
+/// The four types the converter writes.
+pub const CONVERTIBLE: [GgmlType; 4] = [
+    POLICY_TYPES[0].0,
+    POLICY_TYPES[1].0,
+    POLICY_TYPES[2].0,
+    POLICY_TYPES[3].0,
+];
+
+/// Parse a type name as the CLI and pipeline.toml spell it (`f32`, `f16`, `bf16`, `q8_0`,
+/// any case).
 pub fn parse_type(name: &str) -> Result<GgmlType> {
-    match name.to_ascii_lowercase().as_str() {
-        "f32" => Ok(GgmlType::F32),
-        "f16" => Ok(GgmlType::F16),
-        "bf16" => Ok(GgmlType::BF16),
-        "q8_0" => Ok(GgmlType::Q8_0),
-        _ => Err(LayaError::Invalid(format!(
-            "unknown tensor type {name:?} (expected one of f32, f16, bf16, q8_0)"
-        ))),
-    }
+    POLICY_TYPES
+        .iter()
+        .find(|(_, n)| n.eq_ignore_ascii_case(name))
+        .map(|(t, _)| *t)
+        .ok_or_else(|| {
+            LayaError::Invalid(format!(
+                "unknown tensor type {name:?} (expected one of {})",
+                policy_type_names().collect::<Vec<_>>().join(", ")
+            ))
+        })
+}
+
+/// The policy spelling of a type the converter writes; `None` for any other ggml type (never
+/// a stand-in: a policy must not name a type it does not mean).
+pub fn policy_type_name(t: GgmlType) -> Option<&'static str> {
+    POLICY_TYPES.iter().find(|(p, _)| *p == t).map(|(_, n)| *n)
+}
+
+/// The policy spellings, in table order.
+pub fn policy_type_names() -> impl Iterator<Item = &'static str> {
+    POLICY_TYPES.iter().map(|(_, n)| *n)
 }
 
 /// llama.cpp's `general.file_type` (LlamaFileType) for an output type.
@@ -228,6 +254,11 @@ mod tests {
         assert_eq!(parse_type("Q8_0").unwrap(), GgmlType::Q8_0);
         assert_eq!(parse_type("bf16").unwrap(), GgmlType::BF16);
         assert!(parse_type("q4_0").unwrap_err().to_string().contains("q4_0"));
+        for (t, name) in POLICY_TYPES {
+            assert_eq!(parse_type(name).unwrap(), t);
+            assert_eq!(policy_type_name(t), Some(name));
+        }
+        assert_eq!(policy_type_name(GgmlType::from_id(2)), None); // Q4_0
         assert_eq!(file_type(GgmlType::BF16), 32);
         assert_eq!(file_type(GgmlType::Q8_0), 7);
     }

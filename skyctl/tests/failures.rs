@@ -234,3 +234,44 @@ fn a_skip_after_the_build_stopped_names_the_failure() {
         "the build stopped after `a-bad` failed (--keep-going builds what does not depend on it)"
     );
 }
+
+/// A node stopped by SIGTERM fails as `cancelled`, not as a stage error.
+#[test]
+fn a_node_stopped_by_a_signal_is_cancelled() {
+    use std::io::BufRead;
+    let ws = Ws::new();
+    ws.write(
+        "pipeline.toml",
+        "[[command]]\nname = \"slow\"\nrun = \"sleep 30; echo done > o\"\noutputs = [\"o\"]\n",
+    );
+    let mut child = ws
+        .cmd(&["build", "--json"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Signal once the node has started (its `started` event is out), not after a guess.
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut events = Vec::new();
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        let started = line.contains("\"event\":\"started\"");
+        events.push(line);
+        if started {
+            break;
+        }
+    }
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    events.extend(lines.map_while(Result::ok));
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(143));
+    let slow: serde_json::Value = events
+        .iter()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|e| e["event"] == "finished" && e["node"] == "slow")
+        .unwrap_or_else(|| panic!("no finished event: {events:?}"));
+    assert_eq!(slow["status"], "failed");
+    assert_eq!(slow["failure"]["kind"], "cancelled", "{slow}");
+}

@@ -63,16 +63,25 @@ pub struct Spec<'a> {
     pub types: &'a [GgmlType],
 }
 
-/// Why tuning failed, beyond a model or case that does not load.
-#[derive(Debug, Clone, PartialEq)]
+/// Why tuning failed, beyond a model or case that does not load (those keep their own
+/// error, with its sources, under an `anyhow` context).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum TuneError {
     /// The tolerance is negative or not a number.
+    #[error("tolerance {0} is not a number >= 0")]
     BadTolerance(f64),
     /// The margin is not in [0, 1).
+    #[error("margin {0} is not a fraction in [0, 1) of the tolerance")]
     BadMargin(f64),
     /// The candidate types hold F32 or a type the converter cannot write, or none.
+    #[error("{0}")]
     BadTypes(String),
     /// No policy meets both the tolerance and the budget.
+    #[error(
+        "no policy of at most {budget} bytes meets the tolerance: the smallest file that does is \
+         {smallest} bytes (error {smallest_error:.3e}){}",
+        within_budget(best_within)
+    )]
     OverBudget {
         /// The budget asked for.
         budget: u64,
@@ -85,38 +94,15 @@ pub enum TuneError {
     },
 }
 
-impl std::fmt::Display for TuneError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            TuneError::BadTolerance(t) => write!(f, "tolerance {t} is not a number >= 0"),
-            TuneError::BadMargin(m) => {
-                write!(f, "margin {m} is not a fraction in [0, 1) of the tolerance")
-            }
-            TuneError::BadTypes(m) => write!(f, "{m}"),
-            TuneError::OverBudget {
-                budget,
-                smallest,
-                smallest_error,
-                best_within,
-            } => {
-                write!(
-                    f,
-                    "no policy of at most {budget} bytes meets the tolerance: the smallest file \
-                     that does is {smallest} bytes (error {smallest_error:.3e})"
-                )?;
-                match best_within {
-                    Some((e, b, what)) => write!(
-                        f,
-                        "; within the budget the best error reached is {e:.3e} ({what}, {b} bytes)"
-                    ),
-                    None => write!(f, "; no policy tried fits the budget"),
-                }
-            }
+/// The end of [`TuneError::OverBudget`]'s message.
+fn within_budget(best: &Option<(f64, u64, String)>) -> String {
+    match best {
+        Some((e, b, what)) => {
+            format!("; within the budget the best error reached is {e:.3e} ({what}, {b} bytes)")
         }
+        None => "; no policy tried fits the budget".to_string(),
     }
 }
-
-impl std::error::Error for TuneError {}
 
 /// One candidate tensor of the report.
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -1098,4 +1084,38 @@ pub fn table(t: &Tuned) -> String {
         lowered.join(", ")
     );
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tune_errors_read_as_before() {
+        assert_eq!(
+            TuneError::BadTolerance(-1.0).to_string(),
+            "tolerance -1 is not a number >= 0"
+        );
+        assert_eq!(
+            TuneError::BadMargin(1.5).to_string(),
+            "margin 1.5 is not a fraction in [0, 1) of the tolerance"
+        );
+        let e = TuneError::OverBudget {
+            budget: 300,
+            smallest: 424,
+            smallest_error: 0.001,
+            best_within: Some((0.02, 290, "blk.0 -> Q8_0".into())),
+        };
+        assert_eq!(
+            e.to_string(),
+            "no policy of at most 300 bytes meets the tolerance: the smallest file that does is 424 bytes (error 1.000e-3); within the budget the best error reached is 2.000e-2 (blk.0 -> Q8_0, 290 bytes)"
+        );
+        let e = TuneError::OverBudget {
+            budget: 300,
+            smallest: 424,
+            smallest_error: 0.001,
+            best_within: None,
+        };
+        assert!(e.to_string().ends_with("; no policy tried fits the budget"));
+    }
 }

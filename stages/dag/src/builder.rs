@@ -802,9 +802,10 @@ impl<'a> Driver<'a, JobOutput> for BuildDriver<'a> {
         let (fresh, outs) =
             self.scanner
                 .freshness_of_key(n, &key, self.plan.forced[n], &self.outputs);
-        let (Freshness::Fresh, Some(outs)) = (fresh, outs) else {
+        let Freshness::Fresh = fresh else {
             return false;
         };
+        let outs = outs.unwrap_or_default();
         if self.ensure_recorded(n, &key, &outs).is_err() {
             return false;
         }

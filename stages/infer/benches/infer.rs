@@ -144,7 +144,7 @@ fn weight_rate(isa: Isa) {
         for _ in 0..5 {
             let t0 = Instant::now();
             for _ in 0..reps {
-                w.matmul(isa, &x, rows, &mut out);
+                w.matmul(isa, &x, rows, &mut out).unwrap();
                 std::hint::black_box(&out);
             }
             best = best.min(t0.elapsed().as_secs_f64() / reps as f64);

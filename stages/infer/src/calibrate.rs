@@ -45,10 +45,7 @@ impl CalibrationRun {
 }
 
 pub(crate) fn quant_err(e: sky_quant::Error) -> InferError {
-    InferError::Upstream {
-        component: "sky-quant",
-        message: e.to_string(),
-    }
+    InferError::upstream("sky-quant", e)
 }
 
 /// Calibrate `engine` (which must compute in f32) on `prompts`.
@@ -109,10 +106,7 @@ pub fn calibrate(engine: &Engine, prompts: &[PromptRequest]) -> Result<Calibrati
             Some(&mut observer),
         )?;
         if let Some(e) = failure {
-            return Err(InferError::Upstream {
-                component: "calibration",
-                message: format!("prompt {}: {e}", p.id),
-            });
+            return Err(InferError::upstream("calibration", e).at(format!("prompt {}", p.id)));
         }
     }
     Ok(CalibrationRun {

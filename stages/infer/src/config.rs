@@ -215,7 +215,7 @@ fn opt_usize(v: &Value, key: &str) -> Result<Option<usize>> {
 
 fn get_usize(v: &Value, key: &str, source: &str) -> Result<usize> {
     opt_usize(v, key)?.ok_or_else(|| InferError::MissingKey {
-        source: source.into(),
+        origin: source.into(),
         key: key.into(),
     })
 }

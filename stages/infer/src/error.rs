@@ -1,18 +1,24 @@
 //! The one error type of sky-infer.
 
-use std::fmt;
+use std::sync::Arc;
+
+/// The error of another crate (GGUF, tokenizer, checkpoint, the OS) kept as a
+/// [`std::error::Error::source`], shared so [`InferError`] stays `Clone`.
+pub type Source = Arc<dyn std::error::Error + Send + Sync>;
 
 /// Everything that can go wrong while loading a model, building a sequence or answering.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum InferError {
     /// A required GGUF metadata key or config field is missing.
+    #[error("{origin}: required key `{key}` is missing")]
     MissingKey {
         /// Where the key was looked up (file or config name).
-        source: String,
+        origin: String,
         /// The key.
         key: String,
     },
     /// A metadata key or config field has the wrong type or an unusable value.
+    #[error("`{key}`: {message}")]
     BadValue {
         /// The key or field.
         key: String,
@@ -20,11 +26,13 @@ pub enum InferError {
         message: String,
     },
     /// A required tensor is missing.
+    #[error("required tensor `{name}` is missing")]
     MissingTensor {
         /// GGUF tensor name.
         name: String,
     },
     /// A tensor has the wrong shape.
+    #[error("tensor `{name}` has shape {found:?}, expected {expected:?} (PyTorch order)")]
     BadShape {
         /// GGUF tensor name.
         name: String,
@@ -34,6 +42,7 @@ pub enum InferError {
         found: Vec<usize>,
     },
     /// A tensor could not be decoded to f32 (unsupported type, short data).
+    #[error("tensor `{name}`: {message}")]
     BadTensor {
         /// GGUF tensor name.
         name: String,
@@ -41,11 +50,13 @@ pub enum InferError {
         message: String,
     },
     /// The file is a GGUF or checkpoint, but not a Laya decision model.
+    #[error("not a Laya decision model: {message}")]
     NotDecisionModel {
         /// Why.
         message: String,
     },
     /// A question or request is malformed (the request interface maps this to a 400/422).
+    #[error("{path}: {message}")]
     BadRequest {
         /// JSON path of the offending value, e.g. `questions.route.criteria`.
         path: String,
@@ -53,6 +64,7 @@ pub enum InferError {
         message: String,
     },
     /// A token id is outside the vocabulary.
+    #[error("token id {id} at position {position} is outside the vocabulary of {vocab}")]
     TokenOutOfRange {
         /// Position in the sequence.
         position: usize,
@@ -62,60 +74,68 @@ pub enum InferError {
         vocab: usize,
     },
     /// Reading a file failed (only with the `std-fs` feature).
+    #[error("{path}: {source}")]
     Io {
         /// The path.
         path: String,
-        /// The OS message.
-        message: String,
+        /// The OS error (or what was wrong with the bytes read).
+        #[source]
+        source: Source,
     },
     /// The caller asked the work to stop ([`crate::engine::Engine::stop`]).
+    #[error("stopped: cancelled by the caller")]
     Cancelled,
-    /// A lower-level parser (GGUF, tokenizer, checkpoint) refused the input.
+    /// A lower-level parser (GGUF, tokenizer, checkpoint, an int8 kernel) refused the input.
+    #[error("{component}: {}{source}", at.as_deref().map(|a| format!("{a}: ")).unwrap_or_default())]
     Upstream {
         /// Which component.
         component: &'static str,
-        /// Its message.
-        message: String,
+        /// The file or item it was working on, when known.
+        at: Option<String>,
+        /// Its error.
+        #[source]
+        source: Source,
     },
 }
 
-impl fmt::Display for InferError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl InferError {
+    /// `component` refused the input with `e` (an error, or a message).
+    pub fn upstream(
+        component: &'static str,
+        e: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> InferError {
+        InferError::Upstream {
+            component,
+            at: None,
+            source: Arc::from(e.into()),
+        }
+    }
+
+    /// Reading `path` failed with `e` (an error, or a message).
+    pub fn io(
+        path: impl Into<String>,
+        e: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> InferError {
+        InferError::Io {
+            path: path.into(),
+            source: Arc::from(e.into()),
+        }
+    }
+
+    /// An upstream error located in `at` (a file); other errors as they are.
+    pub fn at(self, at: impl Into<String>) -> InferError {
         match self {
-            InferError::MissingKey { source, key } => {
-                write!(f, "{source}: required key `{key}` is missing")
-            }
-            InferError::BadValue { key, message } => write!(f, "`{key}`: {message}"),
-            InferError::MissingTensor { name } => write!(f, "required tensor `{name}` is missing"),
-            InferError::BadShape {
-                name,
-                expected,
-                found,
-            } => write!(
-                f,
-                "tensor `{name}` has shape {found:?}, expected {expected:?} (PyTorch order)"
-            ),
-            InferError::BadTensor { name, message } => write!(f, "tensor `{name}`: {message}"),
-            InferError::NotDecisionModel { message } => {
-                write!(f, "not a Laya decision model: {message}")
-            }
-            InferError::BadRequest { path, message } => write!(f, "{path}: {message}"),
-            InferError::TokenOutOfRange {
-                position,
-                id,
-                vocab,
-            } => write!(
-                f,
-                "token id {id} at position {position} is outside the vocabulary of {vocab}"
-            ),
-            InferError::Io { path, message } => write!(f, "{path}: {message}"),
-            InferError::Upstream { component, message } => write!(f, "{component}: {message}"),
-            InferError::Cancelled => write!(f, "stopped: cancelled by the caller"),
+            InferError::Upstream {
+                component, source, ..
+            } => InferError::Upstream {
+                component,
+                at: Some(at.into()),
+                source,
+            },
+            other => other,
         }
     }
 }
-
-impl std::error::Error for InferError {}
 
 /// Shorthand for results of this crate.
 pub type Result<T> = std::result::Result<T, InferError>;
@@ -124,5 +144,36 @@ pub(crate) fn bad_request(path: impl Into<String>, message: impl Into<String>) -
     InferError::BadRequest {
         path: path.into(),
         message: message.into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::error::Error as _;
+
+    #[test]
+    fn upstream_and_io_errors_keep_their_source() {
+        let io = std::io::Error::new(std::io::ErrorKind::NotFound, "No such file");
+        let e = InferError::io("m/config.json", io);
+        assert_eq!(e.to_string(), "m/config.json: No such file");
+        assert_eq!(
+            e.source().map(|s| s.to_string()).as_deref(),
+            Some("No such file")
+        );
+        // The OS error itself, for a caller that wants its kind.
+        let InferError::Io { source, .. } = &e else {
+            panic!("{e:?}")
+        };
+        let kind = source.downcast_ref::<std::io::Error>().map(|s| s.kind());
+        assert_eq!(kind, Some(std::io::ErrorKind::NotFound));
+
+        let e = InferError::upstream("gguf", "bad magic").at("m.gguf");
+        assert_eq!(e.to_string(), "gguf: m.gguf: bad magic");
+        assert_eq!(
+            e.source().map(|s| s.to_string()).as_deref(),
+            Some("bad magic")
+        );
+        assert_eq!(InferError::upstream("laya", "x").to_string(), "laya: x");
     }
 }

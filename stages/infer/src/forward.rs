@@ -405,6 +405,10 @@ struct Ctx<'a> {
     qtype: QType,
     rope: &'a [(Vec<f32>, Vec<f32>); 2],
     prof: Option<&'a OpTimes>,
+    /// The first matrix product that failed (an external kernel refused its shapes): the
+    /// pass returns it instead of scores. Set from any thread; checked once at the end, so
+    /// the hot path carries no `Result`.
+    failed: std::sync::OnceLock<InferError>,
 }
 
 impl Ctx<'_> {
@@ -423,7 +427,9 @@ impl Ctx<'_> {
         }
         OpTimes::count_product(self.prof, w, rows);
         let mut t = Tick::start(self.prof);
-        w.matmul(self.isa, x, rows, out);
+        if let Err(e) = w.matmul(self.isa, x, rows, out) {
+            let _ = self.failed.set(e);
+        }
         let op = match w.data {
             WeightData::F32(_) => Op::MatmulF32,
             WeightData::External(_) => Op::MatmulInt8,
@@ -1310,6 +1316,7 @@ fn forward_body<'w>(
         qtype,
         rope,
         prof: profile.as_deref(),
+        failed: std::sync::OnceLock::new(),
     };
     if let Some(p) = c.prof {
         p.passes.fetch_add(1, Ordering::Relaxed);
@@ -1601,5 +1608,8 @@ fn forward_body<'w>(
         out.push(s + model.cls_out_b);
     }
     t.lap(c.prof, Op::Scorer);
+    if let Some(e) = c.failed.into_inner() {
+        return Err(e);
+    }
     Ok(&out[..])
 }

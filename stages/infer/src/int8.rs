@@ -62,7 +62,7 @@ impl Q8Kernel {
 }
 
 impl MatmulKernel for Q8Kernel {
-    fn matmul(&self, isa: Isa, x: &[f32], rows: usize, out: &mut [f32]) {
+    fn matmul(&self, isa: Isa, x: &[f32], rows: usize, out: &mut [f32]) -> Result<()> {
         // Every int8 path gives the same bits; the instruction set only caps the speed.
         let path = isa.int8_path();
         let res = match self.scratch.iter().find_map(|m| m.try_lock().ok()) {
@@ -72,11 +72,9 @@ impl MatmulKernel for Q8Kernel {
             None => Scratch::with_path(path)
                 .and_then(|mut s| self.matrix.matmul(x, rows, out, self.mode, &mut s)),
         };
-        // The forward pass always passes the declared shapes; should that ever break, NaN
-        // scores are visible where a panic would take the server down.
-        if res.is_err() {
-            out.fill(f32::NAN);
-        }
+        // The forward pass always passes the declared shapes; should that ever break, the
+        // pass fails with this error (never a panic, never scores from a product not made).
+        res.map_err(|e| InferError::upstream("int8 kernel", e))
     }
 
     fn describe(&self) -> String {
@@ -519,29 +517,19 @@ pub fn open(
         return Ok((e, r));
     }
     // Mapped, not read (see `load::open`): a FIFO or a device is refused before it is opened.
-    let map = sky_gguf::GgufMmap::open(path).map_err(|e| InferError::Io {
-        path: path.display().to_string(),
-        message: match e {
-            sky_gguf::Error::Io { err, .. } => err.to_string(),
-            other => other.to_string(),
-        },
+    let map = sky_gguf::GgufMmap::open(path).map_err(|e| match e {
+        sky_gguf::Error::Io { err, .. } => InferError::io(path.display().to_string(), err),
+        other => InferError::io(path.display().to_string(), other),
     })?;
     let bytes = map.bytes();
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| path.display().to_string());
-    let mut e = crate::load::engine_from_gguf(bytes, name).map_err(|e| match e {
-        InferError::Upstream { component, message } => InferError::Upstream {
-            component,
-            message: format!("{}: {message}", path.display()),
-        },
-        other => other,
-    })?;
-    let f = GgufFile::parse(bytes).map_err(|e| InferError::Upstream {
-        component: "gguf",
-        message: format!("{}: {e}", path.display()),
-    })?;
+    let mut e =
+        crate::load::engine_from_gguf(bytes, name).map_err(|e| e.at(path.display().to_string()))?;
+    let f = GgufFile::parse(bytes)
+        .map_err(|e| InferError::upstream("gguf", e).at(path.display().to_string()))?;
     let r = apply(&mut e, Some(&f), opts, calibration)?;
     Ok((e, r))
 }
@@ -605,7 +593,7 @@ pub fn quantize_gguf(
             .map(|v| v as usize)
     };
     let n_layer = count("block_count").ok_or_else(|| InferError::MissingKey {
-        source: "GGUF".into(),
+        origin: "GGUF".into(),
         key: format!("{arch}.block_count"),
     })?;
     let n_enc = n_layer.saturating_sub(count("decision.block_count").unwrap_or(0));
@@ -691,20 +679,14 @@ pub fn quantize_gguf(
             );
         }
     }
-    out.bytes = w.to_bytes().map_err(|e| InferError::Upstream {
-        component: "gguf",
-        message: e.to_string(),
-    })?;
+    out.bytes = w.to_bytes().map_err(|e| InferError::upstream("gguf", e))?;
     Ok(out)
 }
 
 /// The reference F32 GGUF of a Laya checkpoint directory, built in memory.
 #[cfg(feature = "std-fs")]
 pub fn f32_reference_from_dir(dir: &std::path::Path) -> Result<Vec<u8>> {
-    let up = |e: sky_laya::LayaError| InferError::Upstream {
-        component: "laya",
-        message: format!("{}: {e}", dir.display()),
-    };
+    let up = |e: sky_laya::LayaError| InferError::upstream("laya", e).at(dir.display().to_string());
     let ckpt = sky_laya::LayaCheckpoint::open(dir).map_err(up)?;
     let opts = sky_laya::ConvertOptions {
         policy: sky_laya::TypePolicy {
@@ -715,10 +697,7 @@ pub fn f32_reference_from_dir(dir: &std::path::Path) -> Result<Vec<u8>> {
         ..Default::default()
     };
     let (w, _) = sky_laya::build_writer(&ckpt, &opts).map_err(up)?;
-    w.to_bytes().map_err(|e| InferError::Upstream {
-        component: "gguf",
-        message: e.to_string(),
-    })
+    w.to_bytes().map_err(|e| InferError::upstream("gguf", e))
 }
 
 #[cfg(test)]
@@ -748,7 +727,7 @@ mod tests {
         x[k + 5] = -35.0;
         let f = Weight::from_rows("s", n, k, &rows);
         let mut want = vec![0f32; 2 * n];
-        f.matmul(Isa::Scalar, &x, 2, &mut want);
+        f.matmul(Isa::Scalar, &x, 2, &mut want).unwrap();
         let m = Q8Matrix::quantize(&rows, n, k, &[5]).unwrap();
         let q = Weight {
             site: "s".into(),
@@ -757,11 +736,33 @@ mod tests {
             data: WeightData::External(Box::new(Q8Kernel::new(m, ActQuant::Q8x2))),
         };
         let mut got = vec![0f32; 2 * n];
-        q.matmul(Isa::Scalar, &x, 2, &mut got);
+        q.matmul(Isa::Scalar, &x, 2, &mut got).unwrap();
         for (a, b) in got.iter().zip(&want) {
             assert!((a - b).abs() < 2e-3, "{a} vs {b}");
         }
         assert!(format!("{q:?}").contains("q8_0/q8x2+1 outliers"));
+    }
+
+    #[test]
+    fn a_kernel_given_the_wrong_shapes_returns_an_error_not_nan() {
+        let (n, k) = (3, 64);
+        let rows = vec![0.5f32; n * k];
+        let kern = Q8Kernel::new(Q8Matrix::quantize(&rows, n, k, &[]).unwrap(), ActQuant::Q8);
+        // Two rows announced, one row of input given.
+        let mut out = vec![7f32; 2 * n];
+        let e = kern
+            .matmul(Isa::Scalar, &vec![1.0; k], 2, &mut out)
+            .unwrap_err();
+        match &e {
+            InferError::Upstream {
+                component, source, ..
+            } => {
+                assert_eq!(*component, "int8 kernel");
+                assert!(source.to_string().contains("matmul input"), "{source}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(out.iter().all(|v| !v.is_nan()), "{out:?}");
     }
 
     #[test]

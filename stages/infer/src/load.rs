@@ -9,11 +9,11 @@ use crate::sequence::SpecialTokens;
 use sky_gguf::{GgufFile, Value as GValue};
 use sky_laya::config::limits;
 
-fn upstream(component: &'static str, e: impl std::fmt::Display) -> InferError {
-    InferError::Upstream {
-        component,
-        message: e.to_string(),
-    }
+fn upstream(
+    component: &'static str,
+    e: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+) -> InferError {
+    InferError::upstream(component, e)
 }
 
 /// Laya bucket name from a GGUF temperature key suffix (`choice.3_5` -> `choice:3-5`,
@@ -44,7 +44,7 @@ impl Meta<'_, '_> {
     }
     fn req_u(&self, k: &str) -> Result<usize> {
         let v = self.get(k).ok_or_else(|| InferError::MissingKey {
-            source: "GGUF".into(),
+            origin: "GGUF".into(),
             key: self.key(k),
         })?;
         v.as_u64()
@@ -90,7 +90,7 @@ impl Meta<'_, '_> {
 
 fn gguf_u32(f: &GgufFile<'_>, key: &str) -> Result<u32> {
     let v = f.get(key).ok_or_else(|| InferError::MissingKey {
-        source: "GGUF".into(),
+        origin: "GGUF".into(),
         key: key.into(),
     })?;
     v.as_u32().ok_or_else(|| InferError::BadValue {
@@ -107,7 +107,7 @@ pub fn engine_from_gguf(bytes: &[u8], name: String) -> Result<Engine> {
         .get("general.architecture")
         .and_then(GValue::as_str)
         .ok_or_else(|| InferError::MissingKey {
-            source: "GGUF".into(),
+            origin: "GGUF".into(),
             key: "general.architecture".into(),
         })?
         .to_string();
@@ -147,7 +147,7 @@ pub fn engine_from_gguf(bytes: &[u8], name: String) -> Result<Engine> {
         None => None,
     }
     .ok_or_else(|| InferError::MissingKey {
-        source: "GGUF".into(),
+        origin: "GGUF".into(),
         key: ff_key,
     })?;
     let intermediate = m.within(
@@ -264,11 +264,8 @@ mod fs {
     use sky_laya::CheckpointFiles;
     use std::path::Path;
 
-    fn io(path: &Path, e: impl std::fmt::Display) -> InferError {
-        InferError::Io {
-            path: path.display().to_string(),
-            message: e.to_string(),
-        }
+    fn io(path: &Path, e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> InferError {
+        InferError::io(path.display().to_string(), e)
     }
 
     fn file_name(path: &Path) -> String {
@@ -363,13 +360,7 @@ mod fs {
             sky_gguf::Error::Io { err, .. } => io(path, err),
             other => upstream("gguf", other),
         })?;
-        engine_from_gguf(map.bytes(), file_name(path)).map_err(|e| match e {
-            InferError::Upstream { component, message } => InferError::Upstream {
-                component,
-                message: format!("{}: {message}", path.display()),
-            },
-            other => other,
-        })
+        engine_from_gguf(map.bytes(), file_name(path)).map_err(|e| e.at(path.display().to_string()))
     }
 }
 

@@ -13,8 +13,9 @@ use std::ops::Range;
 /// A matrix product implemented outside this crate (quantized weights).
 pub trait MatmulKernel: Send + Sync {
     /// `out[rows][n] = x[rows][k] · Wᵀ` with `k`, `n` the weight's input and output widths, on
-    /// the kernels of `isa` or below.
-    fn matmul(&self, isa: Isa, x: &[f32], rows: usize, out: &mut [f32]);
+    /// the kernels of `isa` or below. `Err` when it cannot (shapes it does not accept): the
+    /// pass then fails with it, instead of answering with garbage.
+    fn matmul(&self, isa: Isa, x: &[f32], rows: usize, out: &mut [f32]) -> crate::Result<()>;
     /// A short description for logs (`"q8_0"`, `"q8_0+outliers"`).
     fn describe(&self) -> String;
 }
@@ -91,13 +92,14 @@ impl Weight {
         }
     }
 
-    /// `out[rows][n] = x[rows][k] · Wᵀ`.
-    pub fn matmul(&self, isa: Isa, x: &[f32], rows: usize, out: &mut [f32]) {
+    /// `out[rows][n] = x[rows][k] · Wᵀ`. `Err` only from an external kernel.
+    pub fn matmul(&self, isa: Isa, x: &[f32], rows: usize, out: &mut [f32]) -> crate::Result<()> {
         match &self.data {
             WeightData::F32(t) => {
                 let (ptr, len) = (out.as_mut_ptr(), out.len());
                 // SAFETY: `out` is exclusively borrowed for the call and holds `len` elements.
-                unsafe { self.f32_panels(t, isa, x, rows, 0..self.panels(), ptr, len) }
+                unsafe { self.f32_panels(t, isa, x, rows, 0..self.panels(), ptr, len) };
+                Ok(())
             }
             WeightData::External(kern) => {
                 kern.matmul(isa, &x[..rows * self.k], rows, &mut out[..rows * self.n])
@@ -199,7 +201,7 @@ mod tests {
         assert_eq!(w.to_rows().unwrap(), rows);
         for isa in Isa::NATIVE {
             let mut out = vec![0f32; m * n];
-            w.matmul(isa, &x, m, &mut out);
+            w.matmul(isa, &x, m, &mut out).unwrap();
             for r in 0..m {
                 for o in 0..n {
                     let want: f32 = (0..k).map(|i| x[r * k + i] * rows[o * k + i]).sum();
@@ -218,7 +220,8 @@ mod tests {
             Some(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0][..])
         );
         let mut out = [0f32; 2];
-        w.matmul(Isa::Scalar, &[1.0, 0.0, -1.0], 1, &mut out);
+        w.matmul(Isa::Scalar, &[1.0, 0.0, -1.0], 1, &mut out)
+            .unwrap();
         assert_eq!(out, [-2.0, -2.0]);
     }
 }

@@ -311,12 +311,14 @@ for (const width of [390, 1280]) {
           const box = r.getBoundingClientRect();
           const card = document.getElementById('result-card').getBoundingClientRect();
           const track = r.querySelector('.bar-track').getBoundingClientRect();
-          return { left: box.left, right: box.right, cardLeft: card.left, cardRight: card.right, track: track.width };
+          return { left: box.left, right: box.right, height: box.height, cardLeft: card.left, cardRight: card.right, track: track.width };
         }),
       );
       for (const r of rows) {
         assert.ok(r.left >= r.cardLeft && r.right <= r.cardRight, `a bar row inside its card: ${JSON.stringify(r)}`);
         assert.ok(r.track >= 40, `the bar keeps room to show: ${r.track}`);
+        // The label is clamped to three lines (the whole text is its title).
+        assert.ok(r.height < 70, `a bar row stays a few lines high: ${r.height}`);
       }
       await page.screenshot({ path: path.join(SHOTS, `demo-${width}.png`), fullPage: true });
       assert.deepEqual(page.errors, []);

@@ -1,7 +1,8 @@
 // The site in a real browser (Debian's Chromium, headless, driven by playwright-core): the demo
 // page's engine against native `skyctl ask` on every golden case, with the SIMD128 and the scalar
 // module; the Bench page against bench.json and manifest.json (and a bench.json of nulls); a
-// missing and a corrupt model. Screenshots: target/site-screenshots/*.png.
+// missing and a corrupt model; the form's refusals, score bars, long options and small files;
+// both pages at 390 and 1280 px. Screenshots: target/site-screenshots/*.png.
 //
 //   cargo run --release -p skyctl -- build && (cd site && npm ci && node --test tests/)
 import { test, before, after } from 'node:test';

@@ -274,6 +274,12 @@ test('score bars carry the level texts as typed', async () => {
     const probs = Object.values(JSON.parse(got.response).answers.q.probabilities).map((p) => p.toFixed(3));
     const shown = await page.evaluate(() => [...document.querySelectorAll('#bars .bar-value')].map((b) => b.textContent));
     assert.deepEqual(shown, probs);
+    await page.screenshot({ path: path.join(SHOTS, 'demo-score.png'), fullPage: true });
+    // A level too long: the engine names it by index (`option `1``), the page by its text.
+    const long = 'very '.repeat(60).trim();
+    const bad = await askForm(page, { type: 'score', instructions: 'How angry?', options: `calm\n${long}\nfurious` });
+    assert.match(bad.error, /^Option 2 \(\u201cvery very .*\u2026\u201d\) is \d+ tokens long; at most 48 fit: shorten it$/);
+    assert.deepEqual(bad.bars, []);
   } finally {
     await page.close();
   }

@@ -55,14 +55,37 @@ function render() {
     const on = r.measured;
     const where = on ? `${on.isa ?? DASH}, ${on.threads ?? DASH} thread${on.threads === 1 ? '' : 's'}` : DASH;
     const td = cell(tr, where, { col: 'measured' });
+    td.className = 'nowrap';
     if (on?.cpu) td.title = `${on.cpu}; int8 kernel ${on.int8_kernel ?? DASH}`;
     body.append(tr);
   }
   chart();
+  scrollHint();
+}
+
+function scrollHint() {
+  const wrap = document.querySelector('.table-wrap');
+  $('scroll-hint').hidden = wrap.scrollWidth <= wrap.clientWidth;
+}
+
+// Tick values of a log axis from 10^lo to 10^hi: every decade, with 2 and 5 between them when
+// the span is short (one or two decades would otherwise get two or three ticks).
+export function logTicks(lo, hi) {
+  const steps = hi - lo <= 2 ? [1, 2, 5] : [1];
+  const out = [];
+  for (let e = lo; e <= hi; e++) {
+    for (const s of steps) {
+      const v = s * 10 ** e;
+      if (v <= 10 ** hi * 1.0001) out.push(Number(v.toPrecision(12)));
+    }
+  }
+  return out;
 }
 
 // Grouped horizontal bars, one group per model: every native mode with a number, and this
-// browser's figure once measured. Log scale: the sizes differ by ~30x.
+// browser's figure once measured. Log scale (the sizes differ by ~30x) with a labelled axis.
+// Drawn at the chart's width in CSS pixels, so its text stays 12 px on a phone; below 560 px
+// each label sits above its bar.
 function chart() {
   const series = [...MODES.map(([m, label]) => [m, label]), ['browser', 'this browser (WASM)']];
   const colours = { f32: '#2f6fdf', q8: '#7aa1e8', 'q8-fast': '#a9c1ef', q8_0: '#5b7fae', tuned: '#3f9f6f', browser: '#e07b39' };
@@ -81,42 +104,81 @@ function chart() {
   }
   const max = Math.max(...items.map((i) => i.v));
   const min = Math.min(...items.map((i) => i.v));
-  const lo = Math.log10(min) - 0.3;
-  const hi = Math.log10(max) + 0.05;
-  const W = 820, left = 230, right = 90, rowH = 18;
+  // Whole decades, the smallest value a little inside, so the ticks read 10, 100, 1,000 µs.
+  const lo = Math.floor(Math.log10(min) - 0.05);
+  const hi = Math.max(lo + 1, Math.ceil(Math.log10(max)));
+  const W = Math.max(280, Math.floor(el.clientWidth || 820));
+  const narrow = W < 560;
+  const left = narrow ? 14 : 230;
+  const right = 84;
+  const rowH = 18;
+  const xOf = (v) => left + ((Math.log10(v) - lo) / (hi - lo)) * (W - left - right);
   const ns = 'http://www.w3.org/2000/svg';
   const svg = document.createElementNS(ns, 'svg');
-  let y = 4;
-  const add = (tag, attrs, text) => {
+  const add = (tag, attrs, text, parent = svg) => {
     const n = document.createElementNS(ns, tag);
     for (const [k, v] of Object.entries(attrs)) n.setAttribute(k, v);
     if (text !== undefined) n.textContent = text;
-    svg.append(n);
+    parent.append(n);
+    return n;
   };
+  const grid = add('g', { class: 'grid' });
+  let y = 4;
   let last = null;
   for (const it of items) {
     if (it.model !== last) {
       if (last !== null) y += 8;
-      add('text', { x: 0, y: y + 13, 'font-weight': 700 }, it.model);
+      add('text', { x: 0, y: y + 13, class: 'group' }, it.model);
       y += rowH;
       last = it.model;
     }
-    const w = ((Math.log10(it.v) - lo) / (hi - lo)) * (W - left - right);
-    add('text', { x: 12, y: y + 13 }, it.label);
-    add('rect', { x: left, y: y + 2, width: Math.max(2, w), height: rowH - 5, fill: colours[it.k], rx: 2 });
-    add('text', { x: left + Math.max(2, w) + 6, y: y + 13 }, `${fmt(it.v)} µs`);
+    if (narrow) {
+      add('text', { x: left, y: y + 13 }, it.label);
+      y += rowH - 2;
+    } else {
+      add('text', { x: 12, y: y + 13 }, it.label);
+    }
+    const w = Math.max(2, xOf(it.v) - left);
+    add('rect', { x: left, y: y + 2, width: w, height: rowH - 5, fill: colours[it.k], rx: 2, 'data-value': it.v });
+    add('text', { x: left + w + 6, y: y + 13 }, `${fmt(it.v)} µs`);
     y += rowH;
   }
-  svg.setAttribute('viewBox', `0 0 ${W} ${y + 4}`);
-  svg.setAttribute('width', '100%');
+  // The axis: a tick and a label at each value, grid lines through the bars.
+  const top = 4;
+  const axisY = y + 6;
+  add('line', { x1: left, x2: W - right, y1: axisY, y2: axisY, stroke: '#5d6670' });
+  const ticks = logTicks(lo, hi);
+  const axis = add('g', { class: 'axis' });
+  for (const v of ticks) {
+    const x = xOf(v);
+    add('line', { x1: x, x2: x, y1: top, y2: axisY, stroke: '#e3e6ea' }, undefined, grid);
+    const t = add('g', { class: 'tick', 'data-value': v }, undefined, axis);
+    add('line', { x1: x, x2: x, y1: axisY, y2: axisY + 5, stroke: '#5d6670' }, undefined, t);
+    // Only the decades are labelled on a narrow chart: 2 and 5 would collide.
+    const labelled = !narrow || ticks.length <= 4 || Math.log10(v) % 1 === 0;
+    if (labelled) add('text', { x, y: axisY + 18, 'text-anchor': 'middle' }, fmt(v, 2), t);
+  }
+  add('text', { x: left + (W - left - right) / 2, y: axisY + 36, 'text-anchor': 'middle', class: 'axis-title' },
+    'µs per question (log scale)');
+  const H = axisY + 42;
+  svg.setAttribute('viewBox', `0 0 ${W} ${H}`);
+  svg.setAttribute('width', W);
+  svg.setAttribute('height', H);
   svg.setAttribute('role', 'img');
   svg.setAttribute('aria-label', 'latency per question, µs, log scale');
   el.append(svg);
-  const note = document.createElement('p');
-  note.className = 'muted';
-  note.textContent = 'µs per question, log scale.';
-  el.append(note);
+  el.dataset.width = W;
 }
+
+// Redrawn when the chart's width changes (a phone turned, a window resized); the hint shows
+// while the table is wider than its box (scroll bars are hidden on phones).
+const resized = new ResizeObserver(() => {
+  const el = $('chart');
+  if (state.rows.length && Number(el.dataset.width) !== Math.max(280, Math.floor(el.clientWidth))) chart();
+  scrollHint();
+});
+resized.observe($('chart'));
+resized.observe(document.querySelector('.table-wrap'));
 
 async function main() {
   try {

@@ -1,6 +1,6 @@
 // The demo page: model card, progress bar, the question form and the answer.
 import { startSky, pageOptions, publishedModels, formatBytes } from './sky.js';
-import { bars, describeModel, showError } from './ui.js';
+import { bars, describeModel, explainRefusal, showError } from './ui.js';
 
 const $ = (id) => document.getElementById(id);
 // window.sky exists as soon as the page's script has run; the model it loads is known once
@@ -67,20 +67,26 @@ sky.ready.then(
   },
 );
 
-// The options box as criteria: labels alone make a list, any `label: description` makes an object.
-function criteria(type, text) {
+// The options box as criteria: labels alone make a list, any `label: description` makes an
+// object. `options` is what was sent, in the request's order, as {key, text}: `key` is how the
+// engine names an option (a label; a score level's index), `text` what the person typed (the
+// score bars and the error messages use it). No lines for a choice or a score sends an empty
+// list, so the engine's refusal counts the options rather than speaking of a missing field.
+function readOptions(type, text) {
   const lines = text.split('\n').map((l) => l.trim()).filter(Boolean);
-  if (type === 'noul' || lines.length === 0) return null;
+  if (type === 'noul') return { criteria: null, options: [] };
   if (type === 'score' || !lines.some((l) => l.includes(':'))) {
-    return lines.map((l) => l.split(':')[0].trim());
+    const criteria = lines.map((l) => l.split(':')[0].trim());
+    const options = criteria.map((c, i) => ({ key: type === 'score' ? String(i) : c, text: c }));
+    return { criteria, options };
   }
-  const obj = {};
+  const criteria = {};
   for (const l of lines) {
     const at = l.indexOf(':');
-    if (at < 0) obj[l] = null;
-    else obj[l.slice(0, at).trim()] = l.slice(at + 1).trim() || null;
+    if (at < 0) criteria[l] = null;
+    else criteria[l.slice(0, at).trim()] = l.slice(at + 1).trim() || null;
   }
-  return obj;
+  return { criteria, options: Object.keys(criteria).map((k) => ({ key: k, text: k })) };
 }
 
 function parseState(text) {
@@ -95,33 +101,55 @@ function parseState(text) {
   return text;
 }
 
+// The answer, or the refusal in its place: the previous answer never stays under a new error.
+function showAnswer(value, ms, options) {
+  const a = value.answers.q;
+  $('answer-error').hidden = true;
+  $('answer').hidden = false;
+  if (a.type === 'choice') {
+    // A 600-character label is shortened here (whole on hover, and in the bars and the JSON).
+    const choice = a.choice.length > 120 ? `${a.choice.slice(0, 119)}\u2026` : a.choice;
+    $('answer-line').replaceChildren('Choice: ', Object.assign(document.createElement('strong'), { textContent: choice, title: a.choice }),
+      ` (confidence ${a.confidence.toFixed(3)})`);
+    bars($('bars'), Object.entries(a.probabilities), a.choice);
+  } else if (a.type === 'score') {
+    const levels = Object.keys(a.probabilities).length;
+    $('answer-line').textContent = `Score: ${a.score.toFixed(3)} on 0–${levels - 1}`;
+    // Each bar under the level's text as typed (the engine keys levels 0, 1, 2, …).
+    const text = (k) => options.find((o) => o.key === k)?.text ?? k;
+    const best = Object.entries(a.probabilities).reduce((x, y) => (y[1] > x[1] ? y : x))[0];
+    bars($('bars'), Object.entries(a.probabilities).map(([k, p]) => [text(k), p]), text(best));
+  } else {
+    $('answer-line').textContent = `${a.noul >= 0.5 ? 'Yes' : 'No'}: P(yes) = ${a.noul.toFixed(3)}`;
+    bars($('bars'), [['yes', a.noul], ['no', 1 - a.noul]], a.noul >= 0.5 ? 'yes' : 'no');
+  }
+  $('latency').textContent = `${ms.toFixed(2)} ms in the browser · ${value.usage.input_tokens} input tokens`;
+  $('response').textContent = JSON.stringify(value, null, 2);
+}
+
+function showRefusal(message) {
+  $('answer-line').replaceChildren();
+  $('bars').replaceChildren();
+  $('latency').textContent = '';
+  $('response').textContent = '';
+  $('answer').hidden = true;
+  showError($('answer-error'), message);
+}
+
 $('ask-form').addEventListener('submit', async (ev) => {
   ev.preventDefault();
   const type = $('qtype').value;
+  const { criteria, options } = readOptions(type, $('options').value);
   const request = {
     state: parseState($('state').value),
-    questions: { q: { type, instructions: $('instructions').value, criteria: criteria(type, $('options').value) } },
+    questions: { q: { type, instructions: $('instructions').value, criteria } },
   };
-  $('error').hidden = true;
+  $('result-card').hidden = false;
   try {
     const { value, ms } = await sky.timed(request);
-    const a = value.answers.q;
-    $('result-card').hidden = false;
-    if (a.type === 'choice') {
-      $('answer-line').innerHTML = '';
-      $('answer-line').append('Choice: ', Object.assign(document.createElement('strong'), { textContent: a.choice }),
-        ` (confidence ${a.confidence.toFixed(3)})`);
-      bars($('bars'), Object.entries(a.probabilities), a.choice);
-    } else if (a.type === 'score') {
-      $('answer-line').textContent = `Score: ${a.score.toFixed(3)} on 0–${Object.keys(a.probabilities).length - 1}`;
-      bars($('bars'), Object.entries(a.probabilities));
-    } else {
-      $('answer-line').textContent = `${a.noul >= 0.5 ? 'Yes' : 'No'}: P(yes) = ${a.noul.toFixed(3)}`;
-      bars($('bars'), [['yes', a.noul], ['no', 1 - a.noul]], a.noul >= 0.5 ? 'yes' : 'no');
-    }
-    $('latency').textContent = `${ms.toFixed(2)} ms in the browser · ${value.usage.input_tokens} input tokens`;
-    $('response').textContent = JSON.stringify(value, null, 2);
+    showAnswer(value, ms, options);
   } catch (err) {
-    showError($('error'), err.message);
+    // A refusal names the request's fields; say it in the form's words.
+    showRefusal(err.response ? explainRefusal(err.message, options) : err.message);
   }
 });

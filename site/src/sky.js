@@ -132,10 +132,15 @@ export function startSky({ modelUrl, prefer = 'auto', onProgress = () => {} }) {
   return sky;
 }
 
-// Bytes as people read them: 545,280 bytes (533 KiB).
+// Bytes as people read them: 545,280 bytes (533 KiB); under 1 KiB the bytes alone (454 bytes,
+// never "0 KiB"); 1 byte singular.
 export function formatBytes(n) {
-  if (n === null || n === undefined || !Number.isFinite(Number(n))) return '\u2014';
+  if (n === null || n === undefined || n === '' || !Number.isFinite(Number(n))) return '\u2014';
+  n = Number(n);
+  const exact = `${n.toLocaleString('en-US')} byte${n === 1 ? '' : 's'}`;
+  if (Math.abs(n) < 1024) return exact;
   const kib = n / 1024;
-  const human = kib < 1024 ? `${kib.toFixed(0)} KiB` : `${(kib / 1024).toFixed(1)} MiB`;
-  return `${Number(n).toLocaleString('en-US')} bytes (${human})`;
+  // One decimal below 10 KiB, so 1.5 KiB does not read as 2 KiB.
+  const human = kib < 10 ? `${kib.toFixed(1)} KiB` : kib < 1024 ? `${kib.toFixed(0)} KiB` : `${(kib / 1024).toFixed(1)} MiB`;
+  return `${exact} (${human})`;
 }

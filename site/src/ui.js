@@ -11,6 +11,8 @@ export function bars(el, entries, best) {
     const name = document.createElement('span');
     name.className = 'bar-label';
     name.textContent = label;
+    // Long labels are clamped to a few lines by the CSS; the whole text stays on hover.
+    name.title = label;
     const track = document.createElement('span');
     track.className = 'bar-track';
     const fill = document.createElement('span');
@@ -28,6 +30,56 @@ export function bars(el, entries, best) {
 export function showError(el, message) {
   el.textContent = message;
   el.hidden = false;
+}
+
+// An option as the person typed it, quoted and shortened so a 600-character line stays readable.
+function quote(text, max = 60) {
+  const t = String(text);
+  return `\u201c${t.length > max ? `${t.slice(0, max - 1)}\u2026` : t}\u201d`;
+}
+
+// The engine's refusal (`questions.q.criteria: option `billing` is 61 tokens long; …`) in words
+// about the form's fields: the person typed options, not `criteria`. `options` lists what the
+// form sent, in the request's order: {key, text}, `key` being how the engine names an option
+// (its label; a score level's index) and `text` what was typed.
+export function explainRefusal(message, options = [], qid = 'q') {
+  const msg = String(message);
+  const prefix = `questions.${qid}.`;
+  const optionAt = (i) => {
+    const o = options[i];
+    return o ? `Option ${i + 1} (${quote(o.text)})` : `Option ${i + 1}`;
+  };
+  // Other paths of the same question inside a message: criteria[j] -> option j+1.
+  const paths = (text) =>
+    text
+      .replaceAll(new RegExp(`${prefix.replaceAll('.', '\\.')}criteria\\[(\\d+)\\]`, 'g'), (_, j) => `option ${Number(j) + 1}`)
+      .replace(/\bcriteria\b/g, 'options');
+  if (!msg.startsWith(prefix)) {
+    if (msg.startsWith('state: ')) return `State: ${msg.slice(7)}`;
+    return paths(msg);
+  }
+  const m = /^([a-z_]+)(?:\[(\d+)\])?(?:\.[^:]*)?: ([\s\S]*)$/.exec(msg.slice(prefix.length));
+  if (!m) return paths(msg);
+  const [, field, index, rest] = m;
+  if (field === 'instructions') return `Question: ${rest}`;
+  if (field === 'type') return `Question type: ${rest}`;
+  if (field !== 'criteria') return paths(rest);
+  if (index !== undefined) {
+    // `the label "x" is given twice (also …)`: the option is already named.
+    const body = paths(rest.replace(/^the label ".*?" (?=is )/, ''));
+    return `${optionAt(Number(index))}${body.startsWith('is ') ? ' ' : ': '}${body}`;
+  }
+  const long = /^option `([\s\S]*)` is (\d+) tokens long; ([\s\S]*)$/.exec(rest);
+  if (long) {
+    const [, key, tokens, why] = long;
+    const i = options.findIndex((o) => o.key === key);
+    const who = i >= 0 ? optionAt(i) : `Option ${quote(key)}`;
+    const room = why
+      .replace(/^at most (\d+) tokens fit per option:/, 'at most $1 fit:')
+      .replace(/at most (\d+) tokens fit per option in/, 'at most $1 fit per option in');
+    return `${who} is ${tokens} tokens long; ${room}`;
+  }
+  return `Options: ${paths(rest).replace('max_len = ', '')}`;
 }
 
 // Name and download size of a model URL: from models/manifest.json when the release lists it,

@@ -1,7 +1,8 @@
 // The site in a real browser (Debian's Chromium, headless, driven by playwright-core): the demo
 // page's engine against native `skyctl ask` on every golden case, with the SIMD128 and the scalar
 // module; the Bench page against bench.json and manifest.json (and a bench.json of nulls); a
-// missing and a corrupt model. Screenshots: target/site-screenshots/*.png.
+// missing and a corrupt model; the form's refusals, score bars, long options and small files;
+// both pages at 390 and 1280 px. Screenshots: target/site-screenshots/*.png.
 //
 //   cargo run --release -p skyctl -- build && (cd site && npm ci && node --test tests/)
 import { test, before, after } from 'node:test';
@@ -176,13 +177,185 @@ test('the page shows the model name and size before fetching, and refuses a bad 
     assert.ok(err, 'a choice without criteria is refused');
     assert.equal(err.response.error.code, 400);
     assert.equal(err.response.error.type, 'invalid_request_error');
-    // The same through the form: no options for a choice question.
+    // The same through the form: no options for a choice question, said where the answer goes
+    // and in the form's words (the person typed options, not `criteria`).
     await page.fill('#options', '');
     await page.click('#ask');
-    await page.waitForSelector('#error:not([hidden])');
-    assert.match(await page.textContent('#error'), /criteria/);
+    await page.waitForSelector('#answer-error:not([hidden])');
+    assert.equal(await page.textContent('#answer-error'), 'Options: a choice question needs at least two options, found 0');
+    assert.equal(await page.locator('#error').isVisible(), false, 'the Model card shows no request error');
     await page.screenshot({ path: path.join(SHOTS, 'demo-bad-request.png'), fullPage: true });
     assert.deepEqual(page.errors, []);
+  } finally {
+    await page.close();
+  }
+});
+
+// The demo's form, and the answer card that shows what comes back.
+async function askForm(page, { type = 'choice', instructions = 'Which team should handle this?', options }) {
+  await page.selectOption('#qtype', type);
+  await page.fill('#instructions', instructions);
+  await page.fill('#options', options);
+  // The answer area changes on every ask: wait for a different answer line or error text.
+  const before = await page.evaluate(() => document.getElementById('result-card').textContent);
+  await page.click('#ask');
+  await page.waitForFunction((b) => {
+    const card = document.getElementById('result-card');
+    return !card.hidden && card.textContent !== b;
+  }, before);
+  return page.evaluate(() => ({
+    error: document.getElementById('answer-error').hidden ? null : document.getElementById('answer-error').textContent,
+    answerVisible: !document.getElementById('answer').hidden && document.getElementById('answer').offsetHeight > 0,
+    line: document.getElementById('answer-line').textContent,
+    bars: [...document.querySelectorAll('#bars .bar-label')].map((b) => b.textContent),
+    response: document.getElementById('response').textContent,
+    modelError: !document.getElementById('error').hidden,
+  }));
+}
+
+// An option whose text is ~70 tokens: over the 48 that fit, so the engine refuses it.
+const LONG_BILLING = `billing: ${'payments, refunds, invoices and double charges on the card; '.repeat(6).trim()}`;
+
+test('a refused request shows its error where the answer goes, in the words of the form, and clears the old answer', async () => {
+  const page = await openPage(ctx, `${site.url}index.html`);
+  try {
+    await page.evaluate(() => window.sky.ready);
+    const ok = await askForm(page, { options: 'billing: payments and refunds\nshipping\ntechnical' });
+    assert.equal(ok.error, null);
+    assert.equal(ok.bars.length, 3);
+    assert.ok(ok.answerVisible);
+
+    // The engine's own words name the request's field...
+    const options = `shipping\n${LONG_BILLING}\ntechnical`;
+    const raw = await page.evaluate(
+      (crit) =>
+        window.sky.ask({ state: 'x', questions: { q: { type: 'choice', instructions: 'Which team?', criteria: crit } } }).then(
+          () => null,
+          (e) => e.message,
+        ),
+      Object.fromEntries(options.split('\n').map((l) => [l.split(':')[0], l.includes(':') ? l.slice(l.indexOf(':') + 1).trim() : null])),
+    );
+    const m = /^questions\.q\.criteria: option `billing` is (\d+) tokens long; at most 48 tokens fit per option: shorten it$/.exec(raw);
+    assert.ok(m, `the engine refuses the long option: ${raw}`);
+    // ...the page speaks of the option the person typed, in the answer's place.
+    const bad = await askForm(page, { options });
+    assert.equal(bad.error, `Option 2 (\u201cbilling\u201d) is ${m[1]} tokens long; at most 48 fit: shorten it`);
+    assert.equal(bad.answerVisible, false, 'the previous answer is hidden');
+    assert.deepEqual(bad.bars, [], 'the previous bars are gone');
+    assert.equal(bad.line, '');
+    assert.equal(bad.response, '');
+    assert.equal(bad.modelError, false, 'the Model card shows no request error');
+    assert.ok(await page.locator('#answer-error').isVisible());
+    // A repeated label names both lines.
+    const twice = await askForm(page, { options: 'billing\nshipping\nbilling' });
+    assert.equal(twice.error, 'Option 3 (\u201cbilling\u201d) is given twice (also option 1)');
+    // The next good request replaces the error with its answer.
+    const again = await askForm(page, { options: 'billing: payments and refunds\nshipping\ntechnical' });
+    assert.equal(again.error, null);
+    assert.equal(await page.locator('#answer-error').isVisible(), false);
+    assert.ok(again.answerVisible);
+    assert.equal(again.bars.length, 3);
+    assert.deepEqual(page.errors, []);
+  } finally {
+    await page.close();
+  }
+});
+
+test('score bars carry the level texts as typed', async () => {
+  const page = await openPage(ctx, `${site.url}index.html`);
+  try {
+    await page.evaluate(() => window.sky.ready);
+    const levels = ['calm', 'annoyed', 'angry', 'furious'];
+    const got = await askForm(page, { type: 'score', instructions: 'How angry is the customer?', options: levels.join('\n') });
+    assert.equal(got.error, null);
+    assert.match(got.line, /^Score: \d\.\d{3} on 0–3$/);
+    assert.deepEqual(got.bars, levels);
+    // The bars' values are the response's probabilities of levels 0..3, in order.
+    const probs = Object.values(JSON.parse(got.response).answers.q.probabilities).map((p) => p.toFixed(3));
+    const shown = await page.evaluate(() => [...document.querySelectorAll('#bars .bar-value')].map((b) => b.textContent));
+    assert.deepEqual(shown, probs);
+    await page.screenshot({ path: path.join(SHOTS, 'demo-score.png'), fullPage: true });
+    // A level too long: the engine names it by index (`option `1``), the page by its text.
+    const long = 'very '.repeat(60).trim();
+    const bad = await askForm(page, { type: 'score', instructions: 'How angry?', options: `calm\n${long}\nfurious` });
+    assert.match(bad.error, /^Option 2 \(\u201cvery very .*\u2026\u201d\) is \d+ tokens long; at most 48 fit: shorten it$/);
+    assert.deepEqual(bad.bars, []);
+  } finally {
+    await page.close();
+  }
+});
+
+// Nothing wider than the window: the page never scrolls sideways.
+async function pageOverflow(page) {
+  return page.evaluate(() => ({ scroll: document.documentElement.scrollWidth, inner: window.innerWidth }));
+}
+
+for (const width of [390, 1280]) {
+  test(`the demo at ${width} px: long options, refused or answered, stay inside the window`, async () => {
+    const page = await openPage(ctx, `${site.url}index.html`);
+    try {
+      await page.setViewportSize({ width, height: 900 });
+      await page.evaluate(() => window.sky.ready);
+      let o = await pageOverflow(page);
+      assert.ok(o.scroll <= o.inner, `the form fits: ${o.scroll} > ${o.inner}`);
+      // 600 characters with no space to break at: refused (too many tokens), quoted shortly.
+      const long = 'x'.repeat(600);
+      const bad = await askForm(page, { options: `${long}\nshipping\ntechnical` });
+      assert.match(bad.error, /^Option 1 \(\u201cx{59}\u2026\u201d\) is \d+ tokens long; at most 48 fit: shorten it$/);
+      o = await pageOverflow(page);
+      assert.ok(o.scroll <= o.inner, `with the refusal: ${o.scroll} > ${o.inner}`);
+      await page.screenshot({ path: path.join(SHOTS, `demo-${width}-refused.png`), fullPage: true });
+      // 600 characters that fit (600 dashes are a few dozen tokens), no space in them either:
+      // answered, as a bar label and maybe as the choice.
+      const label = '-'.repeat(600);
+      const ok = await askForm(page, { options: `${label}\nshipping\ntechnical` });
+      assert.equal(ok.error, null, `the long label fits: ${ok.error}`);
+      assert.deepEqual(ok.bars, [label, 'shipping', 'technical']);
+      o = await pageOverflow(page);
+      assert.ok(o.scroll <= o.inner, `with the answer: ${o.scroll} > ${o.inner}`);
+      const rows = await page.evaluate(() =>
+        [...document.querySelectorAll('#bars .bar-row')].map((r) => {
+          const box = r.getBoundingClientRect();
+          const card = document.getElementById('result-card').getBoundingClientRect();
+          const track = r.querySelector('.bar-track').getBoundingClientRect();
+          return { left: box.left, right: box.right, height: box.height, cardLeft: card.left, cardRight: card.right, track: track.width };
+        }),
+      );
+      for (const r of rows) {
+        assert.ok(r.left >= r.cardLeft && r.right <= r.cardRight, `a bar row inside its card: ${JSON.stringify(r)}`);
+        assert.ok(r.track >= 40, `the bar keeps room to show: ${r.track}`);
+        // The label is clamped to three lines (the whole text is its title).
+        assert.ok(r.height < 70, `a bar row stays a few lines high: ${r.height}`);
+      }
+      await page.screenshot({ path: path.join(SHOTS, `demo-${width}.png`), fullPage: true });
+      assert.deepEqual(page.errors, []);
+    } finally {
+      await page.close();
+    }
+  });
+}
+
+test('a file under 1 KiB shows its bytes, not "0 KiB"', async () => {
+  fs.writeFileSync(path.join(dir, 'models/tiny.gguf'), Buffer.alloc(454, 7));
+  const page = await openPage(ctx, `${site.url}index.html?model=models/tiny.gguf`);
+  try {
+    await page.evaluate(() => window.sky.ready.catch(() => null));
+    await page.waitForFunction(() => document.getElementById('model-size').textContent !== 'size unknown');
+    assert.equal(await page.textContent('#model-size'), '454 bytes to download');
+    const shown = await page.evaluate(async () => {
+      const { formatBytes } = await import('./sky.js');
+      return [0, 1, 454, 1023, 1024, 1536, 545280, 5 * 1024 * 1024].map(formatBytes);
+    });
+    assert.deepEqual(shown, [
+      '0 bytes',
+      '1 byte',
+      '454 bytes',
+      '1,023 bytes',
+      '1,024 bytes (1.0 KiB)',
+      '1,536 bytes (1.5 KiB)',
+      '545,280 bytes (533 KiB)',
+      '5,242,880 bytes (5.0 MiB)',
+    ]);
   } finally {
     await page.close();
   }
@@ -317,3 +490,102 @@ test('the Bench page shows an em dash for every null of bench.json', async () =>
     await page.close();
   }
 });
+
+for (const width of [390, 1280]) {
+  test(`the Bench page at ${width} px: an axis under the chart, nothing cut off`, async () => {
+    const page = await openPage(ctx, `${site.url}bench.html`);
+    try {
+      await page.setViewportSize({ width, height: 900 });
+      await page.evaluate(() => window.benchReady);
+      // The chart is redrawn at the new width.
+      await page.waitForFunction(() => {
+        const el = document.getElementById('chart');
+        return Number(el.dataset.width) === Math.max(280, Math.floor(el.clientWidth));
+      });
+      const chart = await page.evaluate(() => {
+        const svg = document.querySelector('#chart svg');
+        const ticks = [...svg.querySelectorAll('.axis .tick')].map((t) => ({
+          v: Number(t.dataset.value),
+          x: Number(t.querySelector('line').getAttribute('x1')),
+          label: t.querySelector('text')?.textContent ?? null,
+        }));
+        const bars = [...svg.querySelectorAll('rect[data-value]')].map((r) => ({
+          v: Number(r.dataset.value),
+          right: Number(r.getAttribute('x')) + Number(r.getAttribute('width')),
+        }));
+        const box = svg.getBoundingClientRect();
+        const text = [...svg.querySelectorAll('text')].map((t) => t.getBoundingClientRect());
+        return {
+          ticks,
+          bars,
+          title: svg.querySelector('.axis-title')?.textContent,
+          drawn: box.width,
+          viewBox: svg.viewBox.baseVal.width,
+          card: document.getElementById('chart').getBoundingClientRect().width,
+          textOut: text.filter((r) => r.left < box.left - 0.5 || r.right > box.right + 0.5).length,
+        };
+      });
+      // Ticks: labelled, increasing, evenly spaced in log10 (the scale the bars are drawn on).
+      const labelled = chart.ticks.filter((t) => t.label !== null);
+      assert.ok(labelled.length >= 2, `axis tick labels: ${JSON.stringify(chart.ticks)}`);
+      for (const t of labelled) assert.equal(t.label, fmt(t.v, 2));
+      assert.equal(chart.title, 'µs per question (log scale)');
+      const [a, b] = [chart.ticks[0], chart.ticks[chart.ticks.length - 1]];
+      assert.ok(b.v > a.v && b.x > a.x);
+      const xOf = (v) => a.x + ((Math.log10(v) - Math.log10(a.v)) / (Math.log10(b.v) - Math.log10(a.v))) * (b.x - a.x);
+      for (const t of chart.ticks) assert.ok(Math.abs(t.x - xOf(t.v)) < 0.5, `tick ${t.v} on the log scale`);
+      // Each bar ends where the axis puts its value, inside the axis' range.
+      assert.ok(chart.bars.length > 0);
+      for (const r of chart.bars) {
+        assert.ok(r.v >= a.v && r.v <= b.v, `${r.v} within the axis ${a.v}..${b.v}`);
+        // (A bar is at least 2 px long, so one at the axis' start still shows.)
+        assert.ok(Math.abs(r.right - Math.max(xOf(r.v), a.x + 2)) < 0.5, `bar of ${r.v} ends at its value`);
+      }
+      // Drawn at its own width (not a shrunken 820-wide picture: the text stays 12 px), all
+      // text inside it.
+      assert.ok(Math.abs(chart.drawn - chart.viewBox) < 1, `chart drawn at 1:1: ${chart.drawn} vs ${chart.viewBox}`);
+      assert.ok(chart.drawn <= chart.card + 0.5);
+      assert.equal(chart.textOut, 0, 'chart text inside the chart');
+
+      // The page never scrolls sideways; the table fits or scrolls in its own box, whose last
+      // column can be scrolled into view.
+      const o = await pageOverflow(page);
+      assert.ok(o.scroll <= o.inner, `page width ${o.scroll} > ${o.inner}`);
+      const table = await page.evaluate(() => {
+        const wrap = document.querySelector('.table-wrap');
+        wrap.scrollLeft = wrap.scrollWidth;
+        const w = wrap.getBoundingClientRect();
+        const ths = [...document.querySelectorAll('#models-table thead th')];
+        const lastTh = ths[ths.length - 1].getBoundingClientRect();
+        return {
+          fits: wrap.scrollWidth <= wrap.clientWidth,
+          overflowX: getComputedStyle(wrap).overflowX,
+          wrapRight: w.right,
+          lastRight: lastTh.right,
+          lastText: ths[ths.length - 1].textContent,
+          inner: window.innerWidth,
+        };
+      });
+      assert.ok(table.fits || ['auto', 'scroll'].includes(table.overflowX), `table cut off: ${JSON.stringify(table)}`);
+      // On a laptop every column shows at once; on a phone a line says the table scrolls.
+      if (width >= 1280) assert.ok(table.fits, `the table fits at ${width} px: ${JSON.stringify(table)}`);
+      assert.equal(await page.locator('#scroll-hint').isVisible(), !table.fits);
+      assert.ok(table.wrapRight <= table.inner, 'the table box inside the window');
+      assert.ok(table.lastRight <= table.wrapRight + 0.5, `the last column reachable: ${JSON.stringify(table)}`);
+      assert.equal(table.lastText, 'native measured on');
+      await page.evaluate(() => {
+        document.querySelector('.table-wrap').scrollLeft = 0;
+      });
+      // Which CPU and ISA made the native figures.
+      for (const [name, on] of Object.entries(bench.measured)) {
+        const note = await page.textContent('#machine-note');
+        assert.ok(note.includes(`${on.cpu} (${on.isa}, int8 kernel ${on.int8_kernel})`), `${name}: ${note}`);
+      }
+      await page.screenshot({ path: path.join(SHOTS, `bench-${width}.png`), fullPage: true });
+      assert.deepEqual(page.errors, []);
+      assert.deepEqual(page.consoleErrors, []);
+    } finally {
+      await page.close();
+    }
+  });
+}

@@ -813,22 +813,7 @@ fn term_while_running(ws: &Ws, started: &str, output: &str) {
         child.try_wait().unwrap().is_none(),
         "the long node ended by itself"
     );
-    let t0 = std::time::Instant::now();
-    let _ = std::process::Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status();
-    // Wait at most 10 s (then kill, so a regression fails instead of hanging).
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if t0.elapsed() > Duration::from_secs(10) {
-            let _ = child.kill();
-            panic!("the build ignored SIGTERM for 10 s");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let took = t0.elapsed();
+    let (status, took) = terminate(&mut child, "in a long node");
     assert_eq!(status.code(), Some(143));
     assert!(took < Duration::from_secs(2), "took {took:?}");
     assert!(!ws.p(output).exists(), "{output} was written");

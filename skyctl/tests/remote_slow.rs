@@ -298,22 +298,7 @@ fn term_while_trickling(prefix: &str) {
         child.try_wait().expect("waiting").is_none(),
         "the build did not wait for the trickle"
     );
-    let t0 = Instant::now();
-    let _ = std::process::Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status();
-    let status = loop {
-        if let Some(s) = child.try_wait().expect("waiting") {
-            break s;
-        }
-        if t0.elapsed() > Duration::from_secs(10) {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("the build ignored SIGTERM for 10 s while reading the remote");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let took = t0.elapsed();
+    let (status, took) = terminate(&mut child, "while reading the remote");
     assert_eq!(status.code(), Some(143));
     assert!(took < Duration::from_secs(2), "took {took:?}");
     assert!(!clone.p("out/a.txt").exists());

@@ -276,3 +276,27 @@ pub fn copy_tree(from: &Path, to: &Path) {
         }
     }
 }
+
+/// Send SIGTERM to `child` and wait for it to exit: its status and how long it took. Killed
+/// after 10 s (failing the test with `what` in the message), so a regression fails instead
+/// of hanging the suite.
+pub fn terminate(
+    child: &mut std::process::Child,
+    what: &str,
+) -> (std::process::ExitStatus, std::time::Duration) {
+    let t0 = std::time::Instant::now();
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    loop {
+        if let Some(s) = child.try_wait().expect("waiting") {
+            return (s, t0.elapsed());
+        }
+        if t0.elapsed() > std::time::Duration::from_secs(10) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the build ignored SIGTERM for 10 s {what}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}

@@ -47,6 +47,11 @@ fn isas() -> Vec<Isa> {
     // prove nothing there.
     #[cfg(target_arch = "x86_64")]
     assert!(have.contains(&Isa::Avx2), "this x86-64 CPU has no AVX2");
+    #[cfg(target_arch = "aarch64")]
+    assert!(
+        have.contains(&Isa::Neon),
+        "NEON is not available on aarch64"
+    );
     have
 }
 

@@ -47,8 +47,8 @@ cargo test --target "$TARGET" "${ENGINE[@]}" --no-fail-fast
 t2=$(date +%s)
 echo "aarch64: engine crates' tests under qemu -cpu max (sdot) in $((t2 - t1)) s"
 
-# Without the dot-product extension: the int8 kernels and the f32 kernel table again (the
-# golden suites above already compared every path on this CPU model's sibling).
+# Without the dot-product extension: the unit tests (the int8 kernels take the `smull` path)
+# and the golden bit-identity suite again.
 export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER="qemu-aarch64 -cpu cortex-a53 -L /usr/aarch64-linux-gnu"
 cargo test --target "$TARGET" -p sky-quant -p sky-infer --lib --no-fail-fast
 cargo test --target "$TARGET" -p sky-infer --test isa_bits --no-fail-fast

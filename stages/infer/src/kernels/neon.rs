@@ -345,3 +345,40 @@ unsafe fn geglu(z: &[f32], out: &mut [f32]) {
         out[j] = geglu_one(a[j], g[j]);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::fold16;
+    use super::*;
+
+    /// The register folds are [`fold16`]'s halving tree: on partials of mixed signs and
+    /// magnitudes 2^-30..2^30 (where any other pairing rounds differently), the same bits.
+    #[test]
+    fn the_register_folds_are_the_halving_tree() {
+        let mut seed = 5u64;
+        let mut next = || {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let m = 1.0 + (seed >> 40) as f64 / (1u64 << 24) as f64;
+            let e = ((seed >> 20) % 61) as i32 - 30;
+            let s = if seed & (1 << 10) == 0 { 1.0 } else { -1.0 };
+            s * m * 2f64.powi(e)
+        };
+        for _ in 0..1000 {
+            let p64: [f64; LANES] = std::array::from_fn(|_| next());
+            let p32: [f32; LANES] = std::array::from_fn(|l| p64[l] as f32);
+            // SAFETY: NEON is part of the aarch64 base architecture; the loads read 16 values
+            // of the 16-element arrays.
+            let (r32, r64) = unsafe {
+                let r32: [float32x4_t; 4] =
+                    std::array::from_fn(|q| vld1q_f32(p32[4 * q..].as_ptr()));
+                let r64: [float64x2_t; 8] =
+                    std::array::from_fn(|h| vld1q_f64(p64[2 * h..].as_ptr()));
+                (r32, r64)
+            };
+            assert_eq!(fold(r32).to_bits(), fold16(p32).to_bits(), "{p32:?}");
+            assert_eq!(fold_f64(r64).to_bits(), fold16(p64).to_bits(), "{p64:?}");
+        }
+    }
+}

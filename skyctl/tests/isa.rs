@@ -35,7 +35,7 @@ fn a_bad_level_is_refused_before_anything_runs() {
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     let err = stderr(&o);
     assert!(
-        err.starts_with("skyctl: SKYCTL_ISA=\"sse9\" is not an instruction set: use one of scalar, avx2, avx-vnni, avx512, auto"),
+        err.starts_with("skyctl: SKYCTL_ISA=\"sse9\" is not an instruction set: use one of scalar, avx2, avx-vnni, avx512, neon, auto"),
         "{err}"
     );
     assert!(!out.exists(), "nothing may run under a bad SKYCTL_ISA");

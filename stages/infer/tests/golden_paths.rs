@@ -115,11 +115,17 @@ fn pico_all_paths() {
 
 #[test]
 fn nano_all_paths() {
+    if !common::model_selected("s1-nano") {
+        return;
+    }
     all_paths("s1-nano", true);
 }
 
 #[test]
 fn micro_all_paths() {
+    if !common::model_selected("s1-micro") {
+        return;
+    }
     all_paths("s1-micro", true);
 }
 

@@ -11,6 +11,8 @@
 // The measured errors are printed (with --nocapture) so that the README figures can be redone.
 #![allow(clippy::print_stderr)]
 
+mod common;
+
 use std::path::PathBuf;
 
 use serde_json::Value;
@@ -240,6 +242,9 @@ fn pico_int8_paths_against_f64_goldens() {
 
 #[test]
 fn nano_int8_paths_against_f64_goldens() {
+    if !common::model_selected("s1-nano") {
+        return;
+    }
     // measured: q8 0.0391 / 0.0015, q8-fast 0.0636 / 0.0033, plain 0.1097 / 0.0047
     let got = check("s1-nano", &bounds((0.041, 0.0016), (0.066, 0.0035)));
     simulation("s1-nano", (0.10, 0.010), &got);
@@ -247,6 +252,9 @@ fn nano_int8_paths_against_f64_goldens() {
 
 #[test]
 fn micro_int8_paths_against_f64_goldens() {
+    if !common::model_selected("s1-micro") {
+        return;
+    }
     // measured: q8 0.1327 / 0.0026, q8-fast 0.1676 / 0.0044, plain 0.3395 / 0.0068
     let got = check("s1-micro", &bounds((0.137, 0.0027), (0.173, 0.0046)));
     simulation("s1-micro", (0.17, 0.017), &got);

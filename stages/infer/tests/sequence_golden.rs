@@ -80,10 +80,16 @@ fn pico_sequences_match() {
 
 #[test]
 fn nano_sequences_match() {
+    if !common::model_selected("s1-nano") {
+        return;
+    }
     check("s1-nano");
 }
 
 #[test]
 fn micro_sequences_match() {
+    if !common::model_selected("s1-micro") {
+        return;
+    }
     check("s1-micro");
 }

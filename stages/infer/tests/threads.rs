@@ -108,18 +108,24 @@ fn pico_threads_give_the_scores_of_one_thread() {
     check(
         "s1-pico",
         usize::MAX,
-        &[Isa::Avx512, Isa::Avx2, Isa::Scalar],
+        &[Isa::Avx512, Isa::Avx2, Isa::Neon, Isa::Scalar],
     );
 }
 
 #[test]
 fn nano_threads_give_the_scores_of_one_thread() {
-    check("s1-nano", usize::MAX, &[Isa::Avx512, Isa::Avx2]);
+    if !common::model_selected("s1-nano") {
+        return;
+    }
+    check("s1-nano", usize::MAX, &[Isa::Avx512, Isa::Avx2, Isa::Neon]);
 }
 
 #[test]
 fn micro_threads_give_the_scores_of_one_thread() {
-    check("s1-micro", 160, &[Isa::Avx512, Isa::Avx2]);
+    if !common::model_selected("s1-micro") {
+        return;
+    }
+    check("s1-micro", 160, &[Isa::Avx512, Isa::Avx2, Isa::Neon]);
 }
 
 #[test]

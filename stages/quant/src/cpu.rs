@@ -4,7 +4,8 @@
 //! scalar path is the definition), so the level changes speed only. `SKYCTL_ISA` limits every
 //! kernel to a level or below: `scalar`, `avx2` (AVX2 + FMA), `avx-vnni` (AVX2 + FMA +
 //! AVX-VNNI), `avx512` (AVX-512F; the int8 kernels also need AVX-512BW and VNNI, else they take
-//! the best lower path), or `auto` (the default: the best this CPU has). It lets one machine
+//! the best lower path), `neon` (aarch64 NEON; the int8 kernels use `sdot` where the CPU has
+//! the dot-product extension), or `auto` (the default: the best this CPU has). It lets one machine
 //! stand in for a smaller one, and a bisection pin one path.
 
 use std::fmt;
@@ -24,6 +25,10 @@ pub enum IsaLevel {
     AvxVnni,
     /// x86-64 AVX-512F (and, for the int8 kernels, AVX-512BW + VNNI).
     Avx512,
+    /// aarch64 NEON (part of the base architecture; the int8 kernels also use the dot-product
+    /// extension where the CPU has it). Ordered after the x86 levels only so that the order
+    /// stays total: no CPU has both.
+    Neon,
 }
 
 /// `SKYCTL_ISA` names a level this CPU lacks, or no level at all.
@@ -58,11 +63,12 @@ impl std::error::Error for IsaEnvError {}
 
 impl IsaLevel {
     /// Every level, lowest first.
-    pub const ALL: [IsaLevel; 4] = [
+    pub const ALL: [IsaLevel; 5] = [
         IsaLevel::Scalar,
         IsaLevel::Avx2,
         IsaLevel::AvxVnni,
         IsaLevel::Avx512,
+        IsaLevel::Neon,
     ];
 
     /// The name `SKYCTL_ISA` takes and reports print.
@@ -72,6 +78,7 @@ impl IsaLevel {
             IsaLevel::Avx2 => "avx2",
             IsaLevel::AvxVnni => "avx-vnni",
             IsaLevel::Avx512 => "avx512",
+            IsaLevel::Neon => "neon",
         }
     }
 
@@ -94,6 +101,8 @@ impl IsaLevel {
             IsaLevel::Avx512 => {
                 IsaLevel::Avx2.is_available() && is_x86_feature_detected!("avx512f")
             }
+            // NEON is part of the aarch64 base architecture.
+            IsaLevel::Neon => cfg!(target_arch = "aarch64"),
             #[cfg(not(target_arch = "x86_64"))]
             _ => false,
         }
@@ -189,7 +198,7 @@ mod tests {
         assert_eq!(err, IsaEnvError::Unknown("sse9".into()));
         assert!(err
             .to_string()
-            .contains("scalar, avx2, avx-vnni, avx512, auto"));
+            .contains("scalar, avx2, avx-vnni, avx512, neon, auto"));
         for level in IsaLevel::ALL {
             match IsaLevel::from_setting(level.name()) {
                 Ok(got) => assert_eq!(got, Some(level)),
@@ -201,5 +210,11 @@ mod tests {
         }
         assert!(IsaLevel::available().contains(&IsaLevel::best()));
         assert!(IsaLevel::Scalar < IsaLevel::Avx2 && IsaLevel::AvxVnni < IsaLevel::Avx512);
+        // Each architecture's vector level is available on it, and the other's is not.
+        assert_eq!(IsaLevel::Neon.is_available(), cfg!(target_arch = "aarch64"));
+        if cfg!(target_arch = "aarch64") {
+            assert_eq!(IsaLevel::best(), IsaLevel::Neon);
+            assert_eq!(IsaLevel::available(), [IsaLevel::Scalar, IsaLevel::Neon]);
+        }
     }
 }

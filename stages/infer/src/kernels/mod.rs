@@ -4,7 +4,7 @@
 //!
 //! Every native path computes the same bits as the portable scalar path ([`scalar`]), which
 //! is the definition; the vector paths only run it across more lanes at once. The rules each
-//! path follows (and an aarch64 NEON path would follow: 4 lanes, FMA):
+//! path follows (the aarch64 NEON one included: 4 lanes, FMA):
 //!
 //! - **Products** accumulate each output element along `k` in order, from 0 (or C's value
 //!   when accumulating), one fused multiply-add per term ([`fmadd`]). Vectors run across output
@@ -25,7 +25,7 @@
 //! # Layout
 //!
 //! One file per instruction set: [`scalar`] (always built), `avx2` and `avx512` (x86-64),
-//! `simd128` (wasm32 with SIMD128). Each fills a [`Kernels`] table of function pointers;
+//! `neon` (aarch64), `simd128` (wasm32 with SIMD128). Each fills a [`Kernels`] table of function pointers;
 //! [`Isa::kernels`] picks the table once per call site from the instruction set an engine was
 //! loaded with. Adding an instruction set is one file and one arm there.
 //!
@@ -43,6 +43,8 @@ pub mod scalar;
 mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
+#[cfg(target_arch = "aarch64")]
+mod neon;
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 mod simd128;
 
@@ -62,11 +64,13 @@ pub enum Isa {
     Avx512,
     /// WebAssembly SIMD128, 4 lanes (a module built with `-C target-feature=+simd128`).
     Simd128,
+    /// aarch64 NEON + FMA, 4 lanes (the int8 kernels use `sdot` where the CPU has it).
+    Neon,
 }
 
 impl Isa {
     /// The native instruction sets, lowest first (what the tests walk).
-    pub const NATIVE: [Isa; 4] = [Isa::Scalar, Isa::Avx2, Isa::AvxVnni, Isa::Avx512];
+    pub const NATIVE: [Isa; 5] = [Isa::Scalar, Isa::Avx2, Isa::AvxVnni, Isa::Avx512, Isa::Neon];
 
     /// The best instruction set this CPU supports at or below the `SKYCTL_ISA` cap
     /// ([`sky_quant::cpu`]).
@@ -84,6 +88,7 @@ impl Isa {
             IsaLevel::Avx2 => Isa::Avx2,
             IsaLevel::AvxVnni => Isa::AvxVnni,
             IsaLevel::Avx512 => Isa::Avx512,
+            IsaLevel::Neon => Isa::Neon,
         }
     }
 
@@ -95,10 +100,11 @@ impl Isa {
             Isa::Avx2 => IsaLevel::Avx2,
             Isa::AvxVnni => IsaLevel::AvxVnni,
             Isa::Avx512 => IsaLevel::Avx512,
+            Isa::Neon => IsaLevel::Neon,
         }
     }
 
-    /// Short name for reports: `scalar`, `avx2`, `avx-vnni`, `avx512`, `simd128`.
+    /// Short name for reports: `scalar`, `avx2`, `avx-vnni`, `avx512`, `neon`, `simd128`.
     pub fn name(self) -> &'static str {
         match self {
             Isa::Simd128 => "simd128",
@@ -128,6 +134,8 @@ impl Isa {
             Isa::Avx512 if self.available() => &avx512::KERNELS,
             #[cfg(target_arch = "x86_64")]
             Isa::Avx2 | Isa::AvxVnni if self.available() => &avx2::KERNELS,
+            #[cfg(target_arch = "aarch64")]
+            Isa::Neon => &neon::KERNELS,
             #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
             Isa::Simd128 => &simd128::KERNELS,
             _ => &scalar::KERNELS,

@@ -310,6 +310,22 @@ fn names_and_levels_agree() {
     assert!(Isa::Scalar.int8_path() == KernelPath::Scalar);
 }
 
+/// On aarch64 the comparisons above check the NEON table (they would compare nothing if it
+/// were missing), `auto` picks it, and its int8 path uses `sdot` exactly where the CPU has it.
+#[cfg(target_arch = "aarch64")]
+#[test]
+fn aarch64_checks_the_neon_table() {
+    assert_eq!(vector_isas(), [Isa::Neon]);
+    assert!(std::ptr::eq(Isa::Neon.kernels(), &neon::KERNELS));
+    assert_eq!(IsaLevel::best(), IsaLevel::Neon);
+    let want = if std::arch::is_aarch64_feature_detected!("dotprod") {
+        KernelPath::NeonDot
+    } else {
+        KernelPath::Neon
+    };
+    assert_eq!(Isa::Neon.int8_path(), want);
+}
+
 /// The portable loops compiled plain (each fused term a libm call) and compiled with FMA (what
 /// the scalar table runs on an FMA CPU) give the same bits.
 #[cfg(target_arch = "x86_64")]

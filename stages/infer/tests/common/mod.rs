@@ -79,3 +79,16 @@ pub fn load_safetensors_model(dir: &std::path::Path) -> Model {
     };
     Model::build(cfg, &src).unwrap()
 }
+
+/// The environment variable that limits the per-model golden suites to a comma-separated list
+/// of models (`SKYCTL_TEST_MODELS=s1-pico`): `bench/aarch64.sh` sets it under qemu, where the
+/// nano and micro suites would take an hour. Unset, every model runs.
+pub const TEST_MODELS_ENV: &str = "SKYCTL_TEST_MODELS";
+
+/// Whether the per-model suites of `model` run (see [`TEST_MODELS_ENV`]).
+pub fn model_selected(model: &str) -> bool {
+    match std::env::var(TEST_MODELS_ENV) {
+        Ok(list) => list.split(',').any(|m| m.trim() == model),
+        Err(_) => true,
+    }
+}

@@ -1,6 +1,6 @@
 //! The int8 x int8 -> int32 product kernels over Q8_0 blocks, one file per instruction set:
 //!
-//! - [`scalar`]: portable Rust, always built (the only path on wasm32 and non-x86 targets). It
+//! - [`scalar`]: portable Rust, always built (the only path on wasm32 and on targets without a vector file). It
 //!   is the definition of the arithmetic: the activation quantizer (`quantize_act_row`), the
 //!   per-block integer dots, and the f32 sums every other path reproduces bit for bit.
 //! - `avx2` (x86_64): AVX2, `vpmaddwd` on weights widened to i16 ([`Packed8W`]) against
@@ -10,6 +10,8 @@
 //!   ([`Packed8`], Q8) and `vpdpwssd` on i16 ([`Packed8W`], Q8x2).
 //! - `avx512` (x86_64): AVX-512 VNNI, `vpdpbusd` over 16 rows ([`Packed16`], Q8) and
 //!   `vpdpwssd` over 16 rows of i16 ([`Packed16W`], Q8x2), with its own quantizer.
+//! - `neon` (aarch64): the scalar quantizer and f32 steps with NEON integer dots, `sdot`
+//!   where the CPU has the dot-product extension, `smull` + `sadalp` where it has not.
 //!
 //! [`crate::Q8Matrix::matmul`] calls [`matmul`] once per product; it picks the instruction
 //! set's file from the [`KernelPath`] once, and that file quantizes the activations, runs its
@@ -48,12 +50,14 @@ pub(crate) mod avx2;
 pub(crate) mod avx512;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod avx_vnni;
+#[cfg(target_arch = "aarch64")]
+pub(crate) mod neon;
 pub(crate) mod scalar;
 
 /// Which dot-product implementation runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum KernelPath {
-    /// Portable Rust, always available (and the only path on wasm32 and non-x86 targets).
+    /// Portable Rust, always available (and the only path on wasm32).
     Scalar,
     /// AVX2 + FMA: `_mm256_madd_epi16` on weights and activations as i16, 8 rows per vector.
     Avx2,
@@ -63,25 +67,34 @@ pub enum KernelPath {
     /// AVX-512 F/BW + VNNI: `_mm512_dpbusd_epi32` (Q8) and `vpdpwssd` (Q8x2) over 16 weight
     /// rows at once (one int32 lane per row), plus a vectorized activation quantizer.
     Avx512Vnni,
+    /// aarch64 NEON without the dot-product extension: `smull` + `sadalp` per block.
+    Neon,
+    /// aarch64 NEON with the dot-product extension (run-time detected): `sdot` per block.
+    NeonDot,
 }
 
 impl KernelPath {
     /// Every path, fastest first. [`KernelPath::detect`] takes the first this CPU runs at or
     /// below the `SKYCTL_ISA` level ([`crate::cpu`]).
-    pub const ALL: [KernelPath; 4] = [
+    pub const ALL: [KernelPath; 6] = [
         KernelPath::Avx512Vnni,
         KernelPath::AvxVnni,
         KernelPath::Avx2,
+        KernelPath::NeonDot,
+        KernelPath::Neon,
         KernelPath::Scalar,
     ];
 
-    /// Short lowercase name (`scalar`, `avx2`, `avx-vnni`, `avx512-vnni`).
+    /// Short lowercase name (`scalar`, `avx2`, `avx-vnni`, `avx512-vnni`, `neon`,
+    /// `neon-dotprod`).
     pub fn name(self) -> &'static str {
         match self {
             KernelPath::Scalar => "scalar",
             KernelPath::Avx2 => "avx2",
             KernelPath::AvxVnni => "avx-vnni",
             KernelPath::Avx512Vnni => "avx512-vnni",
+            KernelPath::Neon => "neon",
+            KernelPath::NeonDot => "neon-dotprod",
         }
     }
 
@@ -102,6 +115,14 @@ impl KernelPath {
                 is_x86_feature_detected!("avx512f")
                     && is_x86_feature_detected!("avx512bw")
                     && is_x86_feature_detected!("avx512vnni")
+            }
+            KernelPath::Neon => cfg!(target_arch = "aarch64"),
+            KernelPath::NeonDot => {
+                #[cfg(target_arch = "aarch64")]
+                let dot = std::arch::is_aarch64_feature_detected!("dotprod");
+                #[cfg(not(target_arch = "aarch64"))]
+                let dot = false;
+                dot
             }
             #[cfg(not(target_arch = "x86_64"))]
             _ => false,
@@ -129,6 +150,7 @@ impl KernelPath {
             KernelPath::Avx2 => IsaLevel::Avx2,
             KernelPath::AvxVnni => IsaLevel::AvxVnni,
             KernelPath::Avx512Vnni => IsaLevel::Avx512,
+            KernelPath::Neon | KernelPath::NeonDot => IsaLevel::Neon,
         }
     }
 
@@ -293,7 +315,11 @@ pub(crate) fn matmul(
         KernelPath::AvxVnni => avx_vnni::matmul(w, x, n, out, mode, bufs),
         #[cfg(target_arch = "x86_64")]
         KernelPath::Avx2 => avx2::matmul(w, x, n, out, mode, bufs),
-        // Scalar, and (unreachable: never available there) the x86 paths on other targets.
+        #[cfg(target_arch = "aarch64")]
+        KernelPath::NeonDot => neon::matmul(w, x, n, out, mode, bufs, true),
+        #[cfg(target_arch = "aarch64")]
+        KernelPath::Neon => neon::matmul(w, x, n, out, mode, bufs, false),
+        // Scalar, and (unreachable: never available there) the other targets' paths.
         _ => scalar::matmul(w, x, n, out, mode, bufs),
     }
 }

@@ -154,6 +154,20 @@ pub(super) fn matmul(
     mode: ActQuant,
     bufs: &mut ActBuffers,
 ) {
+    matmul_with(w, x, n, out, mode, bufs, dot_rows)
+}
+
+/// [`matmul`] with another implementation of [`dot_rows`] (the NEON paths: the same integers
+/// and f32 steps, vector instructions for the integer dots).
+pub(super) fn matmul_with(
+    w: &Weights<'_>,
+    x: &[f32],
+    n: usize,
+    out: &mut [f32],
+    mode: ActQuant,
+    bufs: &mut ActBuffers,
+    dot_rows: impl Fn(ActRow<'_>, &[i8], &[f32], &mut [f32]),
+) {
     let (rows, k) = (w.rows, w.k);
     let nb = k / QK8_0;
     grow(&mut bufs.row, k, 0.0);

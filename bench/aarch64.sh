@@ -7,7 +7,8 @@
 # for its own packages).
 #
 #   bash bench/aarch64.sh          (CARGO_TARGET_DIR may be set)
-#   AARCH64_FULL=1 bash bench/aarch64.sh
+#   AARCH64_FULL=1 bash bench/aarch64.sh    (every model)
+#   AARCH64_QUICK=1 bash bench/aarch64.sh   (what .ci/run runs: unit tests and isa_bits on s1-pico)
 #
 # Under emulation every instruction costs ~10-50x: by default the golden bit-identity suites
 # run on s1-pico only (`SKYCTL_TEST_MODELS=s1-pico`, which the nano and micro tests read to
@@ -43,7 +44,15 @@ t1=$(date +%s)
 echo "aarch64: linted and workspace built in $((t1 - t0)) s"
 
 export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER="qemu-aarch64 -cpu max -L /usr/aarch64-linux-gnu"
-cargo test --target "$TARGET" "${ENGINE[@]}" --no-fail-fast
+if [ "${AARCH64_QUICK:-0}" = 1 ]; then
+  # CI: every engine crate's unit tests (the kernels against scalar, bit for bit) and the
+  # golden bit-identity suite on s1-pico; the other integration suites (threads, int8_golden,
+  # golden_paths: 10 more minutes under qemu) follow from those bits, and run natively.
+  cargo test --target "$TARGET" "${ENGINE[@]}" --lib --no-fail-fast
+  cargo test --target "$TARGET" -p sky-infer --test isa_bits --test forward_simd --no-fail-fast
+else
+  cargo test --target "$TARGET" "${ENGINE[@]}" --no-fail-fast
+fi
 t2=$(date +%s)
 echo "aarch64: engine crates' tests under qemu -cpu max (sdot) in $((t2 - t1)) s"
 
@@ -51,6 +60,8 @@ echo "aarch64: engine crates' tests under qemu -cpu max (sdot) in $((t2 - t1)) s
 # and the golden bit-identity suite again.
 export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER="qemu-aarch64 -cpu cortex-a53 -L /usr/aarch64-linux-gnu"
 cargo test --target "$TARGET" -p sky-quant -p sky-infer --lib --no-fail-fast
-cargo test --target "$TARGET" -p sky-infer --test isa_bits --no-fail-fast
+if [ "${AARCH64_QUICK:-0}" != 1 ]; then
+  cargo test --target "$TARGET" -p sky-infer --test isa_bits --no-fail-fast
+fi
 t3=$(date +%s)
 echo "aarch64: sky-quant and sky-infer unit tests and isa_bits under qemu -cpu cortex-a53 in $((t3 - t2)) s"

@@ -64,4 +64,4 @@ if [ "${AARCH64_QUICK:-0}" != 1 ]; then
   cargo test --target "$TARGET" -p sky-infer --test isa_bits --no-fail-fast
 fi
 t3=$(date +%s)
-echo "aarch64: sky-quant and sky-infer unit tests and isa_bits under qemu -cpu cortex-a53 in $((t3 - t2)) s"
+echo "aarch64: sky-quant and sky-infer unit tests${AARCH64_QUICK:+ (quick set)} under qemu -cpu cortex-a53 in $((t3 - t2)) s"

@@ -117,11 +117,6 @@ pub struct PolicyRule {
     pub tensor_type: TensorType,
 }
 
-/// The GGUF type of a policy type.
-pub fn ggml_type(t: TensorType) -> GgmlType {
-    t.ggml()
-}
-
 /// The policy-file spelling of a GGUF type (`f32`, `f16`, `bf16`, `q8_0`); another type is an
 /// error naming it, never a stand-in.
 pub fn type_name(t: GgmlType) -> anyhow::Result<&'static str> {
@@ -235,8 +230,8 @@ impl PolicyFile {
         let resolved = resolve_rules(&rules, names)
             .map_err(|e| at(p.rule[e.rule].pattern.span(), e.message))?;
         let policy = TypePolicy {
-            ftype: ggml_type(p.default_type),
-            head_type: ggml_type(p.head_type),
+            ftype: p.default_type.ggml(),
+            head_type: p.head_type.ggml(),
             rules: resolved,
         };
         policy.validate()?;

@@ -507,7 +507,7 @@ impl Manifest {
     fn validate(&self) -> Result<()> {
         if let Some(url) = &self.cache.remote {
             sky_remote::RemoteConfig::new(url.get_ref())
-                .map_err(|e| self.error_at(url.span(), e))?;
+                .map_err(|e| self.error_at(url.span(), e.to_string()))?;
         }
         // Names: unique across models, commands and goldens (they share the node namespace).
         let mut names: BTreeMap<&str, &'static str> = BTreeMap::new();

@@ -28,6 +28,39 @@ use sky_dag::remote::{Failure, Found, RemoteCache, RemoteSettings, Signer, Trans
 /// Default per-phase timeout (connect, send, first byte, each read and write).
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Why a [`RemoteConfig`] setting was refused. The messages never hold a password, a header
+/// value or a key.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// The URL does not start with `http://` or `https://` (shown without credentials).
+    #[error("remote cache URL `{0}` must start with http:// or https://")]
+    Scheme(String),
+    /// The URL has no host name.
+    #[error("remote cache URL `{0}` has no host name")]
+    NoHost(String),
+    /// The URL has a query, a fragment or white space.
+    #[error("remote cache URL `{0}` must be a plain base URL (no query, fragment or spaces)")]
+    NotPlain(String),
+    /// The header line is not `Name: value` with a valid name and a non-empty value.
+    #[error(
+        "SKYCTL_REMOTE_CACHE_HEADER must look like `Name: value` \
+         (for example `Authorization: Bearer TOKEN`)"
+    )]
+    Header,
+    /// The signing key is shorter than [`MIN_SIGNING_KEY`] bytes.
+    #[error("SKYCTL_REMOTE_CACHE_SIGNING_KEY must be at least {MIN_SIGNING_KEY} bytes, not {0}")]
+    ShortSigningKey(usize),
+    /// The CA file is not PEM.
+    #[error("not a PEM certificate file: {0}")]
+    Pem(String),
+    /// The CA file holds no certificate.
+    #[error("no PEM certificate in it")]
+    NoCertificate,
+}
+
+/// The shortest signing key accepted, in bytes.
+pub const MIN_SIGNING_KEY: usize = 16;
+
 /// How to reach the remote cache.
 #[derive(Clone)]
 pub struct RemoteConfig {
@@ -60,30 +93,19 @@ impl std::fmt::Debug for RemoteConfig {
 
 impl RemoteConfig {
     /// Check a base URL: `http://` or `https://` with a host. `Err` is a message for the user.
-    pub fn new(url: &str) -> Result<RemoteConfig, String> {
+    pub fn new(url: &str) -> Result<RemoteConfig, ConfigError> {
         let trimmed = url.trim().trim_end_matches('/');
         let rest = trimmed
             .strip_prefix("http://")
             .or_else(|| trimmed.strip_prefix("https://"))
-            .ok_or_else(|| {
-                format!(
-                    "remote cache URL `{}` must start with http:// or https://",
-                    redact(url)
-                )
-            })?;
+            .ok_or_else(|| ConfigError::Scheme(redact(url)))?;
         let host = rest.split('/').next().unwrap_or("");
         let host = host.rsplit('@').next().unwrap_or("");
         if host.is_empty() || host.starts_with(':') {
-            return Err(format!(
-                "remote cache URL `{}` has no host name",
-                redact(url)
-            ));
+            return Err(ConfigError::NoHost(redact(url)));
         }
         if trimmed.contains(['?', '#']) || trimmed.chars().any(|c| c.is_whitespace()) {
-            return Err(format!(
-                "remote cache URL `{}` must be a plain base URL (no query, fragment or spaces)",
-                redact(url)
-            ));
+            return Err(ConfigError::NotPlain(redact(url)));
         }
         Ok(RemoteConfig {
             url: trimmed.to_string(),
@@ -97,12 +119,8 @@ impl RemoteConfig {
 
     /// Send `Name: value` with every request. `Err` (a message that never contains the
     /// value) when it is not a valid header line.
-    pub fn with_header(mut self, line: &str) -> Result<RemoteConfig, String> {
-        let bad = || {
-            "SKYCTL_REMOTE_CACHE_HEADER must look like `Name: value` \
-             (for example `Authorization: Bearer TOKEN`)"
-                .to_string()
-        };
+    pub fn with_header(mut self, line: &str) -> Result<RemoteConfig, ConfigError> {
+        let bad = || ConfigError::Header;
         let (name, value) = line.split_once(':').ok_or_else(bad)?;
         let name = ureq::http::HeaderName::from_bytes(name.trim().as_bytes()).map_err(|_| bad())?;
         let mut value = ureq::http::HeaderValue::from_str(value.trim()).map_err(|_| bad())?;
@@ -115,26 +133,26 @@ impl RemoteConfig {
     }
 
     /// Sign action records with `key` and accept only records signed with it.
-    pub fn with_signing_key(mut self, key: &[u8]) -> Result<RemoteConfig, String> {
-        if key.len() < 16 {
-            return Err("SKYCTL_REMOTE_CACHE_SIGNING_KEY must be at least 16 bytes".into());
+    pub fn with_signing_key(mut self, key: &[u8]) -> Result<RemoteConfig, ConfigError> {
+        if key.len() < MIN_SIGNING_KEY {
+            return Err(ConfigError::ShortSigningKey(key.len()));
         }
         self.signing_key = Some(key.to_vec());
         Ok(self)
     }
 
     /// Trust the CA certificates of this PEM text (for a cache behind a private CA).
-    pub fn with_ca_pem(mut self, pem: &[u8]) -> Result<RemoteConfig, String> {
+    pub fn with_ca_pem(mut self, pem: &[u8]) -> Result<RemoteConfig, ConfigError> {
         let mut certs = Vec::new();
         for item in ureq::tls::parse_pem(pem) {
             match item {
                 Ok(ureq::tls::PemItem::Certificate(c)) => certs.push(c),
                 Ok(_) => {}
-                Err(e) => return Err(format!("not a PEM certificate file: {e}")),
+                Err(e) => return Err(ConfigError::Pem(e.to_string())),
             }
         }
         if certs.is_empty() {
-            return Err("no PEM certificate in it".into());
+            return Err(ConfigError::NoCertificate);
         }
         self.roots = Some(certs);
         Ok(self)
@@ -252,15 +270,20 @@ mod tests {
         assert_eq!(c.url, "https://u:secret@cache.example/base");
         assert_eq!(c.shown_url(), "https://***@cache.example/base");
         assert!(!format!("{c:?}").contains("secret"));
+        let scheme = RemoteConfig::new("ftp://u:secret@x").unwrap_err();
+        assert_eq!(scheme, ConfigError::Scheme("ftp://***@x".into()));
         assert_eq!(
-            RemoteConfig::new("ftp://x").unwrap_err(),
-            "remote cache URL `ftp://x` must start with http:// or https://"
+            scheme.to_string(),
+            "remote cache URL `ftp://***@x` must start with http:// or https://"
         );
         assert_eq!(
-            RemoteConfig::new("http:///x").unwrap_err(),
+            RemoteConfig::new("http:///x").unwrap_err().to_string(),
             "remote cache URL `http:///x` has no host name"
         );
-        assert!(RemoteConfig::new("http://h/x?y=1").is_err());
+        assert_eq!(
+            RemoteConfig::new("http://h/x?y=1").unwrap_err(),
+            ConfigError::NotPlain("http://h/x?y=1".into())
+        );
         let cache = RemoteConfig::new("https://u:secret@cache.example/base/")
             .unwrap()
             .open();
@@ -283,11 +306,34 @@ mod tests {
             .unwrap()
             .with_header("Bearer hunter2")
             .unwrap_err();
-        assert!(e.contains("`Name: value`") && !e.contains("hunter2"), "{e}");
-        assert!(RemoteConfig::new("http://h")
-            .unwrap()
-            .with_header("Bad Name: x")
-            .is_err());
+        assert_eq!(e, ConfigError::Header);
+        let shown = e.to_string();
+        assert!(shown.contains("`Name: value`"), "{shown}");
+        for line in ["Bad Name: x", "Name:", "Name:  "] {
+            let got = RemoteConfig::new("http://h").unwrap().with_header(line);
+            assert_eq!(got.err(), Some(ConfigError::Header), "{line:?}");
+        }
+    }
+
+    #[test]
+    fn short_keys_and_files_without_certificates_are_refused() {
+        let c = || RemoteConfig::new("http://h").unwrap();
+        let e = c().with_signing_key(&[7; MIN_SIGNING_KEY - 1]).err();
+        assert_eq!(e, Some(ConfigError::ShortSigningKey(MIN_SIGNING_KEY - 1)));
+        assert_eq!(
+            e.map(|e| e.to_string()).as_deref(),
+            Some("SKYCTL_REMOTE_CACHE_SIGNING_KEY must be at least 16 bytes, not 15")
+        );
+        assert!(c().with_signing_key(&[7; MIN_SIGNING_KEY]).is_ok());
+        assert_eq!(
+            c().with_ca_pem(b"no certificate here\n").err(),
+            Some(ConfigError::NoCertificate)
+        );
+        let broken = b"-----BEGIN CERTIFICATE-----\n!!!!\n-----END CERTIFICATE-----\n";
+        assert!(matches!(
+            c().with_ca_pem(broken).err(),
+            Some(ConfigError::Pem(_))
+        ));
     }
 
     #[test]

@@ -271,3 +271,117 @@ fn the_cuda_harness_exits_2_with_one_line_without_a_gpu() {
         }
     }
 }
+
+/// A workspace with the CUDA part of the project's pipeline.toml (and the CPU kernel suite),
+/// the kernels, the pin, and `.venv` linked to the test toolchain's environment.
+fn cuda_workspace() -> common::Ws {
+    let text = std::fs::read_to_string(root().join("pipeline.toml")).unwrap();
+    let start = text
+        .find("# The CUDA reference kernels for the Tesla K80")
+        .expect("the CUDA section marker moved");
+    let end = start
+        + text[start..]
+            .find("\n# The site:")
+            .expect("the site marker moved");
+    let ws = common::Ws::new();
+    ws.write(
+        "pipeline.toml",
+        &format!(
+            "[project]\nrelease_dir = \"site/public\"\n\n[[golden]]\nname = \"kernels\"\nkind = \"kernels\"\n\n{}",
+            &text[start..end]
+        ),
+    );
+    common::copy_tree(
+        &root().join("stages/cuda/kernels"),
+        &ws.p("stages/cuda/kernels"),
+    );
+    std::fs::copy(
+        root().join("stages/cuda/toolchain.txt"),
+        ws.p("stages/cuda/toolchain.txt"),
+    )
+    .unwrap();
+    std::os::unix::fs::symlink(venv(), ws.p(".venv")).unwrap();
+    ws
+}
+
+#[test]
+fn the_pipeline_compiles_in_every_build_and_runs_on_a_gpu_only_on_request() {
+    let ws = cuda_workspace();
+    let first = ws.build(&[]);
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    let mut ran = first.executed();
+    ran.sort();
+    // No kernels-gpu node in a build without targets.
+    assert_eq!(
+        ran,
+        [
+            "cuda-ptx",
+            "golden/kernels",
+            "golden/kernels/gen",
+            "golden/kernels/run"
+        ]
+    );
+    for s in &sky_cuda::SOURCES {
+        assert!(ws.p(&format!("build/cuda/ptx/{}.ptx", s.stem())).is_file());
+        assert!(ws
+            .p(&format!("build/cuda/ptx/{}.sm_37.cubin", s.stem()))
+            .is_file());
+    }
+    assert_eq!(ws.build(&[]).count("executed"), 0);
+    // `verify` without names leaves the on-request suite out too.
+    let verify = ws.run(&["verify"]);
+    let stdout = String::from_utf8_lossy(&verify.stdout);
+    assert_eq!(verify.status.code(), Some(0), "{stdout}");
+    assert!(!stdout.contains("kernels-gpu"), "{stdout}");
+
+    // Asked for: the GPU suite runs the cuda harness.
+    let gpu = ws.build(&["golden/kernels-gpu"]);
+    match sky_cuda::driver::Gpu::open() {
+        Ok(_) => assert_eq!(gpu.code, 0, "{}", gpu.stderr),
+        Err(_) => {
+            assert_eq!(gpu.code, 1, "{}", gpu.stderr);
+            let e = failure(&gpu, "golden/kernels-gpu/run");
+            assert!(
+                e.contains("harness exited with status 2: skyctl: no CUDA GPU: "),
+                "{e}"
+            );
+        }
+    }
+
+    // A kernel edited to use what the K80 lacks fails the build at its source line.
+    let rope = ws.read("stages/cuda/kernels/rope.cu");
+    let line = rope
+        .lines()
+        .position(|l| l.contains("y[idx] = x[idx];"))
+        .unwrap()
+        + 1;
+    ws.write(
+        "stages/cuda/kernels/rope.cu",
+        &rope.replace(
+            "y[idx] = x[idx];",
+            "y[idx] = __half2float(__float2half(x[idx]));",
+        ),
+    );
+    let bad = ws.build(&[]);
+    assert_eq!(bad.code, 1, "{}", bad.stderr);
+    assert_eq!(bad.with_status("failed"), ["cuda-ptx"]);
+    let want = format!(
+        "stages/cuda/kernels/rope.cu:{line}: error: identifier \"__float2half\" is undefined"
+    );
+    let e = failure(&bad, "cuda-ptx");
+    assert!(e.contains(&want), "want {want:?} in {e}");
+}
+
+/// The error and the log tail of a failed node of a `--json` build.
+fn failure(run: &common::BuildRun, node: &str) -> String {
+    let ev = run
+        .events
+        .iter()
+        .find(|e| e["event"] == "finished" && e["node"] == node && e["status"] == "failed")
+        .unwrap_or_else(|| panic!("{node} did not fail: {:?}", run.events));
+    format!(
+        "{}\n{}",
+        ev["error"].as_str().unwrap_or_default(),
+        ev["log_tail"].as_str().unwrap_or_default()
+    )
+}

@@ -34,7 +34,7 @@ pub enum Command {
         /// Directory to write the PTX and cubins into (created if missing).
         #[arg(long, value_name = "DIR")]
         out: PathBuf,
-        /// The .cu files.
+        /// The .cu files, or directories (every `*.cu` in them, by name).
         #[arg(required = true)]
         sources: Vec<PathBuf>,
     },
@@ -58,6 +58,7 @@ fn compile(
     out: &Path,
     sources: &[PathBuf],
 ) -> anyhow::Result<Outcome> {
+    let sources = expand_dirs(sources)?;
     let tc = sky_cuda::Toolchain::from_venv(venv)?;
     if let Some(pin) = pin {
         let text = std::fs::read_to_string(pin)
@@ -74,7 +75,7 @@ fn compile(
         sky_cuda::SM_ARCH
     );
     let mut errors = Vec::new();
-    for src in sources {
+    for src in &sources {
         let label = src.to_string_lossy();
         let text = match std::fs::read_to_string(src) {
             Ok(t) => t,
@@ -116,4 +117,26 @@ fn compile(
         sky_cuda::SM_ARCH,
         errors[0]
     )
+}
+
+/// Each directory among `sources` replaced by the `*.cu` files in it, sorted by name.
+fn expand_dirs(sources: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    for s in sources {
+        if !s.is_dir() {
+            out.push(s.clone());
+            continue;
+        }
+        let mut found: Vec<PathBuf> = std::fs::read_dir(s)
+            .with_context(|| format!("listing `{}`", s.display()))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "cu") && p.is_file())
+            .collect();
+        if found.is_empty() {
+            anyhow::bail!("`{}` holds no .cu file", s.display());
+        }
+        found.sort();
+        out.extend(found);
+    }
+    Ok(out)
 }

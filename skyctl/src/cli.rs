@@ -48,6 +48,8 @@ pub enum Command {
     Golden(commands::golden::Args),
     /// Run kernel implementations over golden inputs.
     Kernels(commands::kernels::Args),
+    /// Compile the CUDA reference kernels for the Tesla K80 (compute_37 PTX, sm_37 cubins).
+    Cuda(commands::cuda::Args),
     /// Start a project that builds, verifies and publishes as it is: a checkpoint
     /// (models/<name>/: the s1-pico preset with random weights, or a copy of --model), eight
     /// golden cases and their expected outputs recorded from it (golden/<name>/), a commented
@@ -120,6 +122,7 @@ fn run(command: Command) -> anyhow::Result<Outcome> {
         Command::Bench(a) => commands::bench::run(a),
         Command::Golden(a) => commands::golden::run(a),
         Command::Kernels(a) => commands::kernels::run(a),
+        Command::Cuda(a) => commands::cuda::run(a),
         Command::Init(a) => commands::init::run(a),
         Command::Build(a) => commands::build::run(a),
         Command::Status(a) => commands::status::run(a),

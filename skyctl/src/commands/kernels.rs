@@ -26,6 +26,9 @@ pub enum Command {
         in_dir: PathBuf,
         /// Directory to write the output files into (created if missing).
         out_dir: PathBuf,
+        /// (cuda) the directory of the compiled PTX (`skyctl cuda compile --out`).
+        #[arg(long, value_name = "DIR", default_value = "build/cuda/ptx")]
+        ptx: PathBuf,
     },
     /// List the input files a harness reads and the output files it must write.
     Files {
@@ -41,15 +44,44 @@ pub enum Impl {
     /// The CPU reference kernels of sky-kernels (recomputed from the inputs; the stored golden
     /// outputs are not read).
     Cpu,
+    /// The CUDA reference kernels of sky-cuda on the first GPU, from the PTX in --ptx (the
+    /// driver is loaded at run time; without one this exits 2).
+    Cuda,
 }
 
 /// Run `skyctl kernels`.
 pub fn run(args: Args) -> anyhow::Result<Outcome> {
     let out = match args.command {
         Command::Run {
+            implementation: Impl::Cuda,
+            in_dir,
+            out_dir,
+            ptx,
+        } => {
+            let run = sky_cuda::run_cuda(&ptx, &in_dir, &out_dir)?;
+            let mut s = format!(
+                "cuda: {} (sm_{}{}, driver {}.{}): wrote {} output files to {}\n",
+                run.device,
+                run.capability.0,
+                run.capability.1,
+                run.driver_version / 1000,
+                run.driver_version % 1000 / 10,
+                run.files.len(),
+                out_dir.display()
+            );
+            for (name, t) in &run.timings {
+                s.push_str(&format!(
+                    "  {name:<20} {:>10.1} us\n",
+                    t.as_secs_f64() * 1e6
+                ));
+            }
+            s
+        }
+        Command::Run {
             implementation: Impl::Cpu,
             in_dir,
             out_dir,
+            ..
         } => {
             let files = sky_kernels::run_cpu(&in_dir, &out_dir)?;
             format!(

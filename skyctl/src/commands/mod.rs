@@ -6,6 +6,7 @@ pub mod build;
 pub mod calibrate;
 pub mod clean;
 pub mod convert;
+pub mod cuda;
 pub mod explain;
 pub mod gc;
 pub mod golden;

@@ -37,9 +37,11 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
     let ws = args.workspace.open()?;
     let remote = args.remote.open(&ws.manifest)?;
     let mut targets: Vec<String> = if args.suites.is_empty() {
+        // On-request suites (`on_request = true`) run only when named.
         ws.manifest
             .golden
             .iter()
+            .filter(|g| !g.on_request)
             .map(|g| g.name.get_ref().clone())
             .collect()
     } else {

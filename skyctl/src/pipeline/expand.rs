@@ -131,6 +131,7 @@ impl Expander<'_> {
             )?;
             node.exclusive = c.exclusive;
             node.volatile = c.volatile;
+            node.on_request = c.on_request;
             for i in &c.inputs {
                 let decl = i.get_ref();
                 node = if decl.allow_empty {
@@ -410,6 +411,8 @@ impl Expander<'_> {
         for g in &m.golden {
             let name = g.name.get_ref();
             let span = g.name.span();
+            // Every node of an on-request suite is on request (the harness run too).
+            let first = self.nodes.len();
             let id = format!("golden/{name}");
             let report = format!("{build}/golden/{name}.json");
             let node = match g.kind {
@@ -470,6 +473,11 @@ impl Expander<'_> {
                 }
             };
             self.nodes.push(node.output(report, span));
+            if g.on_request {
+                self.nodes[first..]
+                    .iter_mut()
+                    .for_each(|n| n.on_request = true);
+            }
         }
         Ok(())
     }

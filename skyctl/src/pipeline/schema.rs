@@ -306,6 +306,10 @@ pub struct Golden {
     /// (kernels) source files of the kernels under test.
     #[serde(default)]
     pub sources: Vec<Spanned<String>>,
+    /// Built only when named (`skyctl build NAME`, `skyctl verify NAME`): a plain build or
+    /// verify leaves it out and releases without it (e.g. a harness that needs a GPU).
+    #[serde(default)]
+    pub on_request: bool,
 }
 
 /// `[[command]]`: an external program as a node.
@@ -335,6 +339,9 @@ pub struct Command {
     /// Not reproducible: cached, but re-run by `--rerun`.
     #[serde(default)]
     pub volatile: bool,
+    /// Built only when a target names it or a node that needs it.
+    #[serde(default)]
+    pub on_request: bool,
 }
 
 /// One entry of a command's `inputs`: a string (a path, a glob or `node:<name>`), or a table

@@ -26,7 +26,7 @@ use crate::graph::{deps_of, topo_order, Graph, Input, Node, NodeParams, Output, 
 use crate::key::Digest;
 use crate::source::Source;
 
-const MAGIC: &[u8; 8] = b"SKYGRPH3";
+const MAGIC: &[u8; 8] = b"SKYGRPH4";
 
 /// Write `graph` to `path` (atomically, [`sky_fs::write_cache`]) under `key`, with the front
 /// end's `extra` payload. `params_checked`: every node's parameters were parsed by its kind
@@ -86,6 +86,7 @@ fn encode(w: &mut Writer, g: &Graph) {
         w.bool(n.exclusive);
         w.bool(n.volatile);
         w.bool(n.gates_release);
+        w.bool(n.on_request);
         w.opt_str(n.group.as_deref());
         w.span(&n.span);
     }
@@ -212,6 +213,7 @@ impl Compiled {
                 exclusive: r.bool()?,
                 volatile: r.bool()?,
                 gates_release: r.bool()?,
+                on_request: r.bool()?,
                 group: r.opt_str()?.map(str::to_string),
                 span: r.span()?,
             });

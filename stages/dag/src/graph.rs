@@ -80,6 +80,10 @@ pub struct Node {
     /// A check of what the release publishes: when it fails (or does not run) the release
     /// tree is left as it was, like a failure of a node the release files come from.
     pub gates_release: bool,
+    /// Built only when a target names it (or a node that depends on it): a build without
+    /// targets leaves it out, and the release does not wait for it (a GPU check on a machine
+    /// that may have no GPU). Not part of the key.
+    pub on_request: bool,
     /// The group this node belongs to (skyctl: its model), so one name can target many nodes.
     pub group: Option<String>,
     /// Where the node is declared in the source.
@@ -218,6 +222,8 @@ pub struct NodeSpec {
     pub volatile: bool,
     /// See [`Node::gates_release`].
     pub gates_release: bool,
+    /// See [`Node::on_request`].
+    pub on_request: bool,
     /// The group this node belongs to.
     pub group: Option<String>,
     /// Where the node is declared.
@@ -245,6 +251,7 @@ impl NodeSpec {
             exclusive: false,
             volatile: false,
             gates_release: false,
+            on_request: false,
             group: None,
             span,
         })
@@ -382,6 +389,7 @@ impl Graph {
                 exclusive: n.exclusive,
                 volatile: n.volatile,
                 gates_release: n.gates_release,
+                on_request: n.on_request,
                 group: n.group,
                 span: n.span,
             });

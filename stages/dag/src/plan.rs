@@ -15,11 +15,16 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// `targets`: resolved target groups (empty: everything). `rerun`: nodes to force.
+    /// `targets`: resolved target groups (empty: every node not built only on request,
+    /// [`crate::graph::Node::on_request`]). `rerun`: nodes to force.
     pub fn new(graph: &Graph, targets: &[NodeIdx], rerun: &[NodeIdx]) -> Plan {
         let n = graph.nodes.len();
-        let mut selected = vec![targets.is_empty(); n];
-        let mut stack: Vec<NodeIdx> = targets.to_vec();
+        let mut selected = vec![false; n];
+        let mut stack: Vec<NodeIdx> = if targets.is_empty() {
+            (0..n).filter(|&x| !graph.nodes[x].on_request).collect()
+        } else {
+            targets.to_vec()
+        };
         while let Some(x) = stack.pop() {
             if !selected[x] {
                 selected[x] = true;
@@ -30,7 +35,11 @@ impl Plan {
         for &r in rerun {
             forced[r] = selected[r];
         }
-        let full = selected.iter().all(|&s| s);
+        // Full: everything a build without targets builds (on-request nodes may be left out).
+        let full = selected
+            .iter()
+            .zip(&graph.nodes)
+            .all(|(&s, node)| s || node.on_request);
         Plan {
             selected,
             forced,
@@ -67,5 +76,29 @@ mod tests {
         assert_eq!(p.forced, vec![true, false, false]);
         assert!(!p.full);
         assert!(Plan::new(&g, &[], &[]).full);
+    }
+
+    #[test]
+    fn on_request_nodes_are_built_only_when_targeted() {
+        let mut specs = vec![
+            cmd("a", "true", &[], &["a"]),
+            cmd("gpu", "true", &["a"], &["g"]),
+            cmd("gpu-check", "true", &["g"], &["gc"]),
+            cmd("c", "true", &[], &["c"]),
+        ];
+        specs[1].on_request = true;
+        specs[2].on_request = true;
+        let g = graph(specs).unwrap();
+        let p = Plan::new(&g, &[], &[]);
+        assert_eq!(p.selected, vec![true, false, false, true]);
+        assert!(
+            p.full,
+            "the release is written without the on-request nodes"
+        );
+        let p = Plan::new(&g, &[g.by_id["gpu-check"]], &[]);
+        assert_eq!(p.selected, vec![true, true, true, false]);
+        assert!(!p.full);
+        let all: Vec<NodeIdx> = (0..4).collect();
+        assert!(Plan::new(&g, &all, &[]).full);
     }
 }

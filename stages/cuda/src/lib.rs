@@ -1,0 +1,84 @@
+//! sky-cuda: the CUDA reference kernels of the kernel goldens, their compilation for the
+//! Tesla K80 (Kepler, `compute_37` PTX assembled for `sm_37`), and a harness that runs them on
+//! whatever GPU the CUDA driver offers.
+//!
+//! Nothing here links against CUDA: NVRTC ([`nvrtc`]) and the driver ([`driver`]) are opened
+//! with `dlopen` when used, so a binary built on a machine without CUDA runs everywhere and
+//! finds the compiler or the GPU only where one is. The toolchain is CUDA 11.8 from PyPI
+//! (`nvidia-cuda-nvrtc-cu11`, `nvidia-cuda-nvcc-cu11`; pinned in `stages/cuda/toolchain.txt`),
+//! the last release that still targets Kepler.
+//!
+//! - [`SOURCES`]: the `.cu` files (one per kernel family, `stages/cuda/kernels/`), embedded.
+//! - [`compile()`]: one source to PTX (NVRTC) and an `sm_37` cubin (`ptxas`); an error names
+//!   the source file and line, also for what only `ptxas` rejects (mapped through the PTX
+//!   line table).
+//! - [`run_cuda`]: the harness: golden inputs in, output files the verifier reads out.
+//!
+//! PTX is forward compatible: the driver JIT-compiles `compute_37` PTX for newer GPUs, so the
+//! PTX a K80 runs is also what a lent modern GPU runs.
+
+pub mod compile;
+pub mod driver;
+pub mod error;
+pub mod harness;
+pub mod nvrtc;
+pub mod ptxas;
+pub mod toolchain;
+
+pub use compile::{compile, Compiled};
+pub use error::{Error, Result};
+pub use harness::run_cuda;
+pub use toolchain::Toolchain;
+
+/// The virtual architecture the PTX is generated for (Kepler GK210, the K80).
+pub const PTX_ARCH: &str = "compute_37";
+/// The real architecture `ptxas` assembles the PTX for.
+pub const SM_ARCH: &str = "sm_37";
+
+/// One CUDA source file: its file name under `stages/cuda/kernels/`, its text, and the
+/// `extern "C"` kernels it defines.
+#[derive(Debug, Clone, Copy)]
+pub struct Source {
+    /// File name, e.g. `q3k.cu`.
+    pub name: &'static str,
+    /// The source text (embedded at build time).
+    pub text: &'static str,
+    /// Kernel entry points.
+    pub kernels: &'static [&'static str],
+}
+
+impl Source {
+    /// The file name without `.cu` (the PTX and cubin are named after it).
+    pub fn stem(&self) -> &'static str {
+        self.name.strip_suffix(".cu").unwrap_or(self.name)
+    }
+}
+
+/// Every kernel family, one `.cu` each.
+pub const SOURCES: [Source; 5] = [
+    Source {
+        name: "q3k.cu",
+        text: include_str!("../kernels/q3k.cu"),
+        kernels: &["q3k_dequant", "q3k_matvec"],
+    },
+    Source {
+        name: "rope.cu",
+        text: include_str!("../kernels/rope.cu"),
+        kernels: &["rope_neox_partial"],
+    },
+    Source {
+        name: "norm.cu",
+        text: include_str!("../kernels/norm.cu"),
+        kernels: &["rms_norm_heads", "gated_rms_norm"],
+    },
+    Source {
+        name: "moe.cu",
+        text: include_str!("../kernels/moe.cu"),
+        kernels: &["moe_route", "moe_shared_gate"],
+    },
+    Source {
+        name: "ssm.cu",
+        text: include_str!("../kernels/ssm.cu"),
+        kernels: &["ssm_delta_rule", "ssm_conv1d_silu"],
+    },
+];

@@ -1,5 +1,8 @@
 //! `build`: load, scan, plan, run, release, record.
 //!
+//! One build is a [`BuildSession`] whose phases (prepare: locks and sweeps; run; release;
+//! record) run in that order, each on what the one before returned.
+//!
 //! The [`BuildDriver`] is the scheduler's [`Driver`]: on the coordinator it computes each ready
 //! node's key (its upstream outputs are known by then, which is what makes early cutoff work:
 //! a re-run node with byte-identical outputs gives its dependents their old keys back), decides

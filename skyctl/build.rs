@@ -11,7 +11,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const ENGINE_CRATES: [&str; 7] = ["web", "infer", "tokenizer", "quant", "gguf", "laya", "fs"];
+// The workspace crates in sky-web's wasm32 tree (skyctl/tests/layout.rs checks the list).
+const ENGINE_CRATES: [&str; 6] = ["web", "infer", "tokenizer", "quant", "gguf", "laya"];
 
 fn main() {
     println!("cargo::rustc-check-cfg=cfg(skyctl_embedded_wasm)");

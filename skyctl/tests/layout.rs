@@ -293,3 +293,119 @@ fn tempfile_is_a_dev_dependency_where_only_tests_use_it() {
         .unwrap()
         .contains_key("tempfile"));
 }
+
+/// The packages `cargo tree` lists for `args` (normal dependencies only), by name. Runs the
+/// cargo that runs the tests, on the committed lockfile; it resolves, it builds nothing.
+fn cargo_tree(args: &[&str]) -> BTreeSet<String> {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let out = std::process::Command::new(cargo)
+        .current_dir(repo_root())
+        .args(["tree", "--locked", "-e", "normal", "--prefix", "none"])
+        .args(["--format", "{p}"])
+        .args(args)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "cargo tree {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // A line is `name vX.Y.Z [(path)] [(*)]`.
+    stdout
+        .lines()
+        .filter_map(|l| l.split(' ').next())
+        .filter(|n| !n.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// What the browser engine must not link: the file-system parts of sky-laya and sky-gguf.
+const FS_ONLY: [&str; 5] = ["rayon", "memmap2", "safetensors", "tempfile", "sky-fs"];
+
+fn fs_only_in(tree: &BTreeSet<String>) -> Vec<&'static str> {
+    FS_ONLY.into_iter().filter(|b| tree.contains(*b)).collect()
+}
+
+/// Issue 27, item 4: sky-web for wasm32 links the format part of sky-laya (names, limits, the
+/// type policy, the tokenizer from GGUF) and sky-gguf's byte reader, not their file-system
+/// parts (sky-infer's `std-fs` feature, off there, turns those on).
+#[test]
+fn the_browser_engine_links_no_file_system_crate() {
+    let web = cargo_tree(&["-p", "sky-web", "--target", "wasm32-unknown-unknown"]);
+    // The walk found the engine (a test that sees none proves nothing).
+    for expected in [
+        "sky-infer",
+        "sky-laya",
+        "sky-gguf",
+        "sky-tokenizer",
+        "serde_json",
+    ] {
+        assert!(web.contains(expected), "{expected} not in {web:?}");
+    }
+    assert_eq!(fs_only_in(&web), Vec::<&str>::new(), "sky-web on wasm32");
+}
+
+/// sky-laya and sky-gguf without their default `fs` feature: the format part alone. With it
+/// (what skyctl builds) the file-system crates are there, so the feature is what moves them.
+#[test]
+fn the_format_parts_build_without_the_file_system_parts() {
+    for krate in ["sky-laya", "sky-gguf", "sky-infer"] {
+        let lean = cargo_tree(&["-p", krate, "--no-default-features"]);
+        assert!(lean.contains(krate), "{lean:?}");
+        assert_eq!(fs_only_in(&lean), Vec::<&str>::new(), "{krate}");
+    }
+    let full = cargo_tree(&["-p", "sky-laya"]);
+    for expected in ["rayon", "memmap2", "safetensors", "sky-fs"] {
+        assert!(full.contains(expected), "{expected} not in {full:?}");
+    }
+}
+
+/// The `web-wasm` node (pipeline.toml) is keyed on the sources the modules are compiled from:
+/// every workspace crate in sky-web's wasm32 tree has its manifest and `src` among the node's
+/// inputs, and skyctl's build script (which embeds the same modules) watches the same crates.
+#[test]
+fn the_web_wasm_node_covers_every_crate_of_the_browser_engine() {
+    let root = repo_root();
+    let pipeline: toml::Table = std::fs::read_to_string(root.join("pipeline.toml"))
+        .unwrap()
+        .parse()
+        .unwrap();
+    let node = pipeline["command"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"].as_str() == Some("web-wasm"))
+        .expect("a web-wasm node");
+    let inputs: BTreeSet<&str> = node["inputs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|v| v.as_str())
+        .collect();
+    let build_rs = std::fs::read_to_string(root.join("skyctl/build.rs")).unwrap();
+    let web = cargo_tree(&["-p", "sky-web", "--target", "wasm32-unknown-unknown"]);
+    let mut covered = 0;
+    for e in std::fs::read_dir(root.join("stages")).unwrap().flatten() {
+        let manifest = e.path().join("Cargo.toml");
+        let Ok(text) = std::fs::read_to_string(&manifest) else {
+            continue;
+        };
+        let doc: toml::Table = text.parse().unwrap();
+        let name = doc["package"]["name"].as_str().unwrap();
+        if !web.contains(name) {
+            continue;
+        }
+        let dir = e.file_name().to_string_lossy().into_owned();
+        for rel in ["Cargo.toml", "src"] {
+            let input = format!("stages/{dir}/{rel}");
+            assert!(inputs.contains(input.as_str()), "web-wasm lacks {input}");
+        }
+        assert!(
+            build_rs.contains(&format!("\"{dir}\"")),
+            "skyctl/build.rs does not watch stages/{dir}"
+        );
+        covered += 1;
+    }
+    assert!(covered >= 6, "{covered} crates of {web:?}");
+}

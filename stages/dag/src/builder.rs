@@ -1,5 +1,8 @@
 //! `build`: load, scan, plan, run, release, record.
 //!
+//! One build is a [`BuildSession`] whose phases (prepare: locks and sweeps; run; release;
+//! record) run in that order, each on what the one before returned.
+//!
 //! The [`BuildDriver`] is the scheduler's [`Driver`]: on the coordinator it computes each ready
 //! node's key (its upstream outputs are known by then, which is what makes early cutoff work:
 //! a re-run node with byte-identical outputs gives its dependents their old keys back), decides
@@ -85,313 +88,495 @@ pub fn build_preloaded(
     reporter: &mut dyn Reporter,
     state: Preloaded,
 ) -> Result<Summary> {
-    let t0 = Instant::now();
-    let targets = resolve(graph, &opts.targets)?;
-    let rerun = resolve(graph, &opts.rerun)?;
-    let plan = Plan::new(graph, &targets, &rerun);
-    let lock = ws.lock(&mut |msg| {
-        reporter.event(&Event::Note {
-            message: msg.to_string(),
-        })
-    })?;
-    let store = ws.store()?;
-    let store_lock = store.lock(false)?;
-    crate::timings::mark("lock + store open");
-    // A build killed with SIGKILL may have left command nodes running; end them first.
-    crate::interrupt::track_children(&ws.state.children());
-    // What a killed build left: temp files beside the outputs and the release tree (this
-    // workspace's lock is held, so none is being written), and the store's temp files of
-    // processes that no longer run.
-    let mut temp_dirs: Vec<&str> = graph
-        .nodes
-        .iter()
-        .flat_map(|n| &n.outputs)
-        .map(|o| o.path.rsplit_once('/').map_or("", |(parent, _)| parent))
-        .chain([graph
-            .release_dir
-            .rsplit_once('/')
-            .map_or("", |(parent, _)| parent)])
-        .collect();
-    temp_dirs.sort_unstable();
-    temp_dirs.dedup();
-    for d in &temp_dirs {
-        // A folder as the last build left it when it ended cleanly cannot have gained a temp
-        // file: it is not listed (output folders can hold thousands of files).
-        if !lock.unchanged_since_clean_end(&ws.root, d) {
-            crate::fsutil::sweep_temps(&ws.root.join(d));
-        }
-    }
-    // The workspace state too: a kill during its atomic write leaves the temp file there.
-    crate::fsutil::sweep_temps(&ws.state.dir);
-    store.sweep_dead_temps();
-    crate::timings::mark("sweep temps");
-    let (last, statcache) = state.current(&ws.state);
-    crate::timings::mark("state current");
-    let stamp = StoreStamp {
-        dir: ws.store_dir.display().to_string(),
-        id: store.id(),
-    };
-    // Another store than the one the last build filled: check each cached node's record.
-    let verify_store = last.store.as_ref() != Some(&stamp);
-    // A build that will write the release tree replaces the whole folder: it must be ours.
-    if plan.full && !graph.release.is_empty() {
-        release::check_ours(&store, &ws.root, &graph.release_dir, &last).map_err(|e| {
-            graph.source.error_at(
-                graph.release_span.clone(),
-                format!(
-                    "release_dir `{}` {e}; the release tree replaces the whole folder, so choose another release_dir (or move the folder away)",
-                    graph.release_dir
-                ),
-            )
+    let (session, statcache) = BuildSession::prepare(ws, graph, registry, opts, reporter, state)?;
+    let ran = session.run(statcache, reporter)?;
+    let released = session.release(ran)?;
+    session.record(released, reporter)
+}
+
+/// One build, phase by phase; each phase takes what the one before returned, so each can be
+/// run (and tested) on its own:
+///
+/// - [`BuildSession::prepare`]: targets and plan, the workspace and store locks, the sweep of
+///   what a killed build left, the workspace state as it is now, the release folder's check;
+/// - [`BuildSession::run`]: the scan and the scheduler ([`Ran`]); each node's last failure is
+///   saved when it ends;
+/// - [`BuildSession::release`]: the release tree, when the build may write it ([`Released`]);
+/// - [`BuildSession::record`]: remote uploads finished, the workspace state, the store's build
+///   record, the stat cache; the locks go.
+pub(crate) struct BuildSession<'g> {
+    ws: &'g Workspace,
+    graph: &'g Graph,
+    registry: &'g Registry,
+    opts: &'g BuildOptions,
+    t0: Instant,
+    plan: Plan,
+    lock: crate::workspace::WorkspaceLock,
+    store: Store,
+    store_lock: crate::store::StoreLock,
+    /// The folders swept for temp files (the outputs' parents, the release tree's).
+    temp_dirs: Vec<&'g str>,
+    /// The last build's record, as it is with the lock held.
+    last: LastBuild,
+    stamp: StoreStamp,
+    /// Another store than the one the last build filled: each cached node's record is checked.
+    verify_store: bool,
+    /// Each node's failure in the last build that ran it.
+    failures_before: std::collections::BTreeMap<String, NodeFailure>,
+    journal: crate::state::Journal,
+    /// What the journal of a build that did not end normally noted.
+    journaled: std::collections::BTreeSet<String>,
+    /// Every recorded output path of the last build, built on the first question that the
+    /// node's own record does not answer ([`MadePaths`]).
+    made_all: std::sync::OnceLock<std::collections::HashSet<Box<str>>>,
+    release_abs: PathBuf,
+    /// The declared outputs of the selected nodes, in order, and where each node's start: their
+    /// stats are taken ahead on another thread ([`crate::statcache::Prefetch`]).
+    ahead: Vec<&'g str>,
+    first: Vec<usize>,
+    prefetch: crate::statcache::Prefetch,
+}
+
+/// What [`BuildSession::run`] leaves for the release and the record.
+pub(crate) struct Ran<'s> {
+    scanner: Scanner<'s>,
+    reporter: &'s mut dyn Reporter,
+    /// The nodes whose key or outputs differ from the last build, and the paths failed runs made.
+    delta: LastBuild,
+    summary: Summary,
+    outputs: Vec<Option<Cow<'s, [OutputRecord]>>>,
+    keys: Vec<Option<Digest>>,
+    /// Nodes whose record this build added to the store from the workspace outputs.
+    stored: usize,
+    /// Nodes the release depends on.
+    critical: Vec<bool>,
+    remote_before: Option<crate::remote::RemoteStats>,
+}
+
+/// What [`BuildSession::release`] leaves for the record.
+pub(crate) struct Released {
+    delta: LastBuild,
+    summary: Summary,
+    keys: Vec<Digest>,
+    stored: usize,
+    statcache: crate::statcache::StatCache,
+    /// How many nodes of the last build's record the scan matched to this graph's.
+    last_matched: usize,
+    /// The release tree this build wrote or found up to date (`None`: it did not publish).
+    release_files: Option<Vec<crate::state::ReleaseFile>>,
+    remote_before: Option<crate::remote::RemoteStats>,
+}
+
+impl<'g> BuildSession<'g> {
+    /// Resolve the targets, take the locks, sweep what a killed build left, and read the
+    /// workspace state as it is now. Errors: unknown targets, a lock or store that cannot be
+    /// opened, a release folder that is not the engine's.
+    pub(crate) fn prepare(
+        ws: &'g Workspace,
+        graph: &'g Graph,
+        registry: &'g Registry,
+        opts: &'g BuildOptions,
+        reporter: &mut dyn Reporter,
+        state: Preloaded,
+    ) -> Result<(BuildSession<'g>, crate::statcache::StatCache)> {
+        let t0 = Instant::now();
+        let targets = resolve(graph, &opts.targets)?;
+        let rerun = resolve(graph, &opts.rerun)?;
+        let plan = Plan::new(graph, &targets, &rerun);
+        let lock = ws.lock(&mut |msg| {
+            reporter.event(&Event::Note {
+                message: msg.to_string(),
+            })
         })?;
-    }
-    let mut scanner = Scanner::new(&ws.root, graph, registry, &store, &last, statcache);
-    scanner.check_kinds(&plan.selected)?;
-    for &n in &graph.order {
-        if plan.selected[n] {
-            scanner.prefetch(n)?;
-        }
-    }
-    crate::timings::mark("check kinds + prefetch");
-    reporter.event(&Event::Plan { total: plan.len() });
-    let remote_before = opts.remote.as_ref().map(|r| r.stats());
-    let failures_before = crate::state::load_failures(&ws.state);
-
-    let journal = crate::state::Journal::new(ws.state.journal());
-    let journaled = journal.read();
-    let made = MadePaths {
-        last: &last,
-        journaled: &journaled,
-        all: std::sync::OnceLock::new(),
-    };
-    let release_abs = ws.root.join(&graph.release_dir);
-    let mut driver = BuildDriver {
-        graph,
-        registry,
-        store: &store,
-        root: &ws.root,
-        release_abs: &release_abs,
-        plan: &plan,
-        scanner,
-        reporter,
-        outputs: vec![None; graph.nodes.len()],
-        keys: vec![None; graph.nodes.len()],
-        materials: vec![None; graph.nodes.len()],
-        reasons: vec![None; graph.nodes.len()],
-        failed: vec![false; graph.nodes.len()],
-        first_failure: None,
-        failures_before: &failures_before,
-        outcomes: vec![None; graph.nodes.len()],
-        new_last: LastBuild::default(),
-        made: &made,
-        journal: &journal,
-        summary: Summary::default(),
-        verify_store,
-        stored: 0,
-        remote: opts.remote.as_ref(),
-    };
-    let exclusive = graph
-        .nodes
-        .iter()
-        .map(|n| n.exclusive || registry.get(&n.kind).is_some_and(|k| k.exclusive()))
-        .collect();
-    // Nodes the release depends on: a failure elsewhere lets the build go on to the release.
-    let critical = graph.release_critical();
-    let scheduler = Scheduler {
-        deps: &graph.deps,
-        exclusive,
-        jobs: opts.jobs.max(1),
-        keep_going: opts.keep_going,
-        stops: critical.clone(),
-    };
-    // The outputs' stats are taken ahead on the other core while the coordinator checks keys
-    // (most of a no-op build of a big graph is `stat`).
-    let mut first = vec![usize::MAX; graph.nodes.len()];
-    let mut ahead: Vec<&str> = Vec::new();
-    for &n in &graph.order {
-        if plan.selected[n] {
-            first[n] = ahead.len();
-            ahead.extend(graph.nodes[n].outputs.iter().map(|o| o.path.as_str()));
-        }
-    }
-    let prefetch = crate::statcache::Prefetch::new(ahead.len());
-    let parallel = ahead.len() >= PREFETCH_MIN && opts.jobs > 1;
-    if parallel {
-        driver.scanner.use_prefetch(&prefetch, first);
-    }
-    std::thread::scope(|scope| {
-        if parallel {
-            // No thread (the system refused one): the coordinator takes every stat itself.
-            let _ = std::thread::Builder::new()
-                .name("stat-ahead".into())
-                .spawn_scoped(scope, || prefetch.run(&ws.root, ahead));
-        }
-        scheduler.run(&plan.selected, &graph.order, &mut driver);
-        prefetch.stop();
-    });
-    crate::timings::mark("schedule (fresh checks)");
-
-    let BuildDriver {
-        mut scanner,
-        new_last: delta,
-        mut summary,
-        outputs,
-        keys,
-        reporter,
-        stored,
-        outcomes,
-        ..
-    } = driver;
-    // Each node's last failure: set by a failed run, cleared by a success.
-    let mut failures = failures_before.clone();
-    for (n, outcome) in outcomes.into_iter().enumerate() {
-        match outcome {
-            Some(Some(f)) => {
-                failures.insert(graph.nodes[n].id.clone(), f);
-            }
-            Some(None) => {
-                failures.remove(&graph.nodes[n].id);
-            }
-            None => {}
-        }
-    }
-    failures.retain(|id, _| graph.by_id.contains_key(id));
-    if failures != failures_before {
-        crate::state::save_failures(&ws.state, &failures)
-            .map_err(|e| DagError::io("write", ws.state.failures(), e))?;
-    }
-    // The release tree: only from a full build of a graph that declares one (a pipeline that
-    // publishes nothing, such as an empty manifest, leaves it alone), in which every node the
-    // release depends on succeeded; other nodes may have failed (they are in the summary and
-    // make the exit status 1).
-    let mut release_files = None;
-    let blocked_by: Vec<String> = (0..graph.nodes.len())
-        .filter(|&n| plan.selected[n] && critical[n] && outputs[n].is_none())
-        .map(|n| graph.nodes[n].id.clone())
-        .collect();
-    if plan.full && !graph.release.is_empty() {
-        summary.release = Some(crate::report::ReleaseOutcome {
-            dir: graph.release_dir.clone(),
-            published: false,
-            blocked_by: blocked_by.clone(),
-        });
-    }
-    if plan.full && blocked_by.is_empty() && !graph.release.is_empty() {
-        if let Some(files) = release::expected(graph, &outputs) {
-            if let Some(r) = summary.release.as_mut() {
-                r.published = true;
-            }
-            let last_release = last.release.as_deref();
-            if !release::up_to_date(&mut scanner, graph, &ws.root, &files, last_release) {
-                release::write(&store, &ws.root, &graph.release_dir, &files)?;
-                reporter.event(&Event::Note {
-                    message: format!(
-                        "release `{}` updated ({} files)",
-                        graph.release_dir,
-                        files.len()
-                    ),
-                });
-            }
-            release_files = Some(files);
-        }
-    }
-    let mut statcache = std::mem::take(&mut scanner.statcache);
-    let last_matched = scanner.last_matched();
-    crate::timings::mark("release");
-    drop(scanner);
-    if let (Some(remote), Some(before)) = (&opts.remote, remote_before) {
-        // Uploads read blobs: finish them while the store lock keeps gc away.
-        remote.finish();
-        for message in remote.take_warnings() {
-            reporter.event(&Event::Note { message });
-        }
-        summary.remote = Some(remote.stats().since(&before));
-    }
-    // Record: workspace state, stat cache, and the keys of this build for gc.
-    let keys: Vec<Digest> = keys.into_iter().flatten().collect();
-    // `delta` holds only nodes whose key or outputs differ from the last build.
-    let nodes_before = last.nodes.len();
-    let last_store = last.store.clone();
-    let release_changed = release_files.is_some()
-        && (release_files != last.release
-            || last.release_dir.as_deref() != Some(graph.release_dir.as_str()));
-    let mut new_last = last;
-    let changed = !delta.nodes.is_empty() || release_changed;
-    // The ids whose state this build changes: updated or added, or no longer in the graph.
-    let mut changed_ids: Vec<String> = delta.nodes.keys().cloned().collect();
-    new_last.nodes.extend(delta.nodes);
-    if last_matched < nodes_before {
-        new_last.nodes.retain(|id, _| {
-            let keep = graph.by_id.contains_key(id);
-            if !keep {
-                changed_ids.push(id.clone());
-            }
-            keep
-        });
-    }
-    // Failed runs' outputs stay ours until a successful run records them or they are no
-    // longer declared.
-    let made_before = new_last.made.clone();
-    new_last.made.extend(delta.made);
-    new_last.made.extend(journaled);
-    if !new_last.made.is_empty() {
-        let recorded: std::collections::HashSet<&str> = new_last
-            .nodes
-            .values()
-            .flat_map(|st| st.outputs.iter().map(|o| o.path.as_str()))
-            .collect();
-        let declared: std::collections::HashSet<&str> = graph
+        let store = ws.store()?;
+        let store_lock = store.lock(false)?;
+        crate::timings::mark("lock + store open");
+        // A build killed with SIGKILL may have left command nodes running; end them first.
+        crate::interrupt::track_children(&ws.state.children());
+        // What a killed build left: temp files beside the outputs and the release tree (this
+        // workspace's lock is held, so none is being written), and the store's temp files of
+        // processes that no longer run.
+        let mut temp_dirs: Vec<&str> = graph
             .nodes
             .iter()
-            .flat_map(|n| n.outputs.iter().map(|o| o.path.as_str()))
+            .flat_map(|n| &n.outputs)
+            .map(|o| o.path.rsplit_once('/').map_or("", |(parent, _)| parent))
+            .chain([graph
+                .release_dir
+                .rsplit_once('/')
+                .map_or("", |(parent, _)| parent)])
             .collect();
-        new_last
-            .made
-            .retain(|p| declared.contains(p.as_str()) && !recorded.contains(p.as_str()));
+        temp_dirs.sort_unstable();
+        temp_dirs.dedup();
+        for d in &temp_dirs {
+            // A folder as the last build left it when it ended cleanly cannot have gained a
+            // temp file: it is not listed (output folders can hold thousands of files).
+            if !lock.unchanged_since_clean_end(&ws.root, d) {
+                crate::fsutil::sweep_temps(&ws.root.join(d));
+            }
+        }
+        // The workspace state too: a kill during its atomic write leaves the temp file there.
+        crate::fsutil::sweep_temps(&ws.state.dir);
+        store.sweep_dead_temps();
+        crate::timings::mark("sweep temps");
+        let (last, statcache) = state.current(&ws.state);
+        crate::timings::mark("state current");
+        let stamp = StoreStamp {
+            dir: ws.store_dir.display().to_string(),
+            id: store.id(),
+        };
+        let verify_store = last.store.as_ref() != Some(&stamp);
+        // A build that will write the release tree replaces the whole folder: it must be ours.
+        if plan.full && !graph.release.is_empty() {
+            release::check_ours(&store, &ws.root, &graph.release_dir, &last).map_err(|e| {
+                graph.source.error_at(
+                    graph.release_span.clone(),
+                    format!(
+                        "release_dir `{}` {e}; the release tree replaces the whole folder, so choose another release_dir (or move the folder away)",
+                        graph.release_dir
+                    ),
+                )
+            })?;
+        }
+        // The outputs' stats are taken ahead on the other core while the coordinator checks
+        // keys (most of a no-op build of a big graph is `stat`).
+        let mut first = vec![usize::MAX; graph.nodes.len()];
+        let mut ahead: Vec<&str> = Vec::new();
+        for &n in &graph.order {
+            if plan.selected[n] {
+                first[n] = ahead.len();
+                ahead.extend(graph.nodes[n].outputs.iter().map(|o| o.path.as_str()));
+            }
+        }
+        let journal = crate::state::Journal::new(ws.state.journal());
+        let session = BuildSession {
+            ws,
+            graph,
+            registry,
+            opts,
+            t0,
+            plan,
+            lock,
+            store,
+            store_lock,
+            temp_dirs,
+            last,
+            stamp,
+            verify_store,
+            failures_before: crate::state::load_failures(&ws.state),
+            journaled: journal.read(),
+            journal,
+            made_all: std::sync::OnceLock::new(),
+            release_abs: ws.root.join(&graph.release_dir),
+            prefetch: crate::statcache::Prefetch::new(ahead.len()),
+            ahead,
+            first,
+        };
+        Ok((session, statcache))
     }
-    let made_changed = new_last.made != made_before;
-    if release_files.is_some() {
-        new_last.release = release_files;
-        new_last.release_dir = Some(graph.release_dir.clone());
+
+    /// Scan and run the selected nodes; save each node's last failure. Nothing else of the
+    /// workspace state is written: [`BuildSession::record`] does that.
+    pub(crate) fn run<'s>(
+        &'s self,
+        statcache: crate::statcache::StatCache,
+        reporter: &'s mut dyn Reporter,
+    ) -> Result<Ran<'s>> {
+        let (graph, registry, opts, ws) = (self.graph, self.registry, self.opts, self.ws);
+        let plan = &self.plan;
+        let mut scanner = Scanner::new(
+            &ws.root,
+            graph,
+            registry,
+            &self.store,
+            &self.last,
+            statcache,
+        );
+        scanner.check_kinds(&plan.selected)?;
+        for &n in &graph.order {
+            if plan.selected[n] {
+                scanner.prefetch(n)?;
+            }
+        }
+        crate::timings::mark("check kinds + prefetch");
+        reporter.event(&Event::Plan { total: plan.len() });
+        let remote_before = opts.remote.as_ref().map(|r| r.stats());
+        let made = MadePaths {
+            last: &self.last,
+            journaled: &self.journaled,
+            all: &self.made_all,
+        };
+        let mut driver = BuildDriver {
+            graph,
+            registry,
+            store: &self.store,
+            root: &ws.root,
+            release_abs: &self.release_abs,
+            plan,
+            scanner,
+            reporter,
+            outputs: vec![None; graph.nodes.len()],
+            keys: vec![None; graph.nodes.len()],
+            materials: vec![None; graph.nodes.len()],
+            reasons: vec![None; graph.nodes.len()],
+            failed: vec![false; graph.nodes.len()],
+            first_failure: None,
+            failures_before: &self.failures_before,
+            outcomes: vec![None; graph.nodes.len()],
+            new_last: LastBuild::default(),
+            made,
+            journal: &self.journal,
+            summary: Summary::default(),
+            verify_store: self.verify_store,
+            stored: 0,
+            remote: opts.remote.as_ref(),
+        };
+        let exclusive = graph
+            .nodes
+            .iter()
+            .map(|n| n.exclusive || registry.get(&n.kind).is_some_and(|k| k.exclusive()))
+            .collect();
+        // Nodes the release depends on: a failure elsewhere lets the build go on to the release.
+        let critical = graph.release_critical();
+        let scheduler = Scheduler {
+            deps: &graph.deps,
+            exclusive,
+            jobs: opts.jobs.max(1),
+            keep_going: opts.keep_going,
+            stops: critical.clone(),
+        };
+        let prefetch = &self.prefetch;
+        let parallel = self.ahead.len() >= PREFETCH_MIN && opts.jobs > 1;
+        if parallel {
+            driver.scanner.use_prefetch(prefetch, self.first.clone());
+        }
+        std::thread::scope(|scope| {
+            if parallel {
+                let ahead = self.ahead.clone();
+                // No thread (the system refused one): the coordinator takes every stat itself.
+                let _ = std::thread::Builder::new()
+                    .name("stat-ahead".into())
+                    .spawn_scoped(scope, || prefetch.run(&ws.root, ahead));
+            }
+            scheduler.run(&plan.selected, &graph.order, &mut driver);
+            prefetch.stop();
+        });
+        crate::timings::mark("schedule (fresh checks)");
+
+        let BuildDriver {
+            scanner,
+            new_last: delta,
+            summary,
+            outputs,
+            keys,
+            reporter,
+            stored,
+            outcomes,
+            ..
+        } = driver;
+        // Each node's last failure: set by a failed run, cleared by a success.
+        let mut failures = self.failures_before.clone();
+        for (n, outcome) in outcomes.into_iter().enumerate() {
+            match outcome {
+                Some(Some(f)) => {
+                    failures.insert(graph.nodes[n].id.clone(), f);
+                }
+                Some(None) => {
+                    failures.remove(&graph.nodes[n].id);
+                }
+                None => {}
+            }
+        }
+        failures.retain(|id, _| graph.by_id.contains_key(id));
+        if failures != self.failures_before {
+            crate::state::save_failures(&ws.state, &failures)
+                .map_err(|e| DagError::io("write", ws.state.failures(), e))?;
+        }
+        Ok(Ran {
+            scanner,
+            reporter,
+            delta,
+            summary,
+            outputs,
+            keys,
+            stored,
+            critical,
+            remote_before,
+        })
     }
-    // Stamp the store only once every node is known to have its record there.
-    if plan.full && summary.failed == 0 && summary.skipped == 0 {
-        new_last.store = Some(stamp);
-    } else if verify_store {
-        new_last.store = None;
+
+    /// The release tree: only from a full build of a graph that declares one (a pipeline that
+    /// publishes nothing, such as an empty manifest, leaves it alone), in which every node the
+    /// release depends on succeeded; other nodes may have failed (they are in the summary and
+    /// make the exit status 1).
+    pub(crate) fn release(&self, ran: Ran<'_>) -> Result<Released> {
+        let (graph, ws, plan) = (self.graph, self.ws, &self.plan);
+        let Ran {
+            mut scanner,
+            reporter,
+            delta,
+            mut summary,
+            outputs,
+            keys,
+            stored,
+            critical,
+            remote_before,
+        } = ran;
+        let mut release_files = None;
+        let blocked_by: Vec<String> = (0..graph.nodes.len())
+            .filter(|&n| plan.selected[n] && critical[n] && outputs[n].is_none())
+            .map(|n| graph.nodes[n].id.clone())
+            .collect();
+        if plan.full && !graph.release.is_empty() {
+            summary.release = Some(crate::report::ReleaseOutcome {
+                dir: graph.release_dir.clone(),
+                published: false,
+                blocked_by: blocked_by.clone(),
+            });
+        }
+        if plan.full && blocked_by.is_empty() && !graph.release.is_empty() {
+            if let Some(files) = release::expected(graph, &outputs) {
+                if let Some(r) = summary.release.as_mut() {
+                    r.published = true;
+                }
+                let last_release = self.last.release.as_deref();
+                if !release::up_to_date(&mut scanner, graph, &ws.root, &files, last_release) {
+                    release::write(&self.store, &ws.root, &graph.release_dir, &files)?;
+                    reporter.event(&Event::Note {
+                        message: format!(
+                            "release `{}` updated ({} files)",
+                            graph.release_dir,
+                            files.len()
+                        ),
+                    });
+                }
+                release_files = Some(files);
+            }
+        }
+        let statcache = std::mem::take(&mut scanner.statcache);
+        let last_matched = scanner.last_matched();
+        crate::timings::mark("release");
+        Ok(Released {
+            delta,
+            summary,
+            keys: keys.into_iter().flatten().collect(),
+            stored,
+            statcache,
+            last_matched,
+            release_files,
+            remote_before,
+        })
     }
-    let changed = changed
-        || made_changed
-        || new_last.nodes.len() != nodes_before
-        || summary.executed > 0
-        || stored > 0
-        || new_last.store != last_store;
-    if changed {
-        let changed_ids: Vec<&str> = changed_ids.iter().map(String::as_str).collect();
-        new_last
-            .save_changes(&ws.state, &changed_ids)
-            .map_err(|e| DagError::io("write", ws.state.last_build(), e))?;
-        crate::timings::mark("save last-build");
-        store.put_build(keys)?;
+
+    /// Finish the remote cache's uploads, record the workspace state (only what changed), the
+    /// store's build record (the keys of this build, for gc) and the stat cache; clear the
+    /// journal; release the locks.
+    pub(crate) fn record(self, released: Released, reporter: &mut dyn Reporter) -> Result<Summary> {
+        let (graph, ws, plan) = (self.graph, self.ws, &self.plan);
+        let Released {
+            delta,
+            mut summary,
+            keys,
+            stored,
+            mut statcache,
+            last_matched,
+            release_files,
+            remote_before,
+        } = released;
+        if let (Some(remote), Some(before)) = (&self.opts.remote, remote_before) {
+            // Uploads read blobs: finish them while the store lock keeps gc away.
+            remote.finish();
+            for message in remote.take_warnings() {
+                reporter.event(&Event::Note { message });
+            }
+            summary.remote = Some(remote.stats().since(&before));
+        }
+        let last = self.last;
+        // `delta` holds only nodes whose key or outputs differ from the last build.
+        let nodes_before = last.nodes.len();
+        let last_store = last.store.clone();
+        let release_changed = release_files.is_some()
+            && (release_files != last.release
+                || last.release_dir.as_deref() != Some(graph.release_dir.as_str()));
+        let mut new_last = last;
+        let changed = !delta.nodes.is_empty() || release_changed;
+        // The ids whose state this build changes: updated or added, or no longer in the graph.
+        let mut changed_ids: Vec<String> = delta.nodes.keys().cloned().collect();
+        new_last.nodes.extend(delta.nodes);
+        if last_matched < nodes_before {
+            new_last.nodes.retain(|id, _| {
+                let keep = graph.by_id.contains_key(id);
+                if !keep {
+                    changed_ids.push(id.clone());
+                }
+                keep
+            });
+        }
+        // Failed runs' outputs stay ours until a successful run records them or they are no
+        // longer declared.
+        let made_before = new_last.made.clone();
+        new_last.made.extend(delta.made);
+        new_last.made.extend(self.journaled);
+        if !new_last.made.is_empty() {
+            let recorded: std::collections::HashSet<&str> = new_last
+                .nodes
+                .values()
+                .flat_map(|st| st.outputs.iter().map(|o| o.path.as_str()))
+                .collect();
+            let declared: std::collections::HashSet<&str> = graph
+                .nodes
+                .iter()
+                .flat_map(|n| n.outputs.iter().map(|o| o.path.as_str()))
+                .collect();
+            new_last
+                .made
+                .retain(|p| declared.contains(p.as_str()) && !recorded.contains(p.as_str()));
+        }
+        let made_changed = new_last.made != made_before;
+        if release_files.is_some() {
+            new_last.release = release_files;
+            new_last.release_dir = Some(graph.release_dir.clone());
+        }
+        // Stamp the store only once every node is known to have its record there.
+        if plan.full && summary.failed == 0 && summary.skipped == 0 {
+            new_last.store = Some(self.stamp);
+        } else if self.verify_store {
+            new_last.store = None;
+        }
+        let changed = changed
+            || made_changed
+            || new_last.nodes.len() != nodes_before
+            || summary.executed > 0
+            || stored > 0
+            || new_last.store != last_store;
+        if changed {
+            let changed_ids: Vec<&str> = changed_ids.iter().map(String::as_str).collect();
+            new_last
+                .save_changes(&ws.state, &changed_ids)
+                .map_err(|e| DagError::io("write", ws.state.last_build(), e))?;
+            crate::timings::mark("save last-build");
+            self.store.put_build(keys)?;
+        }
+        crate::timings::mark("store build record");
+        // Everything the journal noted is now recorded or in `made`; no child runs.
+        self.journal.clear();
+        crate::interrupt::untrack_children();
+        let _ = statcache.save_if_worth(&ws.state.statcache());
+        crate::timings::mark("save statcache");
+        drop(self.store_lock);
+        // Nothing of this build is half written: the next one need not look for temp files.
+        if summary.failed == 0 && summary.skipped == 0 && crate::interrupt::requested().is_none() {
+            self.lock
+                .ended_cleanly(&ws.root, self.temp_dirs.iter().copied());
+        }
+        if summary.executed > 0 {
+            // Bounded lookups: merge the per-build action logs once they pile up (only when no
+            // other process uses the store; never waits).
+            let _ = self.store.compact_if_many(64);
+        }
+        summary.seconds = self.t0.elapsed().as_secs_f64();
+        Ok(summary)
     }
-    crate::timings::mark("store build record");
-    // Everything the journal noted is now recorded or in `made`; no child runs.
-    journal.clear();
-    crate::interrupt::untrack_children();
-    let _ = statcache.save_if_worth(&ws.state.statcache());
-    crate::timings::mark("save statcache");
-    drop(store_lock);
-    // Nothing of this build is half written: the next one need not look for temp files.
-    if summary.failed == 0 && summary.skipped == 0 && crate::interrupt::requested().is_none() {
-        lock.ended_cleanly(&ws.root, temp_dirs.iter().copied());
-    }
-    if summary.executed > 0 {
-        // Bounded lookups: merge the per-build action logs once they pile up (only when no
-        // other process uses the store; never waits).
-        let _ = store.compact_if_many(64);
-    }
-    summary.seconds = t0.elapsed().as_secs_f64();
-    Ok(summary)
 }
 
 struct BuildDriver<'a> {
@@ -421,7 +606,7 @@ struct BuildDriver<'a> {
     outcomes: Vec<Option<Option<NodeFailure>>>,
     new_last: LastBuild,
     /// Paths the engine made.
-    made: &'a MadePaths<'a>,
+    made: MadePaths<'a>,
     /// Where a node's outputs are noted before it runs.
     journal: &'a crate::state::Journal,
     summary: Summary,
@@ -632,10 +817,11 @@ impl<'a> BuildDriver<'a> {
 /// outputs of failed runs, what the journal of a build that did not end normally noted. A
 /// node's own recorded outputs are looked up first; the set of every recorded output (a node
 /// renamed since, say) is only built when that does not answer.
+#[derive(Clone, Copy)]
 struct MadePaths<'a> {
     last: &'a LastBuild,
     journaled: &'a std::collections::BTreeSet<String>,
-    all: std::sync::OnceLock<std::collections::HashSet<&'a str>>,
+    all: &'a std::sync::OnceLock<std::collections::HashSet<Box<str>>>,
 }
 
 impl MadePaths<'_> {
@@ -649,7 +835,7 @@ impl MadePaths<'_> {
                     self.last
                         .nodes
                         .values()
-                        .flat_map(|st| st.outputs.iter().map(|o| o.path.as_str()))
+                        .flat_map(|st| st.outputs.iter().map(|o| o.path.as_str().into()))
                         .collect()
                 })
                 .contains(rel)
@@ -845,7 +1031,7 @@ struct Job<'a> {
     graph: &'a Graph,
     n: NodeIdx,
     kind: &'a dyn DynKind,
-    made: &'a MadePaths<'a>,
+    made: MadePaths<'a>,
     /// The node's state in the last build.
     own: Option<&'a NodeState>,
     journal: &'a crate::state::Journal,
@@ -1281,6 +1467,145 @@ mod tests {
             jobs: 2,
             ..BuildOptions::default()
         }
+    }
+
+    /// A chain whose output `o/b` is published as `b.txt` in `site/public`.
+    fn setup_with_release(
+        run_b: &str,
+    ) -> (
+        tempfile::TempDir,
+        Workspace,
+        Graph,
+        Registry,
+        Arc<AtomicUsize>,
+    ) {
+        let (dir, ws, _, reg, runs) = setup(Vec::new());
+        let mut s = spec(vec![
+            cmd("a", "x", &["in.txt"], &["o/a"]),
+            cmd("b", run_b, &["o/a"], &["o/b"]),
+        ]);
+        s.release.push(crate::graph::ReleaseSpec {
+            to: "b.txt".into(),
+            from: "o/b".into(),
+            span: 0..0,
+        });
+        let graph = Graph::build(s, &crate::Source::default(), &ws.root).unwrap();
+        (dir, ws, graph, reg, runs)
+    }
+
+    fn prepare<'g>(
+        ws: &'g Workspace,
+        g: &'g Graph,
+        reg: &'g Registry,
+        opts: &'g BuildOptions,
+    ) -> Result<(BuildSession<'g>, crate::statcache::StatCache)> {
+        let state = Preloaded::load(&ws.state);
+        BuildSession::prepare(ws, g, reg, opts, &mut Collect::default(), state)
+    }
+
+    #[test]
+    fn prepare_sweeps_what_a_killed_build_left_and_checks_the_release_folder() {
+        let (dir, ws, g, reg, _) = setup_with_release("x");
+        let opts = opts();
+        std::fs::create_dir_all(dir.path().join("o")).unwrap();
+        let temp = dir.path().join(format!("o/{}left", sky_fs::TEMP_PREFIX));
+        std::fs::write(&temp, "partial").unwrap();
+        let mine = dir.path().join("o/mine.txt");
+        std::fs::write(&mine, "kept").unwrap();
+        let (session, _) = prepare(&ws, &g, &reg, &opts).unwrap();
+        assert!(!temp.exists());
+        assert!(mine.exists());
+        assert!(session.plan.full && session.verify_store);
+        assert_eq!(session.temp_dirs, ["o", "site"]);
+        drop(session);
+
+        // A release folder the engine did not write is refused before anything runs.
+        std::fs::create_dir_all(dir.path().join("site/public")).unwrap();
+        std::fs::write(dir.path().join("site/public/index.html"), "theirs").unwrap();
+        let Err(err) = prepare(&ws, &g, &reg, &opts) else {
+            panic!("prepared over a foreign release folder");
+        };
+        assert!(
+            err.to_string().contains("release_dir `site/public`"),
+            "{err}"
+        );
+        assert!(!dir.path().join("o/a").exists());
+    }
+
+    #[test]
+    fn run_runs_the_nodes_and_records_nothing_but_failures() {
+        let (dir, ws, g, reg, runs) = setup_with_release("x");
+        let opts = opts();
+        let (session, statcache) = prepare(&ws, &g, &reg, &opts).unwrap();
+        let mut events = Collect::default();
+        let ran = session.run(statcache, &mut events).unwrap();
+        assert_eq!((ran.summary.executed, ran.summary.failed), (2, 0));
+        assert_eq!(runs.load(Ordering::SeqCst), 2);
+        assert!(ran.outputs.iter().all(Option::is_some));
+        assert_eq!(ran.keys.iter().flatten().count(), 2);
+        assert_eq!(ran.delta.nodes.len(), 2);
+        assert_eq!(std::fs::read(dir.path().join("o/b")).unwrap(), b"abc");
+        // Neither the release tree nor the workspace record is written yet.
+        assert!(!dir.path().join("site/public").exists());
+        assert!(LastBuild::load(&ws.state).nodes.is_empty());
+        assert!(crate::state::load_failures(&ws.state).is_empty());
+    }
+
+    #[test]
+    fn release_publishes_only_when_every_node_it_needs_succeeded() {
+        let (dir, ws, g, reg, _) = setup_with_release("x");
+        let opts = opts();
+        let (session, statcache) = prepare(&ws, &g, &reg, &opts).unwrap();
+        let mut events = Collect::default();
+        let released = session
+            .release(session.run(statcache, &mut events).unwrap())
+            .unwrap();
+        let r = released.summary.release.as_ref().unwrap();
+        assert!(r.published && r.blocked_by.is_empty(), "{r:?}");
+        assert_eq!(released.release_files.as_ref().map(Vec::len), Some(1));
+        assert_eq!(
+            std::fs::read(dir.path().join("site/public/b.txt")).unwrap(),
+            b"abc"
+        );
+        assert_eq!(released.keys.len(), 2);
+        drop(session);
+
+        // `b` panics: the release it feeds is blocked, and the old tree stays.
+        let (_dir2, ws2, g2, reg2, _) = setup_with_release("panic");
+        let (session, statcache) = prepare(&ws2, &g2, &reg2, &opts).unwrap();
+        let released = session
+            .release(session.run(statcache, &mut events).unwrap())
+            .unwrap();
+        let r = released.summary.release.as_ref().unwrap();
+        assert!(!r.published, "{r:?}");
+        assert_eq!(r.blocked_by, ["b"]);
+        assert!(released.release_files.is_none());
+        assert!(!ws2.root.join("site/public").exists());
+    }
+
+    #[test]
+    fn record_writes_the_state_the_next_build_starts_from() {
+        let (dir, ws, g, reg, runs) = setup_with_release("x");
+        let opts = opts();
+        let (session, statcache) = prepare(&ws, &g, &reg, &opts).unwrap();
+        let mut events = Collect::default();
+        let released = session
+            .release(session.run(statcache, &mut events).unwrap())
+            .unwrap();
+        // The run noted the outputs before writing them; the record clears the note.
+        assert!(ws.state.journal().exists());
+        let summary = session.record(released, &mut events).unwrap();
+        assert_eq!(summary.executed, 2);
+        let last = LastBuild::load(&ws.state);
+        assert_eq!(last.nodes.keys().collect::<Vec<_>>(), ["a", "b"]);
+        assert_eq!(last.release_dir.as_deref(), Some("site/public"));
+        assert!(last.store.is_some());
+        assert!(!ws.state.journal().exists());
+        // The locks went with the session: a whole build runs, and finds nothing to do.
+        let s = build(&ws, &g, &reg, &opts, &mut Collect::default()).unwrap();
+        assert_eq!((s.executed, s.cached), (0, 2));
+        assert_eq!(runs.load(Ordering::SeqCst), 2);
+        assert!(dir.path().join("site/public/b.txt").exists());
     }
 
     #[test]

@@ -230,19 +230,30 @@ pub fn kind_name(ft: std::fs::FileType) -> &'static str {
     }
 }
 
-/// `Err(message)` when `path` exists and is not a directory (nor a symlink to one, which a
-/// `--store` may be): what it is and that it must be deleted, in one line.
-pub fn must_be_folder(path: &Path) -> Result<(), String> {
+/// A path that must be a folder and is something else ([`must_be_folder`]); the message says
+/// what it is and that it must be deleted, in one line.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("is {what}, not a folder skyctl can use: delete it (`rm {}`) and run again", path.display())]
+pub struct NotAFolder {
+    /// The path.
+    pub path: std::path::PathBuf,
+    /// What it is ([`kind_name`], or "a symlink to nothing usable").
+    pub what: &'static str,
+}
+
+/// `Err` when `path` exists and is not a directory (nor a symlink to one, which a `--store`
+/// may be).
+pub fn must_be_folder(path: &Path) -> Result<(), NotAFolder> {
     let what = match std::fs::metadata(path) {
         Ok(m) if m.is_dir() => return Ok(()),
         Ok(m) => kind_name(m.file_type()),
         Err(_) if std::fs::symlink_metadata(path).is_ok() => "a symlink to nothing usable",
         Err(_) => return Ok(()),
     };
-    Err(format!(
-        "is {what}, not a folder skyctl can use: delete it (`rm {}`) and run again",
-        path.display()
-    ))
+    Err(NotAFolder {
+        path: path.to_path_buf(),
+        what,
+    })
 }
 
 /// The error for a path that should be a regular file and is `what` ([`kind_name`]). Its kind
@@ -319,6 +330,25 @@ pub fn sync_dir(dir: &Path) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn must_be_folder_names_what_is_there() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(must_be_folder(dir.path()), Ok(()));
+        assert_eq!(must_be_folder(&dir.path().join("none")), Ok(()));
+        let file = dir.path().join("f");
+        std::fs::write(&file, "x").unwrap();
+        let e = must_be_folder(&file).unwrap_err();
+        assert_eq!(
+            (e.path.as_path(), e.what),
+            (file.as_path(), "a regular file")
+        );
+        assert!(
+            e.to_string()
+                .starts_with("is a regular file, not a folder skyctl can use"),
+            "{e}"
+        );
+    }
 
     #[test]
     fn with_parent_retries_when_another_thread_made_the_parent_first() {

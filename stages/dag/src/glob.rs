@@ -2,6 +2,28 @@
 //! (any run, `/` included), `?` (one character other than `/`), `[abc]`/`[a-z]`/`[!a]`
 //! (one character of a set). Used for input globs and per-tensor policy rules.
 
+/// Why a glob pattern does not parse.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum GlobError {
+    /// The pattern is empty.
+    #[error("empty glob pattern")]
+    Empty,
+    /// The pattern is longer than [`MAX_PATTERN`] bytes.
+    #[error("glob pattern of {len} bytes; at most {MAX_PATTERN} are allowed")]
+    TooLong {
+        /// Its length in bytes.
+        len: usize,
+    },
+    /// A `[` set without its `]`.
+    #[error("unclosed `[` at character {at} of `{pattern}`")]
+    UnclosedSet {
+        /// 1-based byte position of the `[`.
+        at: usize,
+        /// The pattern.
+        pattern: String,
+    },
+}
+
 /// A parsed glob pattern.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Glob {
@@ -10,15 +32,12 @@ pub struct Glob {
 
 impl Glob {
     /// Parse a pattern; the error says what is malformed.
-    pub fn new(pattern: &str) -> Result<Glob, String> {
+    pub fn new(pattern: &str) -> Result<Glob, GlobError> {
         if pattern.is_empty() {
-            return Err("empty glob pattern".into());
+            return Err(GlobError::Empty);
         }
         if pattern.len() > MAX_PATTERN {
-            return Err(format!(
-                "glob pattern of {} bytes; at most {MAX_PATTERN} are allowed",
-                pattern.len()
-            ));
+            return Err(GlobError::TooLong { len: pattern.len() });
         }
         let b = pattern.as_bytes();
         let mut i = 0;
@@ -27,10 +46,10 @@ impl Glob {
                 match b[i + 1..].iter().position(|&c| c == b']') {
                     Some(p) if p > 0 => i += p + 1,
                     _ => {
-                        return Err(format!(
-                            "unclosed `[` at character {} of `{pattern}`",
-                            i + 1
-                        ))
+                        return Err(GlobError::UnclosedSet {
+                            at: i + 1,
+                            pattern: pattern.to_string(),
+                        })
                     }
                 }
             }
@@ -177,9 +196,9 @@ mod tests {
         assert!(!g.matches(&"a".repeat(30)));
         assert!(g.matches(&"a".repeat(60)));
         assert!(t0.elapsed() < std::time::Duration::from_secs(5));
-        assert!(Glob::new(&"x".repeat(5000))
-            .unwrap_err()
-            .contains("at most 4096"));
+        let e = Glob::new(&"x".repeat(5000)).unwrap_err();
+        assert_eq!(e, GlobError::TooLong { len: 5000 });
+        assert!(e.to_string().contains("at most 4096"), "{e}");
     }
 
     #[test]
@@ -207,8 +226,16 @@ mod tests {
 
     #[test]
     fn malformed_patterns_are_rejected() {
-        assert!(Glob::new("a[bc").is_err());
-        assert!(Glob::new("").is_err());
+        let e = Glob::new("a[bc").unwrap_err();
+        assert_eq!(
+            e,
+            GlobError::UnclosedSet {
+                at: 2,
+                pattern: "a[bc".into()
+            }
+        );
+        assert_eq!(e.to_string(), "unclosed `[` at character 2 of `a[bc`");
+        assert_eq!(Glob::new("").unwrap_err(), GlobError::Empty);
     }
 
     #[test]

@@ -819,23 +819,35 @@ pub fn under(path: &str, dir: &str) -> bool {
     path.len() > dir.len() && path.starts_with(dir) && path.as_bytes()[dir.len()] == b'/'
 }
 
+/// Why a declared path is not a workspace-relative one ([`clean_rel`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RelPathError {
+    /// `/x`, `~/x` or `C:x`.
+    #[error("absolute paths are not allowed; use a path relative to the workspace root")]
+    Absolute,
+    /// A backslash in it.
+    #[error("use `/` as the path separator")]
+    Backslash,
+    /// A `..` component.
+    #[error("`..` is not allowed: paths must stay inside the workspace")]
+    Parent,
+}
+
 /// Normalise a workspace-relative path: drop `.` components and a trailing `/`; reject absolute
 /// paths, `..`, backslashes and empty components.
-pub fn clean_rel(raw: &str) -> std::result::Result<String, String> {
+pub fn clean_rel(raw: &str) -> std::result::Result<String, RelPathError> {
     if raw.starts_with('/') || raw.starts_with('~') || (raw.len() > 1 && raw.as_bytes()[1] == b':')
     {
-        return Err(
-            "absolute paths are not allowed; use a path relative to the workspace root".into(),
-        );
+        return Err(RelPathError::Absolute);
     }
     if raw.contains('\\') {
-        return Err("use `/` as the path separator".into());
+        return Err(RelPathError::Backslash);
     }
     let mut parts = Vec::new();
     for c in raw.split('/') {
         match c {
             "" | "." => {}
-            ".." => return Err("`..` is not allowed: paths must stay inside the workspace".into()),
+            ".." => return Err(RelPathError::Parent),
             c => parts.push(c),
         }
     }
@@ -951,6 +963,20 @@ mod tests {
             } => (line, col, message),
             other => panic!("expected a located error, got {other}"),
         }
+    }
+
+    #[test]
+    fn clean_rel_normalises_or_says_why_not() {
+        assert_eq!(clean_rel("./a//b/").unwrap(), "a/b");
+        assert_eq!(clean_rel("/etc"), Err(RelPathError::Absolute));
+        assert_eq!(clean_rel("C:x"), Err(RelPathError::Absolute));
+        assert_eq!(clean_rel("a\\b"), Err(RelPathError::Backslash));
+        let e = clean_rel("a/../b").unwrap_err();
+        assert_eq!(e, RelPathError::Parent);
+        assert_eq!(
+            e.to_string(),
+            "`..` is not allowed: paths must stay inside the workspace"
+        );
     }
 
     #[test]

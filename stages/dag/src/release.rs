@@ -89,6 +89,33 @@ fn only_declared(dir: &Path, files: &[ReleaseFile]) -> bool {
         })
 }
 
+/// Why a release folder is not the engine's to replace ([`check_ours`]): replacing it would
+/// delete what is there.
+#[derive(Debug, thiserror::Error)]
+pub enum NotOurs {
+    /// It could not be looked at.
+    #[error("cannot be inspected: {0}")]
+    Uninspectable(std::io::Error),
+    /// A symlink where the folder should be.
+    #[error("is a symlink, not a folder skyctl made")]
+    Symlink,
+    /// A file where the folder should be.
+    #[error("is a file skyctl did not make, not a release tree")]
+    File,
+    /// Its listing failed part way.
+    #[error("cannot be listed: {0}")]
+    Unlistable(walkdir::Error),
+    /// A file in it whose content the store does not hold.
+    #[error("already exists and holds `{path}`, which skyctl did not make")]
+    Foreign {
+        /// The file, as shown (workspace-relative).
+        path: String,
+    },
+    /// No store to ask and no record of writing it (`clean` without a store).
+    #[error("holds files skyctl did not make")]
+    Unrecorded,
+}
+
 /// Whether the release directory `release_dir` may be replaced by a new tree: it does not
 /// exist, it is the folder the last build recorded writing the release to, or every file in it
 /// is content the store holds (a tree skyctl wrote whose record was lost). `Err` says what is
@@ -98,18 +125,18 @@ pub fn check_ours(
     root: &Path,
     release_dir: &str,
     last: &LastBuild,
-) -> std::result::Result<(), String> {
+) -> std::result::Result<(), NotOurs> {
     let target = root.join(release_dir);
     let md = match std::fs::symlink_metadata(&target) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(format!("cannot be inspected: {e}")),
+        Err(e) => return Err(NotOurs::Uninspectable(e)),
         Ok(md) => md,
     };
     if md.file_type().is_symlink() {
-        return Err("is a symlink, not a folder skyctl made".into());
+        return Err(NotOurs::Symlink);
     }
     if !md.is_dir() {
-        return Err("is a file skyctl did not make, not a release tree".into());
+        return Err(NotOurs::File);
     }
     if last.release.is_some() && last.release_dir.as_deref() == Some(release_dir) {
         return Ok(());
@@ -118,7 +145,7 @@ pub fn check_ours(
         .min_depth(1)
         .sort_by_file_name()
     {
-        let e = e.map_err(|e| format!("cannot be listed: {e}"))?;
+        let e = e.map_err(NotOurs::Unlistable)?;
         if e.file_type().is_dir() {
             continue;
         }
@@ -131,9 +158,7 @@ pub fn check_ours(
         let made = e.file_type().is_file()
             && crate::statcache::hash_file(e.path()).is_ok_and(|d| store.has_blob(&d));
         if !made {
-            return Err(format!(
-                "already exists and holds `{shown}`, which skyctl did not make"
-            ));
+            return Err(NotOurs::Foreign { path: shown });
         }
     }
     Ok(())
@@ -229,4 +254,28 @@ fn sync_tree(dir: &Path) -> std::io::Result<()> {
         }
     }
     fsutil::sync_dir(dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn check_ours_says_what_is_in_the_way() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join(".store")).unwrap();
+        let last = LastBuild::default();
+        let root = dir.path();
+        assert!(check_ours(&store, root, "public", &last).is_ok());
+        std::fs::write(root.join("public"), "x").unwrap();
+        let e = check_ours(&store, root, "public", &last).unwrap_err();
+        assert!(matches!(e, NotOurs::File), "{e}");
+        std::fs::remove_file(root.join("public")).unwrap();
+        std::fs::create_dir_all(root.join("public/css")).unwrap();
+        std::fs::write(root.join("public/css/site.css"), "theirs").unwrap();
+        match check_ours(&store, root, "public", &last) {
+            Err(NotOurs::Foreign { path }) => assert_eq!(path, "public/css/site.css"),
+            other => panic!("{other:?}"),
+        }
+    }
 }

@@ -118,9 +118,9 @@ impl Workspace {
         use rustix::fs::{flock, FlockOperation};
         let p = self.state.lock();
         if let Some(dot) = self.state.dir.parent() {
-            crate::fsutil::must_be_folder(dot).map_err(|message| DagError::Store {
+            crate::fsutil::must_be_folder(dot).map_err(|e| DagError::Store {
                 path: dot.to_path_buf(),
-                message,
+                message: e.to_string(),
             })?;
         }
         // The state is a cache: a file (or symlink) where its folder belongs, or a directory
@@ -255,7 +255,7 @@ impl Workspace {
             let ours = match &store {
                 Some(s) => crate::release::check_ours(s, &self.root, release, &last),
                 None if last.release_dir.as_deref() == Some(release.as_str()) => Ok(()),
-                None => Err("holds files skyctl did not make".to_string()),
+                None => Err(crate::release::NotOurs::Unrecorded),
             };
             match ours {
                 Ok(()) => {
@@ -263,7 +263,7 @@ impl Workspace {
                         .map_err(|e| DagError::io("remove", &abs, e))?;
                     done.removed += 1;
                 }
-                Err(why) => done.left.push((release.clone(), why)),
+                Err(why) => done.left.push((release.clone(), why.to_string())),
             }
         }
         Ok(done)

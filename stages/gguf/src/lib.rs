@@ -9,6 +9,10 @@
 //!   convert to and from f32 ([`encode`], [`decode`], [`quantize_q8_0`] identical to
 //!   ggml's `quantize_row_q8_0_ref`).
 //!
+//! The default `fs` feature adds what touches the file system ([`GgufMmap`],
+//! [`GgufWriter::write_file`]) and its dependencies (memmap2, sky-fs); without it the crate
+//! works on bytes only, which is what the browser build (sky-web on wasm32) links.
+//!
 //! Dimensions are kept in ggml order (innermost first); [`TensorInfo::shape`] gives the
 //! PyTorch order.
 //!
@@ -40,9 +44,9 @@ pub use dtype::{
     quantize_q8_0, quantize_q8_0_into, Q8_0_BLOCK_BYTES, QK8_0,
 };
 pub use error::{Error, Result};
-pub use reader::{
-    mmap_file, GgufFile, GgufMmap, TensorInfo, DEFAULT_ALIGNMENT, MAGIC, MAX_ARRAY_DEPTH, MAX_DIMS,
-};
+#[cfg(feature = "fs")]
+pub use reader::{mmap_file, GgufMmap};
+pub use reader::{GgufFile, TensorInfo, DEFAULT_ALIGNMENT, MAGIC, MAX_ARRAY_DEPTH, MAX_DIMS};
 pub use types::GgmlType;
 pub use value::{Array, Value, ValueType};
 pub use writer::{encode_head, GgufWriter, TensorDescriptor, MAX_TENSOR_NAME_BYTES, WRITE_VERSION};

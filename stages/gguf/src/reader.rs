@@ -1,6 +1,7 @@
 //! The GGUF reader: parses a borrowed byte slice, never copies tensor data.
 
 use std::collections::{HashMap, HashSet};
+#[cfg(feature = "fs")]
 use std::path::{Path, PathBuf};
 
 use crate::dtype;
@@ -457,17 +458,20 @@ impl<'a> Parser<'a> {
 
 /// A GGUF file mapped into memory, for reading large files without copying them. Files
 /// that cannot be mapped (pipes, devices) are read into memory instead.
+#[cfg(feature = "fs")]
 #[derive(Debug)]
 pub struct GgufMmap {
     path: PathBuf,
     bytes: Backing,
 }
 
+#[cfg(feature = "fs")]
 #[derive(Debug)]
 enum Backing {
     Map(memmap2::Mmap),
 }
 
+#[cfg(feature = "fs")]
 impl GgufMmap {
     /// Map a file read-only.
     pub fn open(path: impl AsRef<Path>) -> Result<Self> {
@@ -511,6 +515,7 @@ impl GgufMmap {
 }
 
 /// What a file that is neither a regular file nor a directory is, for messages.
+#[cfg(feature = "fs")]
 fn special_kind(meta: &std::fs::Metadata) -> &'static str {
     #[cfg(unix)]
     {
@@ -534,6 +539,7 @@ fn special_kind(meta: &std::fs::Metadata) -> &'static str {
 }
 
 /// Map a file read-only into memory.
+#[cfg(feature = "fs")]
 pub fn mmap_file(path: &Path) -> Result<memmap2::Mmap> {
     let io = |err| Error::Io {
         path: path.to_path_buf(),
@@ -913,6 +919,7 @@ mod tests {
         }
     }
 
+    #[cfg(feature = "fs")]
     #[test]
     fn mmap_reads_files() {
         let dir = tempfile::tempdir().unwrap();

@@ -3,7 +3,6 @@
 
 use std::collections::{HashMap, HashSet};
 use std::io::Write;
-use std::path::Path;
 
 use crate::dtype;
 use crate::error::{Error, Result};
@@ -249,7 +248,8 @@ impl GgufWriter {
 
     /// Write the file atomically: into a temporary file in the same folder, synced, then
     /// renamed over `path`. On error nothing is left at `path` (an old file stays intact).
-    pub fn write_file(&self, path: &Path) -> Result<()> {
+    #[cfg(feature = "fs")]
+    pub fn write_file(&self, path: &std::path::Path) -> Result<()> {
         let io = |err| Error::Io {
             path: path.to_path_buf(),
             err,
@@ -564,6 +564,7 @@ mod tests {
         );
     }
 
+    #[cfg(feature = "fs")]
     #[test]
     fn write_file_is_atomic() {
         let dir = tempfile::tempdir().unwrap();

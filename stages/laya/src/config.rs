@@ -57,6 +57,7 @@ pub(crate) fn parse_json_object(path: &Path, bytes: &[u8]) -> Result<Map<String,
 }
 
 /// Read and parse a JSON file whose top level must be an object.
+#[cfg_attr(not(feature = "fs"), allow(dead_code))] // used by the file-system part
 pub(crate) fn read_json_object(path: &Path, what: &'static str) -> Result<Map<String, Value>> {
     parse_json_object(path, &read_file(path, what)?)
 }

@@ -163,6 +163,7 @@ impl LayaError {
         }
     }
 
+    #[cfg_attr(not(feature = "fs"), allow(dead_code))] // used by the file-system part
     pub(crate) fn gguf(what: impl Into<String>, source: sky_gguf::Error) -> LayaError {
         LayaError::Gguf {
             what: what.into(),

@@ -11,6 +11,11 @@
 //! - [`tokenizer_from_gguf`] rebuilds the exact Hugging Face tokenizer from a converted file.
 //! - [`random::write_random`] writes a preset-size checkpoint with random weights.
 //!
+//! The format part (configs and their limits, tensor names, the type policy, the tokenizer
+//! to and from GGUF) builds always. The default `fs` feature adds the file-system part
+//! (checkpoints with safetensors weights, [`convert`], [`random`]) and with it safetensors,
+//! memmap2, rayon and sky-fs; the browser build (sky-web on wasm32) goes without.
+//!
 //! ```no_run
 //! use sky_laya::{convert, ConvertOptions, LayaCheckpoint};
 //! let ckpt = LayaCheckpoint::open("models/s1-pico")?;
@@ -19,19 +24,29 @@
 //! # Ok::<(), sky_laya::LayaError>(())
 //! ```
 
-pub mod checkpoint;
+// The format part: built always (the browser engine links it through sky-infer).
 pub mod config;
-pub mod convert;
 pub mod error;
 pub mod names;
 pub mod policy;
-pub mod random;
-mod rng;
-mod stream;
 pub mod tokenizer;
 
+// The file-system part: safetensors weights, conversion, random checkpoints.
+#[cfg(feature = "fs")]
+pub mod checkpoint;
+#[cfg(feature = "fs")]
+pub mod convert;
+#[cfg(feature = "fs")]
+pub mod random;
+#[cfg(feature = "fs")]
+mod rng;
+#[cfg(feature = "fs")]
+mod stream;
+
+#[cfg(feature = "fs")]
 pub use checkpoint::{expected_tensors, CheckpointFiles, LayaCheckpoint, SourceDtype, TensorEntry};
 pub use config::{temperature_bucket_key, AgentConfig, EncoderConfig, QUESTION_TYPES};
+#[cfg(feature = "fs")]
 pub use convert::{
     build_writer, convert, convert_until, ConvertOptions, ConvertSummary, ConvertedTensor,
 };

@@ -626,6 +626,7 @@ pub fn systemone_template(cls: &str, sep: &str, mask: &str, julia: bool) -> Stri
 /// Key prefix of the tokenizer details llama.cpp does not store.
 pub const SKYCMD_PREFIX: &str = "skycmd.tokenizer.";
 
+#[cfg_attr(not(feature = "fs"), allow(dead_code))] // used by the file-system part
 fn bool_array(items: impl IntoIterator<Item = bool>) -> Value {
     Value::Array(sky_gguf::Array {
         elem_type: ValueType::Bool,
@@ -634,6 +635,7 @@ fn bool_array(items: impl IntoIterator<Item = bool>) -> Value {
 }
 
 /// Write every tokenizer key, in llama.cpp's order, then the `skycmd.tokenizer.*` keys.
+#[cfg_attr(not(feature = "fs"), allow(dead_code))] // used by the file-system part
 pub(crate) fn write_tokenizer_keys(
     w: &mut GgufWriter,
     tok: &LayaTokenizer,

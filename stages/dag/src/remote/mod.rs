@@ -314,8 +314,7 @@ impl RemoteCache {
             Err(m) => {
                 // Signature problems come in batches (another team's key, an unsigned
                 // cache): one warning for all of them.
-                let sig = m.contains("sign");
-                if !sig || !self.inner.sig_warned.swap(true, Ordering::Relaxed) {
+                if !m.is_signature() || !self.inner.sig_warned.swap(true, Ordering::Relaxed) {
                     self.warn(format!("{path}: {m}; ignored"));
                 }
                 return None;

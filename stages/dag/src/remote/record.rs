@@ -34,6 +34,33 @@ pub fn signed_message(key: &Digest, json: &[u8]) -> Vec<u8> {
     m
 }
 
+/// Why a body fetched from `ac/<key>` is not used.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    /// Not this format at all.
+    #[error("not a skyctl action record")]
+    NotARecord,
+    /// A record of another key copied to this key's name.
+    #[error("the record names another key")]
+    OtherKey,
+    /// A signing key is set and the record carries no signature.
+    #[error("the record is not signed")]
+    Unsigned,
+    /// Signed, but not with this signing key (or changed since).
+    #[error("the record's signature does not match the signing key")]
+    BadSignature,
+    /// The JSON part does not parse as an action record.
+    #[error("bad action record: {0}")]
+    Json(serde_json::Error),
+}
+
+impl RecordError {
+    /// A signature problem (these come in batches: another team's key, an unsigned cache).
+    pub fn is_signature(&self) -> bool {
+        matches!(self, RecordError::Unsigned | RecordError::BadSignature)
+    }
+}
+
 /// The bytes to PUT under `ac/<key>`.
 pub fn encode(key: &Digest, rec: &ActionRecord, signer: Option<&dyn Signer>) -> Vec<u8> {
     let json = serde_json::to_vec(rec).unwrap_or_default();
@@ -52,34 +79,34 @@ pub fn decode(
     key: &Digest,
     body: &[u8],
     signer: Option<&dyn Signer>,
-) -> Result<ActionRecord, String> {
+) -> Result<ActionRecord, RecordError> {
     let nl = body
         .iter()
         .position(|&b| b == b'\n')
-        .ok_or("not a skyctl action record")?;
-    let header = std::str::from_utf8(&body[..nl]).map_err(|_| "not a skyctl action record")?;
+        .ok_or(RecordError::NotARecord)?;
+    let header = std::str::from_utf8(&body[..nl]).map_err(|_| RecordError::NotARecord)?;
     let json = &body[nl + 1..];
     let mut parts = header.split(' ');
     let (Some(magic), Some(k), Some(sig), None) =
         (parts.next(), parts.next(), parts.next(), parts.next())
     else {
-        return Err("not a skyctl action record".into());
+        return Err(RecordError::NotARecord);
     };
     if magic != MAGIC {
-        return Err("not a skyctl action record".into());
+        return Err(RecordError::NotARecord);
     }
     if Digest::from_hex(k) != Some(*key) {
-        return Err("the record names another key".into());
+        return Err(RecordError::OtherKey);
     }
     if let Some(signer) = signer {
         let Some(given) = unhex(sig) else {
-            return Err("the record is not signed".into());
+            return Err(RecordError::Unsigned);
         };
         if !signer.verify(&signed_message(key, json), &given) {
-            return Err("the record's signature does not match the signing key".into());
+            return Err(RecordError::BadSignature);
         }
     }
-    serde_json::from_slice(json).map_err(|e| format!("bad action record: {e}"))
+    serde_json::from_slice(json).map_err(RecordError::Json)
 }
 
 /// Lower-case hex.
@@ -131,16 +158,23 @@ mod tests {
         let plain = encode(&k, &rec(), None);
         assert!(plain.starts_with(format!("skyctl-action-v1 {} -\n", k.hex()).as_bytes()));
         assert_eq!(decode(&k, &plain, None).unwrap().duration_ms, 3);
-        assert_eq!(
-            decode(&k, &plain, Some(&secret)).unwrap_err(),
-            "the record is not signed"
+        let e = decode(&k, &plain, Some(&secret)).unwrap_err();
+        assert!(
+            matches!(e, RecordError::Unsigned) && e.is_signature(),
+            "{e}"
         );
+        assert_eq!(e.to_string(), "the record is not signed");
         let signed = encode(&k, &rec(), Some(&secret));
         assert_eq!(decode(&k, &signed, Some(&secret)).unwrap().node, "n");
         // Readers without a key still use signed records.
         assert!(decode(&k, &signed, None).is_ok());
+        let e = decode(&k, &signed, Some(&other)).unwrap_err();
+        assert!(
+            matches!(e, RecordError::BadSignature) && e.is_signature(),
+            "{e}"
+        );
         assert_eq!(
-            decode(&k, &signed, Some(&other)).unwrap_err(),
+            e.to_string(),
             "the record's signature does not match the signing key"
         );
         // A changed byte of the JSON breaks the signature.
@@ -149,14 +183,19 @@ mod tests {
         tampered[n - 2] = b'4';
         assert!(decode(&k, &tampered, Some(&secret)).is_err());
         // Moved to another key's name: refused, signed or not.
-        assert_eq!(
-            decode(&Digest::of(b"other"), &plain, None).unwrap_err(),
-            "the record names another key"
+        let e = decode(&Digest::of(b"other"), &plain, None).unwrap_err();
+        assert!(
+            matches!(e, RecordError::OtherKey) && !e.is_signature(),
+            "{e}"
         );
-        assert_eq!(
-            decode(&k, b"garbage", None).unwrap_err(),
-            "not a skyctl action record"
-        );
+        let e = decode(&k, b"garbage", None).unwrap_err();
+        assert!(matches!(e, RecordError::NotARecord), "{e}");
+        assert_eq!(e.to_string(), "not a skyctl action record");
+        let mut bad_json = plain.clone();
+        bad_json.truncate(plain.len() - 1);
+        let e = decode(&k, &bad_json, None).unwrap_err();
+        assert!(matches!(e, RecordError::Json(_)), "{e}");
+        assert!(e.to_string().starts_with("bad action record: "), "{e}");
     }
 
     #[test]

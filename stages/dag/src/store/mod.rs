@@ -177,9 +177,9 @@ impl Store {
     pub fn open(dir: &Path) -> Result<Store> {
         let root = dir.join(STORE_VERSION_DIR);
         for folder in [dir, root.as_path()] {
-            fsutil::must_be_folder(folder).map_err(|message| DagError::Store {
+            fsutil::must_be_folder(folder).map_err(|e| DagError::Store {
                 path: folder.to_path_buf(),
-                message,
+                message: e.to_string(),
             })?;
         }
         for sub in ["blobs", "actions", "builds", "tmp"] {

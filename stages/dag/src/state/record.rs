@@ -1,45 +1,11 @@
-//! Per-workspace state: what the last build recorded for each node (its key and outputs, and
-//! the key material it was computed from) and the release tree it wrote. `status` and
-//! `explain` diff against it; the no-op path uses it to skip reading action records.
-//!
-//! It lives in the workspace (`.skyctl/state-v1/`), never in a (possibly shared) store, in
-//! three files:
-//!
-//! - `last-build.bin`, the base, replaced atomically: a [`crate::codec`] frame (`SKYLAST1`,
-//!   length, blake3) around the store stamp, the release tree and its folder, the paths in
-//!   [`LastBuild::made`], and per node (sorted by id) its id, key, outputs and where its key
-//!   material is (offset and length in `materials.log`, and the first 16 bytes of the
-//!   material's blake3).
-//! - `last-build.log`, the changes since the base: one frame (`SKYLDLT1`) per build that
-//!   changed anything, holding the base's id (the first 16 bytes of the base frame's blake3),
-//!   the store stamp, release tree and `made` as they now are, the states of the nodes that
-//!   changed and the ids of the nodes that went. Loading applies them in order and stops at the
-//!   first that is cut, damaged or of another base: an older record is only ever slower (keys
-//!   are compared, outputs checked, the store's records looked up), never wrong. A one-node
-//!   rebuild of a big pipeline appends a few hundred bytes; when the log passes a quarter of the
-//!   base (16 KiB for a small one), the whole record is written as the new base and the log
-//!   goes ([`LastBuild::save_changes`]).
-//! - `materials.log`: the key materials as JSON text, one after the other. A build appends the
-//!   materials of the nodes whose key changed (one `write`), then writes its record. Only
-//!   `status`, `explain` and the reason a dirty node gives read it, by offset; a material whose
-//!   bytes do not hash to what the record says (a torn append, a file compacted by a build that
-//!   did not get to write its record) is treated as unknown (a vaguer reason, never a wrong
-//!   one). When less than half of it is still referenced it is rewritten with only those
-//!   (atomically), and the whole record is written.
-//!
-//! A missing, truncated or damaged `last-build.bin` reads as "no previous build": every node is
-//! then checked against the store's action records, which is slower but gives the same answer.
-//!
-//! A fourth file, `failures.json`, holds each node's failure in the last build that ran it
-//! (a JSON object: node id -> [`NodeFailure`]), for `status` and `explain`. A node that
-//! succeeds leaves it. It is separate from the record above so that format is unchanged: a
-//! workspace without it (an older skyctl's) reads as "no failures", and a damaged one too.
+//! The last build record (`last-build.bin`, `last-build.log`, `materials.log`): its binary
+//! codec, the change log over a base, and the key materials (formats: [`crate::state`]).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use super::StatePaths;
 use crate::codec::{frame, unframe, Reader, Writer};
-use crate::failure::NodeFailure;
 use crate::key::{Digest, KeyMaterial};
 use crate::store::OutputRecord;
 
@@ -129,83 +95,6 @@ pub struct LastBuild {
     materials: Option<PathBuf>,
     /// Where this record was loaded from (for [`LastBuild::save_changes`]).
     loaded: Option<Loaded>,
-}
-
-/// Paths of the workspace's own state.
-#[derive(Debug, Clone)]
-pub struct StatePaths {
-    /// `.skyctl/state-v1`.
-    pub dir: PathBuf,
-}
-
-impl StatePaths {
-    /// State under `root/.skyctl/state-v1`.
-    pub fn new(root: &Path) -> StatePaths {
-        StatePaths {
-            dir: root.join(".skyctl").join("state-v1"),
-        }
-    }
-    /// The stat cache file.
-    pub fn statcache(&self) -> PathBuf {
-        self.dir.join("statcache")
-    }
-    /// The last build record.
-    pub fn last_build(&self) -> PathBuf {
-        self.dir.join("last-build.bin")
-    }
-    /// Changes to the last build record appended since it was written ([`LastBuild`]).
-    pub fn last_build_log(&self) -> PathBuf {
-        self.dir.join("last-build.log")
-    }
-    /// The key materials of the last build record ([`LastBuild`]).
-    pub fn materials(&self) -> PathBuf {
-        self.dir.join("materials.log")
-    }
-    /// The compiled graph of the last manifest built (a front end's cache,
-    /// [`crate::compiled`]).
-    pub fn compiled_graph(&self) -> PathBuf {
-        self.dir.join("graph.bin")
-    }
-    /// The workspace lock file.
-    pub fn lock(&self) -> PathBuf {
-        self.dir.join("lock")
-    }
-    /// `.skyctl/state-v1/children.log`: the process groups of running command nodes.
-    pub fn children(&self) -> PathBuf {
-        self.dir.join("children.log")
-    }
-    /// `.skyctl/state-v1/failures.json`: each node's failure in the last build that ran it.
-    pub fn failures(&self) -> PathBuf {
-        self.dir.join("failures.json")
-    }
-    /// `.skyctl/state-v1/outputs.log`: the outputs of nodes about to run ([`Journal`]).
-    pub fn journal(&self) -> PathBuf {
-        self.dir.join("outputs.log")
-    }
-}
-
-/// The last failure of each node that failed the last time it ran (see the module doc);
-/// empty when there is none, or the file is missing or damaged.
-pub fn load_failures(paths: &StatePaths) -> BTreeMap<String, NodeFailure> {
-    std::fs::read(paths.failures())
-        .ok()
-        .and_then(|b| serde_json::from_slice(&b).ok())
-        .unwrap_or_default()
-}
-
-/// Write the failures (removing the file when there is none).
-pub fn save_failures(
-    paths: &StatePaths,
-    failures: &BTreeMap<String, NodeFailure>,
-) -> std::io::Result<()> {
-    if failures.is_empty() {
-        return match std::fs::remove_file(paths.failures()) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
-            _ => Ok(()),
-        };
-    }
-    let json = serde_json::to_vec_pretty(failures).map_err(std::io::Error::other)?;
-    sky_fs::write(&paths.failures(), &json)
 }
 
 /// A material's check value: the first 16 bytes of its blake3.
@@ -675,120 +564,6 @@ impl LastBuild {
     }
 }
 
-/// The outputs of each node, noted (one appended line per path) before the node runs: a build
-/// killed mid-node leaves partial outputs that nothing recorded, and the next build must know
-/// they are its own to replace. Merged into [`LastBuild::made`] and removed when a build
-/// ends normally.
-#[derive(Debug)]
-pub struct Journal {
-    path: PathBuf,
-    file: std::sync::Mutex<Option<std::fs::File>>,
-}
-
-impl Journal {
-    /// The journal at `path` (created on the first note).
-    pub fn new(path: PathBuf) -> Journal {
-        Journal {
-            path,
-            file: std::sync::Mutex::new(None),
-        }
-    }
-
-    /// The paths noted by builds that did not end normally.
-    pub fn read(&self) -> std::collections::BTreeSet<String> {
-        std::fs::read_to_string(&self.path)
-            .map(|t| {
-                t.lines()
-                    .filter(|l| !l.is_empty())
-                    .map(str::to_string)
-                    .collect()
-            })
-            .unwrap_or_default()
-    }
-
-    /// Note `paths` before writing them (one `write(2)`).
-    pub fn note(&self, paths: &[&str]) -> std::io::Result<()> {
-        use std::io::Write;
-        let mut f = self.file.lock().unwrap_or_else(|p| p.into_inner());
-        if f.is_none() {
-            *f = Some(
-                std::fs::OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(&self.path)?,
-            );
-        }
-        let mut line = String::new();
-        for p in paths {
-            line.push_str(p);
-            line.push('\n');
-        }
-        match f.as_mut() {
-            Some(file) => file.write_all(line.as_bytes()),
-            None => Ok(()),
-        }
-    }
-
-    /// The build ended and recorded what it made: the journal goes.
-    pub fn clear(&self) {
-        *self.file.lock().unwrap_or_else(|p| p.into_inner()) = None;
-        let _ = std::fs::remove_file(&self.path);
-    }
-}
-
-/// What a build starts from in the workspace state (the last build and the stat cache), read
-/// ahead of the build: a front end can load it on another thread while it parses its
-/// manifest. [`Preloaded::current`] re-reads a file that changed in the meantime (another
-/// build finished), so reading early never gives a stale state.
-#[derive(Debug)]
-pub struct Preloaded {
-    last: LastBuild,
-    last_id: (Option<FileId>, Option<FileId>),
-    statcache: crate::statcache::StatCache,
-    statcache_id: Option<FileId>,
-}
-
-/// Size, mtime and inode: a rewrite (temp file + rename) changes the inode.
-type FileId = (u64, Option<std::time::SystemTime>, u64);
-
-fn file_id(path: &Path) -> Option<FileId> {
-    use std::os::unix::fs::MetadataExt;
-    let md = std::fs::metadata(path).ok()?;
-    Some((md.len(), md.modified().ok(), md.ino()))
-}
-
-impl Preloaded {
-    /// Read the state under `paths`.
-    pub fn load(paths: &StatePaths) -> Preloaded {
-        let (last_path, stat_path) = (paths.last_build(), paths.statcache());
-        let last_id = (file_id(&last_path), file_id(&paths.last_build_log()));
-        let statcache_id = file_id(&stat_path);
-        Preloaded {
-            last: LastBuild::load(paths),
-            last_id,
-            statcache: crate::statcache::StatCache::load(&stat_path),
-            statcache_id,
-        }
-    }
-
-    /// The state as it is now (call with the workspace lock held).
-    pub fn current(self, paths: &StatePaths) -> (LastBuild, crate::statcache::StatCache) {
-        let (last_path, stat_path) = (paths.last_build(), paths.statcache());
-        let now = (file_id(&last_path), file_id(&paths.last_build_log()));
-        let last = if now == self.last_id {
-            self.last
-        } else {
-            LastBuild::load(paths)
-        };
-        let statcache = if file_id(&stat_path) == self.statcache_id {
-            self.statcache
-        } else {
-            crate::statcache::StatCache::load(&stat_path)
-        };
-        (last, statcache)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1027,28 +802,5 @@ mod tests {
         let back = LastBuild::load(&paths);
         assert_eq!(back.material(&back.nodes["n1"]), Some(big(1999)));
         assert_eq!(back.material(&back.nodes["n2"]), Some(material(2)));
-    }
-
-    #[test]
-    fn preloaded_state_is_reread_when_another_build_replaced_it() {
-        let dir = tempfile::tempdir().unwrap();
-        let paths = StatePaths::new(dir.path());
-        std::fs::create_dir_all(&paths.dir).unwrap();
-        let stamp = |id: &str| LastBuild {
-            store: Some(StoreStamp {
-                dir: "s".into(),
-                id: id.into(),
-            }),
-            ..LastBuild::default()
-        };
-        stamp("first").save(&paths).unwrap();
-        let early = Preloaded::load(&paths);
-        let (last, _) = early.current(&paths);
-        assert_eq!(last.store.unwrap().id, "first");
-        let early = Preloaded::load(&paths);
-        // Another build finishes between the read ahead and the lock.
-        stamp("second").save(&paths).unwrap();
-        let (last, _) = early.current(&paths);
-        assert_eq!(last.store.unwrap().id, "second");
     }
 }

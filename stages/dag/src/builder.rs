@@ -983,6 +983,7 @@ impl Job<'_> {
                 let path = self.root.join(&i.path);
                 StageInput {
                     dir: path.is_dir(),
+                    role: input_role(self.graph, node, &i.path).to_string(),
                     rel: i.path.clone(),
                     path,
                 }
@@ -1569,4 +1570,22 @@ mod tests {
         // The node ran here, and its good blob replaced the bad one.
         assert_eq!(fake.get(&blob).unwrap(), b"abc");
     }
+}
+
+/// The role `node` declared its input `rel` with (empty: none). The key material lists
+/// inputs by path (globs expanded), so the path finds the declaration it came from.
+fn input_role<'g>(graph: &'g Graph, node: &'g crate::graph::Node, rel: &str) -> &'g str {
+    let declared = |i: &crate::graph::Input| match i {
+        crate::graph::Input::Source(p) => p == rel,
+        crate::graph::Input::Glob { glob, .. } => glob.matches(rel),
+        crate::graph::Input::Output { node: up, output } => graph.nodes[*up]
+            .outputs
+            .get(*output)
+            .is_some_and(|o| o.path == rel),
+    };
+    node.inputs
+        .iter()
+        .zip(&node.input_roles)
+        .find(|(i, _)| declared(i))
+        .map_or("", |(_, role)| role.as_str())
 }

@@ -1216,6 +1216,24 @@ fn fingerprint(dir: &Path) -> Vec<(PathBuf, u64, i64, u64)> {
         .collect()
 }
 
+/// The role `node` declared its input `rel` with (empty: none). The key material lists
+/// inputs by path (globs expanded), so the path finds the declaration it came from.
+fn input_role<'g>(graph: &'g Graph, node: &'g crate::graph::Node, rel: &str) -> &'g str {
+    let declared = |i: &crate::graph::Input| match i {
+        crate::graph::Input::Source(p) => p == rel,
+        crate::graph::Input::Glob { glob, .. } => glob.matches(rel),
+        crate::graph::Input::Output { node: up, output } => graph.nodes[*up]
+            .outputs
+            .get(*output)
+            .is_some_and(|o| o.path == rel),
+    };
+    node.inputs
+        .iter()
+        .zip(&node.input_roles)
+        .find(|(i, _)| declared(i))
+        .map_or("", |(_, role)| role.as_str())
+}
+
 #[cfg(test)]
 mod tests {
     //! The engine with an in-process kind: no processes are spawned.
@@ -1570,22 +1588,4 @@ mod tests {
         // The node ran here, and its good blob replaced the bad one.
         assert_eq!(fake.get(&blob).unwrap(), b"abc");
     }
-}
-
-/// The role `node` declared its input `rel` with (empty: none). The key material lists
-/// inputs by path (globs expanded), so the path finds the declaration it came from.
-fn input_role<'g>(graph: &'g Graph, node: &'g crate::graph::Node, rel: &str) -> &'g str {
-    let declared = |i: &crate::graph::Input| match i {
-        crate::graph::Input::Source(p) => p == rel,
-        crate::graph::Input::Glob { glob, .. } => glob.matches(rel),
-        crate::graph::Input::Output { node: up, output } => graph.nodes[*up]
-            .outputs
-            .get(*output)
-            .is_some_and(|o| o.path == rel),
-    };
-    node.inputs
-        .iter()
-        .zip(&node.input_roles)
-        .find(|(i, _)| declared(i))
-        .map_or("", |(_, role)| role.as_str())
 }

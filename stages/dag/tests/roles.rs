@@ -48,7 +48,7 @@ impl Kind for Copy {
 
 fn graph(root: &Path, with_roles: bool) -> Graph {
     let ask = Params {
-        ask: ["text", "up", "none"].map(String::from).to_vec(),
+        ask: ["text", "up", "data", "none"].map(String::from).to_vec(),
     };
     let copy = NodeSpec::new::<Copy>("a", &(), 0..0)
         .unwrap()
@@ -58,10 +58,12 @@ fn graph(root: &Path, with_roles: bool) -> Graph {
     r = if with_roles {
         r.input("plain.txt", 0..0)
             .input_as("up", "node:a", 0..0)
+            .input_as("data", "data/*.txt", 0..0)
             .input_as("text", "in.txt", 0..0)
     } else {
         r.input("plain.txt", 0..0)
             .input("node:a", 0..0)
+            .input("data/*.txt", 0..0)
             .input("in.txt", 0..0)
     };
     let spec = GraphSpec {
@@ -78,6 +80,10 @@ fn a_kind_finds_inputs_by_role_and_roles_stay_out_of_the_key() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("in.txt"), "abc").unwrap();
     std::fs::write(dir.path().join("plain.txt"), "p").unwrap();
+    std::fs::create_dir(dir.path().join("data")).unwrap();
+    for f in ["x", "y"] {
+        std::fs::write(dir.path().join(format!("data/{f}.txt")), f).unwrap();
+    }
     let ws = Workspace::new(dir.path(), &dir.path().join(".skyctl")).unwrap();
     let mut reg = Registry::default();
     reg.add(Roles);
@@ -89,11 +95,15 @@ fn a_kind_finds_inputs_by_role_and_roles_stay_out_of_the_key() {
     let g = graph(&ws.root, true);
     let r = &g.nodes[g.by_id["r"]];
     // `node:a` expands to each of a's outputs, every one with the role.
-    assert_eq!(r.input_roles, ["", "up", "text"]);
+    assert_eq!(r.input_roles, ["", "up", "data", "text"]);
     let s = build(&ws, &g, &reg, &opts, &mut Collect::default()).unwrap();
     assert_eq!((s.executed, s.cached), (2, 0));
     let out = std::fs::read_to_string(dir.path().join("o/r")).unwrap();
-    assert_eq!(out, "text=in.txt\nup=o/a\nnone=-\nall=,up,text\n");
+    // A glob's role goes to each of its matches.
+    assert_eq!(
+        out,
+        "text=in.txt\nup=o/a\ndata=data/x.txt\nnone=-\nall=,up,data,data,text\n"
+    );
     // The same inputs declared without roles: the same keys, so nothing runs.
     let plain = graph(&ws.root, false);
     let s = build(&ws, &plain, &reg, &opts, &mut Collect::default()).unwrap();

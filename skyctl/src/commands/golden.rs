@@ -43,8 +43,8 @@ pub enum Command {
         #[arg(long, value_name = "EXPECTED.jsonl")]
         out: PathBuf,
         /// The compute path to record with.
-        #[arg(long, default_value = "f32", value_parser = COMPUTE_NAMES)]
-        compute: String,
+        #[arg(long, value_enum, default_value_t = Compute::F32)]
+        compute: Compute,
     },
     /// Compare a kernel implementation's output files with the goldens; exit 1 on any failure.
     ///
@@ -62,9 +62,6 @@ pub enum Command {
         json: bool,
     },
 }
-
-/// Compute paths `golden record` accepts (the names of [`Compute`]).
-const COMPUTE_NAMES: [&str; 3] = ["f32", "q8", "q8-fast"];
 
 /// Run `skyctl golden`.
 pub fn run(args: Args) -> anyhow::Result<Outcome> {
@@ -92,7 +89,6 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
             out,
             compute,
         } => {
-            let compute = Compute::parse(&compute).unwrap_or_default();
             let (engine, report) = ComputePath::new(compute).open(&model)?;
             let text = std::fs::read_to_string(&cases)
                 .with_context(|| format!("reading `{}`", cases.display()))?;

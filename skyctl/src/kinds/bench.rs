@@ -5,8 +5,8 @@
 //! file, else the F32 one, computed in f32), `q8` (alias `int8`: that file quantized at load,
 //! Q8x2 activations), `q8-fast` (Q8 activations), `q8_0` (the Q8_0 file on its default int8
 //! path), `tuned` (the tuned file on its default path); an empty list means the first four,
-//! and `tuned` when the model builds it. Inputs: the model's variant files
-//! (`<name>.<variant>.gguf`). Output: `bench.json`, `{"model", "modes": {mode: result or
+//! and `tuned` when the model builds it. Inputs: the model's variant files, each in the role of
+//! its variant ([`file`]). Output: `bench.json`, `{"model", "modes": {mode: result or
 //! null}}`, a mode being null when its file is not built.
 
 use anyhow::{bail, Context};
@@ -14,9 +14,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 use std::io::Write as _;
 
+use super::{Inputs, Role};
 use crate::ops::bench::{bench_engine, BenchConfig, BenchMode};
 use crate::ops::compute::ComputePath;
-use sky_dag::{Kind, StageCtx, StageInput};
+use crate::ops::names::Variant;
+use sky_dag::{Kind, StageCtx};
 
 /// The `bench` kind.
 pub struct Bench;
@@ -46,9 +48,21 @@ fn is_one_thread(n: &u32) -> bool {
     *n == 1
 }
 
-fn variant_of(input: &StageInput) -> Option<&str> {
-    let stem = input.rel.strip_suffix(".gguf")?;
-    stem.rsplit_once('.').map(|(_, v)| v)
+/// The input role of a variant's file: the variant's name.
+pub const fn file(v: Variant) -> Role {
+    Role {
+        name: v.name(),
+        what: "variant file",
+    }
+}
+
+impl Inputs for Bench {
+    const INPUTS: &'static [Role] = &[
+        file(Variant::F32),
+        file(Variant::F16),
+        file(Variant::Q8_0),
+        file(Variant::Tuned),
+    ];
 }
 
 impl Kind for Bench {
@@ -69,17 +83,18 @@ impl Kind for Bench {
         let mut modes: Vec<BenchMode> = p.modes.clone();
         modes.sort();
         modes.dedup();
-        let file = |v: &str| ctx.inputs.iter().find(|i| variant_of(i) == Some(v));
+        let [f32_file, f16_file, q8_0_file, tuned_file] =
+            [Variant::F32, Variant::F16, Variant::Q8_0, Variant::Tuned].map(|v| file(v).opt(ctx));
         if modes.is_empty() {
-            modes = BenchMode::ALL.to_vec();
-            if file("tuned").is_some() {
+            modes = BenchMode::DEFAULT.to_vec();
+            if tuned_file.is_some() {
                 modes.push(BenchMode::Tuned);
             }
         }
         let Some(out) = ctx.outputs.first() else {
             bail!("node `{node}`: expects one output")
         };
-        let float = file("f16").or_else(|| file("f32"));
+        let float = f16_file.or(f32_file);
         let model = node.split('/').next().unwrap_or(node).to_string();
         let cfg = BenchConfig {
             questions: p.questions,
@@ -90,9 +105,9 @@ impl Kind for Bench {
         let mut results = Map::new();
         for mode in modes {
             let input = match mode {
-                BenchMode::Q8_0 => file("q8_0"),
-                BenchMode::Tuned => file("tuned"),
-                _ => float,
+                BenchMode::Q8_0 => q8_0_file.as_ref(),
+                BenchMode::Tuned => tuned_file.as_ref(),
+                _ => float.as_ref(),
             };
             let path = ComputePath::new(mode.compute());
             let mode = mode.name();
@@ -129,21 +144,38 @@ impl Kind for Bench {
 mod tests {
     use super::*;
     use sky_dag::kind::DynKind;
+    use sky_dag::StageInput;
     use std::path::PathBuf;
 
-    fn input(rel: &str) -> StageInput {
+    fn input(rel: &str, role: &str) -> StageInput {
         StageInput {
             rel: rel.into(),
             path: PathBuf::from(rel),
             dir: false,
+            role: role.into(),
         }
     }
 
     #[test]
-    fn variants_come_from_file_names() {
-        assert_eq!(variant_of(&input("build/m/m.q8_0.gguf")), Some("q8_0"));
-        assert_eq!(variant_of(&input("build/s1.x/s1.x.f16.gguf")), Some("f16"));
-        assert_eq!(variant_of(&input("build/m/bench.json")), None);
+    fn variants_come_from_roles_not_file_names() {
+        let mut log = Vec::new();
+        let ctx = StageCtx {
+            node: "m/bench",
+            workspace: std::path::Path::new("."),
+            inputs: vec![
+                input("build/m/m.q8_0.gguf", ""),
+                input("build/m/weights.bin", "f16"),
+            ],
+            outputs: vec![],
+            log: &mut log,
+        };
+        assert_eq!(
+            file(Variant::F16).opt(&ctx).map(|i| i.rel),
+            Some("build/m/weights.bin".to_string())
+        );
+        assert!(file(Variant::Q8_0).opt(&ctx).is_none());
+        let names: Vec<&str> = Bench::INPUTS.iter().map(|r| r.name).collect();
+        assert_eq!(names, Variant::NAMES);
     }
 
     #[test]
@@ -177,7 +209,8 @@ mod tests {
         let mut ctx = StageCtx {
             node: "m/bench",
             workspace: dir.path(),
-            inputs: vec![],
+            // Named like a variant file, but in no role: not measured.
+            inputs: vec![input("build/m/m.f16.gguf", "")],
             outputs: vec![dir.path().join("bench.json")],
             log: &mut log,
         };

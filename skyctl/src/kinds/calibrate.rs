@@ -2,16 +2,30 @@
 //! channel of every matrix product).
 //!
 //! Params (from `pipeline::expand`): `prompts`: `"builtin"` or `{"file": <workspace path>}`.
-//! Inputs: the model's F32 GGUF, then the prompt file when one is named. Output: one JSON file.
+//! Inputs ([`Calibrate::INPUTS`]): the model's F32 GGUF, and the prompt file when one is named.
+//! Output: one JSON file.
 
 use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
 use std::io::Write as _;
 
+use super::{Inputs, Role};
 use sky_dag::{Kind, StageCtx};
 
 /// The `calibrate` kind.
 pub struct Calibrate;
+
+/// The F32 GGUF.
+pub const MODEL: Role = super::quantize::MODEL;
+/// The prompt file, when `prompts` names one.
+pub const PROMPTS: Role = Role {
+    name: "prompts",
+    what: "prompt file",
+};
+
+impl Inputs for Calibrate {
+    const INPUTS: &'static [Role] = &[MODEL, PROMPTS];
+}
 
 /// Where the prompts come from.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -19,7 +33,7 @@ pub struct Calibrate;
 pub enum Prompts {
     /// `"builtin"`: the twelve built-in prompts.
     Builtin(BuiltinPrompts),
-    /// `{"file": path}`: a JSONL prompt file, the node's second input.
+    /// `{"file": path}`: a JSONL prompt file, the node's [`PROMPTS`] input.
     File {
         /// The workspace path (its content enters the key as an input).
         file: String,
@@ -50,19 +64,12 @@ impl Kind for Calibrate {
     fn run(&self, p: Params, ctx: &mut StageCtx<'_>) -> anyhow::Result<()> {
         let node = ctx.node;
         let file_set = matches!(p.prompts, Prompts::File { .. });
-        let (Some(model), Some(out)) = (ctx.inputs.first(), ctx.outputs.first()) else {
-            bail!("node `{node}`: expects the model as first input and one output");
+        let model = MODEL.get(ctx)?;
+        let Some(out) = ctx.outputs.first() else {
+            bail!("node `{node}`: expects one output");
         };
         let prompts = if file_set {
-            Some(
-                ctx.inputs
-                    .get(1)
-                    .with_context(|| {
-                        format!("node `{node}`: the prompt file is not among the inputs")
-                    })?
-                    .path
-                    .clone(),
-            )
+            Some(PROMPTS.get(ctx)?.path.clone())
         } else {
             None
         };

@@ -15,11 +15,22 @@ use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
 use sky_laya::{convert_until, ConvertOptions, LayaCheckpoint, TypePolicy};
 
+use super::{Inputs, Role};
 use crate::ops::policy::{resolve_rules, TensorType};
 use sky_dag::{Kind, StageCtx};
 
 /// The `convert` kind.
 pub struct Convert;
+
+/// The Laya checkpoint directory.
+pub const CHECKPOINT: Role = Role {
+    name: "checkpoint",
+    what: "Laya checkpoint directory",
+};
+
+impl Inputs for Convert {
+    const INPUTS: &'static [Role] = &[CHECKPOINT];
+}
 
 /// Parameters of a `convert` node: the type policy and the model name.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -56,12 +67,7 @@ impl Kind for Convert {
     fn run(&self, p: Params, ctx: &mut StageCtx<'_>) -> anyhow::Result<()> {
         let node = ctx.node;
         let params = p;
-        let [input] = ctx.inputs.as_slice() else {
-            bail!(
-                "node `{node}`: expected one input (the Laya checkpoint directory), got {}",
-                ctx.inputs.len()
-            );
-        };
+        let input = CHECKPOINT.get(ctx)?;
         if !input.dir {
             bail!(
                 "node `{node}`: input `{}` is not a directory; a Laya checkpoint is a directory \
@@ -142,6 +148,7 @@ mod tests {
                 rel: "models/s1-pico".into(),
                 path: pico(),
                 dir: true,
+                role: CHECKPOINT.name.into(),
             }],
             outputs: vec![out.to_path_buf()],
             log: &mut log,
@@ -233,6 +240,7 @@ mod tests {
                 rel: "file".into(),
                 path: dir.path().join("file"),
                 dir: false,
+                role: CHECKPOINT.name.into(),
             }],
             outputs: vec![out.clone()],
             log: &mut log,

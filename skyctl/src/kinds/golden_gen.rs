@@ -15,6 +15,9 @@ use sky_dag::{Kind, StageCtx};
 /// The `golden_gen` kind.
 pub struct GoldenGen;
 
+/// Positional inputs (or none): see the module doc.
+impl super::Inputs for GoldenGen {}
+
 /// Parameters of a `golden_gen` node.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

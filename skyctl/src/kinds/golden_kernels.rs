@@ -16,11 +16,24 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use sky_kernels::{CheckReport, FileReport, Status};
 
+use super::{Inputs, Role};
 use crate::ops::golden_table;
 use sky_dag::{Kind, StageCtx};
 
 /// The `golden_kernels` kind.
 pub struct GoldenKernels;
+
+/// The golden directory.
+pub const GOLD: Role = super::kernel_harness::GOLD;
+/// The harness's output directory (`kernel_harness`'s output).
+pub const CANDIDATE: Role = Role {
+    name: "candidate",
+    what: "harness output directory",
+};
+
+impl Inputs for GoldenKernels {
+    const INPUTS: &'static [Role] = &[GOLD, CANDIDATE];
+}
 
 /// Which harness produced the outputs checked (for the report).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -58,12 +71,7 @@ impl Kind for GoldenKernels {
 
     fn run(&self, p: Params, ctx: &mut StageCtx<'_>) -> anyhow::Result<()> {
         let node = ctx.node;
-        let [gold, cand] = ctx.inputs.as_slice() else {
-            bail!(
-                "node `{node}`: expected 2 inputs (golden directory, harness outputs), got {}",
-                ctx.inputs.len()
-            );
-        };
+        let (gold, cand) = (GOLD.get(ctx)?, CANDIDATE.get(ctx)?);
         let [out] = ctx.outputs.as_slice() else {
             bail!(
                 "node `{node}`: expected one output (the report), got {}",
@@ -155,16 +163,17 @@ mod tests {
 
     fn run(dir: &Path) -> (anyhow::Result<()>, String, serde_json::Value) {
         let params = json!({"suite": "k", "path": "harness"});
-        let input = |rel: &str| StageInput {
+        let input = |rel: &str, role: Role| StageInput {
             rel: rel.into(),
             path: dir.join(rel),
             dir: true,
+            role: role.name.into(),
         };
         let mut log = Vec::new();
         let mut ctx = StageCtx {
             node: "golden/k",
             workspace: dir,
-            inputs: vec![input("gold"), input("out")],
+            inputs: vec![input("gold", GOLD), input("out", CANDIDATE)],
             outputs: vec![dir.join("k.json")],
             log: &mut log,
         };

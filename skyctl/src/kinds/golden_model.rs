@@ -1,7 +1,7 @@
 //! `golden_model`: run a model golden suite with sky-infer and judge it.
 //!
-//! Inputs, in order: the model (a GGUF file or a Laya checkpoint directory), the cases JSONL,
-//! the expected JSONL. Params (from `pipeline::expand`): `tolerance` (max |p - p_expected|), `suite`
+//! Inputs ([`GoldenModel::INPUTS`]): the model (a GGUF file or a Laya checkpoint directory),
+//! the cases JSONL, the expected JSONL. Params (from `pipeline::expand`): `tolerance` (max |p - p_expected|), `suite`
 //! (the suite name, so the report says what it is; the node id's `golden/` suffix when
 //! absent), `variant` (informative), `path` (the compute path: `f32`, the default, or the
 //! int8 paths `q8` / `q8-fast`).
@@ -15,12 +15,34 @@ use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
+use super::{Inputs, Role};
 use crate::ops::compute::{Compute, ComputePath};
 use crate::ops::golden_table;
+use crate::ops::names::Variant;
 use sky_dag::{Kind, StageCtx};
 
 /// The `golden_model` kind.
 pub struct GoldenModel;
+
+/// The model: a GGUF file or a Laya checkpoint directory.
+pub const MODEL: Role = Role {
+    name: "model",
+    what: "model",
+};
+/// The cases (JSONL).
+pub const CASES: Role = Role {
+    name: "cases",
+    what: "cases JSONL",
+};
+/// The expected answers (JSONL).
+pub const EXPECTED: Role = Role {
+    name: "expected",
+    what: "expected JSONL",
+};
+
+impl Inputs for GoldenModel {
+    const INPUTS: &'static [Role] = &[MODEL, CASES, EXPECTED];
+}
 
 /// Parameters of a `golden_model` node.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -28,8 +50,8 @@ pub struct GoldenModel;
 pub struct Params {
     /// Largest allowed absolute probability error.
     pub tolerance: f64,
-    /// The model variant checked (its file is the first input; named here for the key).
-    pub variant: String,
+    /// The model variant checked (its file is the [`MODEL`] input; named here for the key).
+    pub variant: Variant,
     /// The suite name.
     pub suite: String,
     /// The compute path.
@@ -51,12 +73,7 @@ impl Kind for GoldenModel {
             );
         }
         let suite = params.suite.clone();
-        let [model, cases, expected] = ctx.inputs.as_slice() else {
-            bail!(
-                "node `{node}`: expected 3 inputs (model, cases JSONL, expected JSONL), got {}",
-                ctx.inputs.len()
-            );
-        };
+        let (model, cases, expected) = (MODEL.get(ctx)?, CASES.get(ctx)?, EXPECTED.get(ctx)?);
         let [out] = ctx.outputs.as_slice() else {
             bail!(
                 "node `{node}`: expected one output (the report), got {}",
@@ -170,9 +187,10 @@ mod tests {
         for (k, v) in given.as_object().unwrap() {
             params[k] = v.clone();
         }
-        let input = |rel: &str, path: PathBuf| StageInput {
+        let input = |rel: &str, path: PathBuf, role: Role| StageInput {
             rel: rel.into(),
             dir: path.is_dir(),
+            role: role.name.into(),
             path,
         };
         let mut log = Vec::new();
@@ -180,9 +198,9 @@ mod tests {
             node: "golden/pico",
             workspace: dir,
             inputs: vec![
-                input("models/s1-pico", repo().join("models/s1-pico")),
-                input("cases.jsonl", dir.join("cases.jsonl")),
-                input("expected.jsonl", dir.join("expected.jsonl")),
+                input("models/s1-pico", repo().join("models/s1-pico"), MODEL),
+                input("cases.jsonl", dir.join("cases.jsonl"), CASES),
+                input("expected.jsonl", dir.join("expected.jsonl"), EXPECTED),
             ],
             outputs: vec![dir.join("report.json")],
             log: &mut log,

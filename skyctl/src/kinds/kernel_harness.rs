@@ -29,10 +29,26 @@ use serde::{Deserialize, Serialize};
 use sky_dag::process::{describe_failure, resolve, Child};
 
 use super::golden_gen::temp_dir_beside;
+use super::{Inputs, Role};
 use sky_dag::{Kind, StageCtx};
 
 /// The `kernel_harness` kind.
 pub struct KernelHarness;
+
+/// The golden directory (`golden_gen`'s output, or files in the workspace).
+pub const GOLD: Role = Role {
+    name: "gold",
+    what: "golden directory",
+};
+/// The harness's sources: in the key only, so that a changed kernel runs again.
+pub const SOURCE: Role = Role {
+    name: "source",
+    what: "harness source",
+};
+
+impl Inputs for KernelHarness {
+    const INPUTS: &'static [Role] = &[GOLD, SOURCE];
+}
 
 /// Parameters of a `kernel_harness` node.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -53,9 +69,13 @@ impl Kind for KernelHarness {
 
     fn run(&self, p: Params, ctx: &mut StageCtx<'_>) -> anyhow::Result<()> {
         let node = ctx.node;
-        let Some(gold) = ctx.inputs.first().filter(|i| i.dir) else {
-            bail!("node `{node}`: the first input must be the golden directory");
-        };
+        let gold = GOLD.get(ctx)?;
+        if !gold.dir {
+            bail!(
+                "node `{node}`: the golden input `{}` is not a directory",
+                gold.rel
+            );
+        }
         let [out] = ctx.outputs.as_slice() else {
             bail!(
                 "node `{node}`: expected one output directory, got {}",
@@ -233,6 +253,7 @@ mod tests {
                     rel: "gold".into(),
                     path: self.gold.clone(),
                     dir: true,
+                    role: GOLD.name.into(),
                 }],
                 outputs: vec![out.clone()],
                 log: &mut log,

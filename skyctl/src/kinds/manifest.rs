@@ -27,6 +27,9 @@ pub const BENCH_FORMAT: &str = "skycmd.bench/1";
 /// The `manifest` kind.
 pub struct Manifest;
 
+/// Positional inputs (or none): see the module doc.
+impl super::Inputs for Manifest {}
+
 /// A published variant and its path in the release tree.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

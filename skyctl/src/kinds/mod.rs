@@ -1,6 +1,9 @@
-//! The node kinds of skyctl's pipelines, each with its `NAME`, `VERSION` and typed `Params`
-//! (see [`sky_dag::kind`] for the contract). [`super::pipeline::expand`] builds the params;
-//! the work itself is in [`crate::ops`] and the stage crates.
+//! The node kinds of skyctl's pipelines, each with its `NAME`, `VERSION`, typed `Params` (see
+//! [`sky_dag::kind`] for the contract) and the [`Role`]s of its inputs.
+//! [`super::pipeline::expand`] builds the params and binds each input to a role the kind
+//! declares ([`InputRole::input_role`]); the kind reads it back by the same role
+//! ([`Role::get`]), never by position. The work itself is in [`crate::ops`] and the stage
+//! crates.
 
 pub mod bench;
 pub mod calibrate;
@@ -14,22 +17,96 @@ pub mod quantize;
 pub mod site;
 pub mod tune;
 
-use sky_dag::Registry;
+use std::collections::BTreeMap;
+use std::ops::Range;
 
-/// Every kind this build of skyctl has. In `command` nodes, argv[0] `skyctl` is this binary.
+use anyhow::Context as _;
+use sky_dag::{Kind, NodeSpec, Registry, StageCtx, StageInput};
+
+/// One input of a kind, named. The name travels with the node's input (not in its key: the key
+/// hashes the inputs in declared order, as it always did).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Role {
+    /// The role's name, as the node carries it.
+    pub name: &'static str,
+    /// What the input is, for messages.
+    pub what: &'static str,
+}
+
+impl Role {
+    /// The input of this role (a copy, so `ctx.log` stays free to write); an error naming the
+    /// node and the input when it is missing.
+    pub fn get(&self, ctx: &StageCtx<'_>) -> anyhow::Result<StageInput> {
+        self.opt(ctx).with_context(|| {
+            format!(
+                "node `{}`: no {} among its inputs (role `{}`)",
+                ctx.node, self.what, self.name
+            )
+        })
+    }
+
+    /// The input of this role, when the node has one.
+    pub fn opt(&self, ctx: &StageCtx<'_>) -> Option<StageInput> {
+        ctx.input(self.name).cloned()
+    }
+}
+
+/// The kinds' side of a node declaration: which input roles a kind reads.
+pub trait Inputs: Kind {
+    /// Every role the kind reads an input by.
+    const INPUTS: &'static [Role] = &[];
+}
+
+/// [`NodeSpec::input_as`] with a kind's [`Role`].
+pub trait InputRole {
+    /// Add `path` as the input of `role`.
+    fn input_role(self, role: Role, path: impl Into<String>, span: Range<usize>) -> NodeSpec;
+}
+
+impl InputRole for NodeSpec {
+    fn input_role(self, role: Role, path: impl Into<String>, span: Range<usize>) -> NodeSpec {
+        self.input_as(role.name, path, span)
+    }
+}
+
+impl Inputs for sky_dag::command::Command {}
+
+/// The kinds with the input roles each declares.
+#[derive(Default)]
+pub struct Kinds {
+    /// The kinds, for the engine.
+    pub registry: Registry,
+    /// [`Inputs::INPUTS`] by kind name.
+    pub inputs: BTreeMap<&'static str, &'static [Role]>,
+}
+
+impl Kinds {
+    fn add<K: Inputs>(&mut self, kind: K) {
+        self.inputs.insert(K::NAME, K::INPUTS);
+        self.registry.add(kind);
+    }
+}
+
+/// Every kind this build of skyctl has: one line each. In `command` nodes, argv[0] `skyctl` is
+/// this binary.
+pub fn kinds() -> Kinds {
+    let mut k = Kinds::default();
+    k.add(sky_dag::command::Command::with_self_name("skyctl"));
+    k.add(calibrate::Calibrate);
+    k.add(quantize::Quantize);
+    k.add(tune::Tune);
+    k.add(bench::Bench);
+    k.add(manifest::Manifest);
+    k.add(convert::Convert);
+    k.add(golden_model::GoldenModel);
+    k.add(golden_gen::GoldenGen);
+    k.add(kernel_harness::KernelHarness);
+    k.add(golden_kernels::GoldenKernels);
+    k.add(site::Site);
+    k
+}
+
+/// The engine's registry of [`kinds`].
 pub fn registry() -> Registry {
-    let mut r = Registry::default();
-    r.add(sky_dag::command::Command::with_self_name("skyctl"));
-    r.add(calibrate::Calibrate);
-    r.add(quantize::Quantize);
-    r.add(tune::Tune);
-    r.add(bench::Bench);
-    r.add(manifest::Manifest);
-    r.add(convert::Convert);
-    r.add(golden_model::GoldenModel);
-    r.add(golden_gen::GoldenGen);
-    r.add(kernel_harness::KernelHarness);
-    r.add(golden_kernels::GoldenKernels);
-    r.add(site::Site);
-    r
+    kinds().registry
 }

@@ -2,18 +2,39 @@
 //! encoder matrices, F16 token embeddings, F32 head; outlier columns and their exact weights
 //! in `skycmd.quant.*` metadata).
 //!
-//! Params: `outlier_ratio` (> 1). Inputs: the F32 GGUF, the calibration JSON, and optionally a
-//! policy file (a tuned variant: `tune`'s output), whose types replace the Q8_0 variant's.
-//! Output: the GGUF.
+//! Params: `outlier_ratio` (> 1). Inputs ([`Quantize::INPUTS`]): the F32 GGUF, the calibration
+//! JSON, and optionally a policy file (a tuned variant: `tune`'s output), whose types replace
+//! the Q8_0 variant's. Output: the GGUF.
 
 use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
 use std::io::Write as _;
 
+use super::{Inputs, Role};
 use sky_dag::{Kind, StageCtx};
 
 /// The `quantize` kind.
 pub struct Quantize;
+
+/// The F32 GGUF.
+pub const MODEL: Role = Role {
+    name: "model",
+    what: "F32 GGUF",
+};
+/// The calibration JSON (`calibrate`'s output).
+pub const CALIBRATION: Role = Role {
+    name: "calibration",
+    what: "calibration JSON",
+};
+/// Optional: a policy file whose types replace the Q8_0 variant's.
+pub const POLICY: Role = Role {
+    name: "policy",
+    what: "policy file",
+};
+
+impl Inputs for Quantize {
+    const INPUTS: &'static [Role] = &[MODEL, CALIBRATION, POLICY];
+}
 
 /// Parameters of a `quantize` node.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -31,12 +52,9 @@ impl Kind for Quantize {
     fn run(&self, p: Params, ctx: &mut StageCtx<'_>) -> anyhow::Result<()> {
         let node = ctx.node;
         let ratio = p.outlier_ratio;
-        let (Some(model), Some(calib), Some(out)) =
-            (ctx.inputs.first(), ctx.inputs.get(1), ctx.outputs.first())
-        else {
-            bail!(
-                "node `{node}`: expects the F32 GGUF and the calibration as inputs and one output"
-            );
+        let (model, calib) = (MODEL.get(ctx)?, CALIBRATION.get(ctx)?);
+        let Some(out) = ctx.outputs.first() else {
+            bail!("node `{node}`: expects one output");
         };
         let text = std::fs::read_to_string(&calib.path)
             .with_context(|| format!("reading {}", calib.rel))?;
@@ -49,7 +67,7 @@ impl Kind for Quantize {
             &calibration,
             ratio as f32,
             false,
-            ctx.inputs.get(2).map(|p| p.path.as_path()),
+            POLICY.opt(ctx).map(|p| p.path).as_deref(),
             out,
         )
         .with_context(|| format!("node `{node}`"))?;

@@ -94,6 +94,9 @@ pub fn pages_digest() -> String {
 /// The `site` kind.
 pub struct Site;
 
+/// Positional inputs (or none): see the module doc.
+impl super::Inputs for Site {}
+
 /// Parameters of the `site` node.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

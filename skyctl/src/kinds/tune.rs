@@ -1,8 +1,9 @@
 //! `tune`: the smallest type policy of a model within a tolerance ([`crate::ops::tune`]).
 //!
 //! Params: `tolerance`, `margin`, `budget` (bytes, optional), `outlier_ratio` (of the Q8_0
-//! candidates, the model's `quantize` setting) and `name` (the model). Inputs: the F32 GGUF,
-//! the calibration JSON, the tuned cases, optionally held-out cases. Outputs: the policy file
+//! candidates, the model's `quantize` setting) and `name` (the model). Inputs
+//! ([`Tune::INPUTS`]): the F32 GGUF, the calibration JSON, the tuned cases, optionally
+//! held-out cases. Outputs: the policy file
 //! (one `[policy.tuned]` table, which the `quantize.tuned` node applies) and the report JSON.
 //! Both are deterministic: the same inputs give the same bytes.
 
@@ -11,11 +12,31 @@ use serde::{Deserialize, Serialize};
 use std::io::Write as _;
 use std::path::Path;
 
+use super::{Inputs, Role};
 use crate::ops::tune::{policy_text, read_cases, report_json, tune, Provenance, Spec};
 use sky_dag::{Kind, StageCtx};
 
 /// The `tune` kind.
 pub struct Tune;
+
+/// The F32 GGUF.
+pub const MODEL: Role = super::quantize::MODEL;
+/// The calibration JSON.
+pub const CALIBRATION: Role = super::quantize::CALIBRATION;
+/// The cases the search is tuned on (JSONL).
+pub const CASES: Role = Role {
+    name: "cases",
+    what: "tuning cases",
+};
+/// Optional: held-out cases, measured but not tuned on.
+pub const HOLDOUT: Role = Role {
+    name: "holdout",
+    what: "held-out cases",
+};
+
+impl Inputs for Tune {
+    const INPUTS: &'static [Role] = &[MODEL, CALIBRATION, CASES, HOLDOUT];
+}
 
 /// Parameters of a `tune` node.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -48,18 +69,11 @@ impl Kind for Tune {
 
     fn run(&self, p: Params, ctx: &mut StageCtx<'_>) -> anyhow::Result<()> {
         let node = ctx.node;
-        let (Some(model), Some(calib), Some(cases), [policy_out, report_out]) = (
-            ctx.inputs.first(),
-            ctx.inputs.get(1),
-            ctx.inputs.get(2),
-            ctx.outputs.as_slice(),
-        ) else {
-            bail!(
-                "node `{node}`: expects the F32 GGUF, the calibration and the cases (and \
-                 optionally held-out cases) as inputs, the policy and the report as outputs"
-            );
+        let (model, calib, cases) = (MODEL.get(ctx)?, CALIBRATION.get(ctx)?, CASES.get(ctx)?);
+        let holdout = HOLDOUT.opt(ctx);
+        let [policy_out, report_out] = ctx.outputs.as_slice() else {
+            bail!("node `{node}`: expects the policy and the report as outputs");
         };
-        let holdout = ctx.inputs.get(3);
         let reference =
             std::fs::read(&model.path).with_context(|| format!("reading {}", model.rel))?;
         let text = std::fs::read_to_string(&calib.path)
@@ -67,7 +81,7 @@ impl Kind for Tune {
         let calibration = sky_quant::Calibration::from_json(&text)
             .with_context(|| format!("node `{node}`: {}", calib.rel))?;
         let case_list = read_cases(&cases.path)?;
-        let holdout_list = match holdout {
+        let holdout_list = match &holdout {
             Some(h) => read_cases(&h.path)?,
             None => Vec::new(),
         };
@@ -87,7 +101,7 @@ impl Kind for Tune {
         let how = Provenance {
             model: &p.name,
             cases: Path::new(&cases.rel),
-            holdout: holdout.map(|h| Path::new(&h.rel)),
+            holdout: holdout.as_ref().map(|h| Path::new(&h.rel)),
         };
         sky_fs::write(policy_out, policy_text(&tuned, "tuned", &how)?.as_bytes())?;
         sky_fs::write(report_out, report_json(&tuned, &p.name).as_bytes())?;

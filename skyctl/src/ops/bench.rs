@@ -8,7 +8,7 @@
 
 use std::time::Instant;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use sky_infer::engine::Engine;
 use sky_infer::forward::Workspace;
 use sky_infer::int8::ComputeReport;
@@ -17,64 +17,32 @@ use sky_quant::calibration_prompts;
 
 use super::compute::Compute;
 
-/// What a pipeline bench measures: a compute path on the model's float file, or the Q8_0
-/// file on its default int8 path.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-pub enum BenchMode {
-    /// The float file, f32 compute.
-    #[serde(rename = "f32")]
-    F32,
-    /// The float file quantized at load, Q8x2 activations.
-    #[serde(rename = "q8", alias = "int8")]
-    Q8,
-    /// The float file quantized at load, Q8 activations.
-    #[serde(rename = "q8-fast")]
-    Q8Fast,
-    /// The Q8_0 file.
-    #[serde(rename = "q8_0")]
-    Q8_0,
-    /// The tuned file (`skyctl tune`'s policy) on its default path.
-    #[serde(rename = "tuned")]
-    Tuned,
+super::names::name_table! {
+    /// What a pipeline bench measures: a compute path on the model's float file, or the Q8_0
+    /// file on its default int8 path. The first three are named like their [`Compute`] paths.
+    pub enum BenchMode("bench mode") {
+        /// The float file, f32 compute.
+        F32 = "f32",
+        /// The float file quantized at load, Q8x2 activations.
+        Q8 = "q8" | "int8",
+        /// The float file quantized at load, Q8 activations.
+        Q8Fast = "q8-fast",
+        /// The Q8_0 file.
+        Q8_0 = "q8_0",
+        /// The tuned file (`skyctl tune`'s policy) on its default path.
+        Tuned = "tuned",
+    }
 }
 
 impl BenchMode {
     /// Every mode of a float model, in output order (what an empty `modes` measures, with
     /// [`BenchMode::Tuned`] when the model has a tuned variant).
-    pub const ALL: [BenchMode; 4] = [
+    pub const DEFAULT: [BenchMode; 4] = [
         BenchMode::F32,
         BenchMode::Q8,
         BenchMode::Q8Fast,
         BenchMode::Q8_0,
     ];
-
-    /// Every mode `modes` may name.
-    pub const NAMED: [BenchMode; 5] = [
-        BenchMode::F32,
-        BenchMode::Q8,
-        BenchMode::Q8Fast,
-        BenchMode::Q8_0,
-        BenchMode::Tuned,
-    ];
-
-    /// The name in `pipeline.toml` and `bench.json`.
-    pub fn name(self) -> &'static str {
-        match self {
-            BenchMode::F32 => Compute::F32.name(),
-            BenchMode::Q8 => Compute::Q8.name(),
-            BenchMode::Q8Fast => Compute::Q8Fast.name(),
-            BenchMode::Q8_0 => "q8_0",
-            BenchMode::Tuned => "tuned",
-        }
-    }
-
-    /// The mode named `name` (`int8` is `q8`).
-    pub fn parse(name: &str) -> Option<BenchMode> {
-        if name == "int8" {
-            return Some(BenchMode::Q8);
-        }
-        BenchMode::NAMED.into_iter().find(|m| m.name() == name)
-    }
 
     /// The compute path it runs: the Q8_0 file runs on its default (int8) path, i.e. f32 flags.
     pub fn compute(self) -> Compute {

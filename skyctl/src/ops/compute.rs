@@ -4,47 +4,21 @@
 use std::path::Path;
 
 use anyhow::Context;
-use serde::{Deserialize, Serialize};
 use sky_infer::engine::Engine;
 use sky_infer::int8::{ComputeOptions, ComputeReport};
 use sky_quant::ActQuant;
 
-/// A compute path.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-pub enum Compute {
-    /// f32 matrix products (a Q8_0 file still runs in int8).
-    #[default]
-    #[serde(rename = "f32")]
-    F32,
-    /// Int8 with two-pass (Q8x2, ~15-bit) activations; a float model is quantized at load.
-    #[serde(rename = "q8")]
-    Q8,
-    /// Int8 with single-pass Q8 activations: fastest, least accurate.
-    #[serde(rename = "q8-fast")]
-    Q8Fast,
-}
-
-impl Compute {
-    /// Every path.
-    pub const ALL: [Compute; 3] = [Compute::F32, Compute::Q8, Compute::Q8Fast];
-
-    /// The name used in `pipeline.toml`, reports and `bench.json`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Compute::F32 => "f32",
-            Compute::Q8 => "q8",
-            Compute::Q8Fast => "q8-fast",
-        }
-    }
-
-    /// The path named `name`.
-    pub fn parse(name: &str) -> Option<Compute> {
-        Compute::ALL.into_iter().find(|c| c.name() == name)
-    }
-
-    /// The names, for messages and suggestions.
-    pub fn names() -> impl Iterator<Item = &'static str> {
-        Compute::ALL.into_iter().map(Compute::name)
+super::names::name_table! {
+    /// A compute path.
+    #[derive(Default)]
+    pub enum Compute("compute path") {
+        /// f32 matrix products (a Q8_0 file still runs in int8).
+        #[default]
+        F32 = "f32",
+        /// Int8 with two-pass (Q8x2, ~15-bit) activations; a float model is quantized at load.
+        Q8 = "q8",
+        /// Int8 with single-pass Q8 activations: fastest, least accurate.
+        Q8Fast = "q8-fast",
     }
 }
 
@@ -93,10 +67,11 @@ mod tests {
 
     #[test]
     fn names_round_trip() {
-        for c in Compute::ALL {
-            assert_eq!(Compute::parse(c.name()), Some(c));
+        for &c in Compute::ALL {
+            assert_eq!(Compute::parse(c.name()), Ok(c));
             assert_eq!(serde_json::to_value(c).unwrap(), c.name());
         }
-        assert_eq!(Compute::parse("int8"), None);
+        let e = Compute::parse("int8").unwrap_err();
+        assert_eq!((e.name.as_str(), e.valid), ("int8", Compute::NAMES));
     }
 }

@@ -7,6 +7,7 @@ pub mod calibrate;
 pub mod compute;
 pub mod golden_table;
 pub mod kernels;
+pub mod names;
 pub mod policy;
 pub mod quantize;
 pub mod tune;

@@ -11,13 +11,12 @@
 
 use std::ops::Range;
 
-use sky_dag::source::did_you_mean;
 use sky_dag::{GraphSpec, Located, NodeSpec, ReleaseSpec, Result};
 
 use super::schema::{GoldenKind, Manifest, Model, Variant, SITE_NODE};
 use crate::kinds::{
     bench, calibrate, convert, golden_gen, golden_kernels, golden_model, kernel_harness, manifest,
-    quantize, site, tune,
+    quantize, site, tune, InputRole as _,
 };
 use crate::ops::bench::BenchMode;
 use crate::ops::compute::Compute;
@@ -172,7 +171,7 @@ impl Expander<'_> {
             self.nodes.push(
                 NodeSpec::new::<convert::Convert>(node("convert.f32"), &params, span.clone())?
                     .group(&name)
-                    .input(&checkpoint.0, checkpoint.1.clone())
+                    .input_role(convert::CHECKPOINT, &checkpoint.0, checkpoint.1.clone())
                     .output(model_file(m, &name, Variant::F32), span.clone()),
             );
         }
@@ -194,7 +193,7 @@ impl Expander<'_> {
             self.nodes.push(
                 NodeSpec::new::<convert::Convert>(node("convert.f16"), &params, span.clone())?
                     .group(&name)
-                    .input(&checkpoint.0, checkpoint.1.clone())
+                    .input_role(convert::CHECKPOINT, &checkpoint.0, checkpoint.1.clone())
                     .output(model_file(m, &name, Variant::F16), span.clone()),
             );
         }
@@ -216,9 +215,9 @@ impl Expander<'_> {
                 span.clone(),
             )?
             .group(&name)
-            .input(&f32_file, span.clone());
+            .input_role(calibrate::MODEL, &f32_file, span.clone());
             if let Some(p) = prompts.as_ref().filter(|p| p.get_ref() != "builtin") {
-                calib = calib.input(p.get_ref(), p.span());
+                calib = calib.input_role(calibrate::PROMPTS, p.get_ref(), p.span());
             }
             self.nodes.push(calib.output(&calib_path, span.clone()));
             let params = quantize::Params {
@@ -232,8 +231,8 @@ impl Expander<'_> {
                         span.clone(),
                     )?
                     .group(&name)
-                    .input(&f32_file, span.clone())
-                    .input(&calib_path, span.clone())
+                    .input_role(quantize::MODEL, &f32_file, span.clone())
+                    .input_role(quantize::CALIBRATION, &calib_path, span.clone())
                     .output(model_file(m, &name, Variant::Q8_0), span.clone()),
                 );
             }
@@ -251,11 +250,11 @@ impl Expander<'_> {
                     span.clone(),
                 )?
                 .group(&name)
-                .input(&f32_file, span.clone())
-                .input(&calib_path, span.clone())
-                .input(t.cases.get_ref(), t.cases.span());
+                .input_role(tune::MODEL, &f32_file, span.clone())
+                .input_role(tune::CALIBRATION, &calib_path, span.clone())
+                .input_role(tune::CASES, t.cases.get_ref(), t.cases.span());
                 if let Some(h) = &t.holdout {
-                    tune = tune.input(h.get_ref(), h.span());
+                    tune = tune.input_role(tune::HOLDOUT, h.get_ref(), h.span());
                 }
                 self.nodes.push(
                     tune.output(&policy_path, span.clone())
@@ -270,9 +269,9 @@ impl Expander<'_> {
                         span.clone(),
                     )?
                     .group(&name)
-                    .input(&f32_file, span.clone())
-                    .input(&calib_path, span.clone())
-                    .input(&policy_path, span.clone())
+                    .input_role(quantize::MODEL, &f32_file, span.clone())
+                    .input_role(quantize::CALIBRATION, &calib_path, span.clone())
+                    .input_role(quantize::POLICY, &policy_path, span.clone())
                     .output(model_file(m, &name, Variant::Tuned), span.clone()),
                 );
             }
@@ -280,18 +279,9 @@ impl Expander<'_> {
         if let Some(b) = &model.bench {
             let mut modes = Vec::with_capacity(b.modes.len());
             for mode in &b.modes {
-                let Some(parsed) = BenchMode::parse(mode.get_ref()) else {
-                    let names: Vec<&str> = BenchMode::NAMED.iter().map(|b| b.name()).collect();
-                    return Err(m.error_at(
-                        mode.span(),
-                        format!(
-                            "model `{name}`: unknown bench mode `{}`; expected one of {} (int8 = q8){}",
-                            mode.get_ref(),
-                            names.join(", "),
-                            did_you_mean(mode.get_ref(), names.iter().copied())
-                        ),
-                    ));
-                };
+                let parsed = BenchMode::parse(mode.get_ref()).map_err(|e| {
+                    m.error_at(mode.span(), format!("model `{name}`: {e} (int8 = q8)"))
+                })?;
                 // A mode whose file is not built would measure nothing and print null.
                 let needs: &[Variant] = match parsed {
                     BenchMode::Q8_0 => &[Variant::Q8_0],
@@ -321,8 +311,9 @@ impl Expander<'_> {
             let mut n = NodeSpec::new::<bench::Bench>(node("bench"), &params, span.clone())?
                 .group(&name)
                 .output(format!("{build}/{name}/bench.json"), span.clone());
+            // In the order of `variants`, as the keys always had them.
             for &v in &model.variants {
-                n = n.input(model_file(m, &name, v), span.clone());
+                n = n.input_role(bench::file(v), model_file(m, &name, v), span.clone());
             }
             n.exclusive = true;
             n.volatile = true;
@@ -448,9 +439,9 @@ impl Expander<'_> {
                         &params,
                         span.clone(),
                     )?
-                    .input(&gold.0, gold.1.clone());
+                    .input_role(kernel_harness::GOLD, &gold.0, gold.1.clone());
                     for s in &g.sources {
-                        run = run.input(s.get_ref(), s.span());
+                        run = run.input_role(kernel_harness::SOURCE, s.get_ref(), s.span());
                     }
                     run.volatile = true;
                     self.nodes
@@ -468,8 +459,12 @@ impl Expander<'_> {
                         },
                         span.clone(),
                     )?
-                    .input(&gold.0, gold.1)
-                    .input(format!("node:{id}/run"), span.clone())
+                    .input_role(golden_kernels::GOLD, &gold.0, gold.1)
+                    .input_role(
+                        golden_kernels::CANDIDATE,
+                        format!("node:{id}/run"),
+                        span.clone(),
+                    )
                 }
             };
             self.nodes.push(node.output(report, span));
@@ -501,24 +496,30 @@ impl Expander<'_> {
             .unwrap_or(Variant::F16);
         let params = golden_model::Params {
             tolerance: g.tolerance.unwrap_or(1e-3),
-            variant: variant.name().into(),
+            variant,
             suite: g.name.get_ref().clone(),
+            // Checked with the manifest: an unknown name was refused there.
             path: g
                 .compute
                 .as_ref()
-                .and_then(|c| Compute::parse(c.get_ref()))
+                .and_then(|c| Compute::parse(c.get_ref()).ok())
                 .unwrap_or_default(),
         };
         let mut node = NodeSpec::new::<golden_model::GoldenModel>(id, &params, span.clone())?
             .group(&model)
-            .input(model_file(m, &model, variant), span);
+            .input_role(golden_model::MODEL, model_file(m, &model, variant), span);
         // A suite of a file the release ships must pass for the release to be written; any
         // other suite fails the build but does not hold back the release.
         node.gates_release = m.model.iter().any(|x| {
             x.name.get_ref() == &model && x.publish.iter().any(|p| *p.get_ref() == variant)
         });
-        for f in [&g.cases, &g.expected].into_iter().flatten() {
-            node = node.input(f.get_ref(), f.span());
+        for (role, f) in [
+            (golden_model::CASES, &g.cases),
+            (golden_model::EXPECTED, &g.expected),
+        ] {
+            if let Some(f) = f {
+                node = node.input_role(role, f.get_ref(), f.span());
+            }
         }
         Ok(node)
     }
@@ -672,11 +673,34 @@ mod tests {
             cmd("a", &[], &["x"])
         );
         let g = graph(&src).unwrap();
-        let registry = crate::kinds::registry();
+        let kinds = crate::kinds::kinds();
         for n in &g.nodes {
-            let kind = registry.get(&n.kind).unwrap();
+            let kind = kinds.registry.get(&n.kind).unwrap();
             assert_eq!(kind.check_params(n.params.value()), Ok(()), "node {}", n.id);
+            // Every input has a role its kind declares, but the inputs of command nodes
+            // (which name their own) and of the manifest (ordered by its params).
+            let declared: Vec<&str> = kinds.inputs[n.kind.as_str()]
+                .iter()
+                .map(|r| r.name)
+                .collect();
+            for role in &n.input_roles {
+                let free = n.kind == "command" || n.kind == "manifest";
+                assert!(
+                    if free {
+                        role.is_empty()
+                    } else {
+                        declared.contains(&role.as_str())
+                    },
+                    "node {}: role `{role}` of {declared:?}",
+                    n.id
+                );
+            }
         }
+        let roles = |id: &str| g.nodes[g.by_id[id]].input_roles.clone();
+        assert_eq!(roles("m/quantize.q8_0"), ["model", "calibration"]);
+        assert_eq!(roles("m/bench"), ["f32", "f16", "q8_0"]);
+        assert_eq!(roles("golden/g"), ["model", "cases", "expected"]);
+        assert_eq!(roles("golden/k"), ["gold", "candidate"]);
         let bench = &g.nodes[g.by_id["m/bench"]].params.value();
         assert_eq!(bench["modes"], serde_json::json!(["q8", "q8_0"]));
     }

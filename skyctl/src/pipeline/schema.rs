@@ -118,32 +118,7 @@ pub struct Calibration {
     pub prompts: Spanned<String>,
 }
 
-/// A variant of a model that can be built and shipped.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Variant {
-    /// Everything f32: the reference conversion.
-    F32,
-    /// The policy's conversion (f16 encoder, f32 head by default).
-    F16,
-    /// Outlier-aware Q8_0 from calibration.
-    #[serde(rename = "q8_0")]
-    Q8_0,
-    /// The smallest policy within the model's `tune` tolerance (`skyctl tune`).
-    Tuned,
-}
-
-impl Variant {
-    /// The name used in pipeline.toml, node ids and file names.
-    pub fn name(self) -> &'static str {
-        match self {
-            Variant::F32 => "f32",
-            Variant::F16 => "f16",
-            Variant::Q8_0 => "q8_0",
-            Variant::Tuned => "tuned",
-        }
-    }
-}
+pub use crate::ops::names::Variant;
 
 /// `[[model]]`: one model and its chain.
 #[derive(Debug, Deserialize)]
@@ -825,17 +800,8 @@ impl Manifest {
                 forbid(!g.sources.is_empty(), "sources")?;
                 forbid(g.generator.is_some(), "generator")?;
                 if let Some(c) = &g.compute {
-                    if Compute::parse(c.get_ref()).is_none() {
-                        let paths: Vec<&str> = Compute::names().collect();
-                        return Err(self.error_at(
-                            c.span(),
-                            format!(
-                                "golden `{name}`: unknown compute path `{}`; expected one of {}{}",
-                                c.get_ref(),
-                                paths.join(", "),
-                                did_you_mean(c.get_ref(), paths.iter().copied())
-                            ),
-                        ));
+                    if let Err(e) = Compute::parse(c.get_ref()) {
+                        return Err(self.error_at(c.span(), format!("golden `{name}`: {e}")));
                     }
                 }
                 if let Some(m) = &g.model {

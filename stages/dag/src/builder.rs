@@ -1161,14 +1161,17 @@ impl Job<'_> {
             }
             out_paths.push(abs);
         }
+        let roles = input_roles(node, &self.material.inputs);
         let inputs = self
             .material
             .inputs
             .iter()
-            .map(|i| {
+            .zip(roles)
+            .map(|(i, role)| {
                 let path = self.root.join(&i.path);
                 StageInput {
                     dir: path.is_dir(),
+                    role,
                     rel: i.path.clone(),
                     path,
                 }
@@ -1399,6 +1402,37 @@ fn fingerprint(dir: &Path) -> Vec<(PathBuf, u64, i64, u64)> {
             ))
         })
         .collect()
+}
+
+/// The role of each of `material`'s inputs (empty: none). The key material lists the inputs in
+/// declared order, one for a path or an output and one per match of a glob, so a walk along
+/// the declarations finds each one's (not the paths: an output restored from another node's
+/// record may carry that node's path).
+fn input_roles(node: &crate::graph::Node, material: &[crate::key::KeyInput]) -> Vec<String> {
+    let mut roles = Vec::with_capacity(material.len());
+    if node.input_roles.iter().all(String::is_empty) {
+        roles.resize(material.len(), String::new());
+        return roles;
+    }
+    let mut decl = node.inputs.iter().zip(&node.input_roles).peekable();
+    for m in material {
+        // A glob takes the entries it matches, then gives way to the next declaration.
+        while let Some((crate::graph::Input::Glob { glob, .. }, _)) = decl.peek() {
+            if glob.matches(&m.path) {
+                break;
+            }
+            decl.next();
+        }
+        match decl.peek() {
+            Some((crate::graph::Input::Glob { .. }, role)) => roles.push(role.to_string()),
+            Some((_, role)) => {
+                roles.push(role.to_string());
+                decl.next();
+            }
+            None => roles.push(String::new()),
+        }
+    }
+    roles
 }
 
 #[cfg(test)]

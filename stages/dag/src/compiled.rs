@@ -11,10 +11,10 @@
 //! invariants [`Graph::build`] gives. What the graph checks read from the disk (symlinks that
 //! lead out of the workspace) is not in the file: the front end repeats those checks.
 //!
-//! Format (`SKYGRPH2` frame): the key (32 bytes), the payload (length-prefixed), the
+//! Format (`SKYGRPH4` frame): the key (32 bytes), the payload (length-prefixed), the
 //! `params_checked` flag, then the graph: nodes (id, kind, parameters as
-//! [`crate::codec::Writer::json`] and their canonical key bytes, inputs, their spans, outputs,
-//! flags, group, span; a glob input is tag 1, or 3 when it may match nothing), the release
+//! [`crate::codec::Writer::json`] and their canonical key bytes, inputs, their spans, their
+//! roles, outputs, flags, group, span; a glob input is tag 1, or 3 when it may match nothing), the release
 //! entries, the release directory and its span, and the group noun.
 
 use std::path::Path;
@@ -77,6 +77,10 @@ fn encode(w: &mut Writer, g: &Graph) {
         w.len(n.input_spans.len());
         for s in &n.input_spans {
             w.span(s);
+        }
+        w.len(n.input_roles.len());
+        for role in &n.input_roles {
+            w.str(role);
         }
         w.len(n.outputs.len());
         for o in &n.outputs {
@@ -195,6 +199,12 @@ impl Compiled {
             for _ in 0..k {
                 input_spans.push(r.span()?);
             }
+            // A role takes at least its length.
+            let k = r.count(4)?;
+            let mut input_roles = Vec::with_capacity(k);
+            for _ in 0..k {
+                input_roles.push(r.str()?.to_string());
+            }
             let k = r.count(5)?;
             let mut outputs = Vec::with_capacity(k);
             for _ in 0..k {
@@ -209,6 +219,7 @@ impl Compiled {
                 params,
                 inputs,
                 input_spans,
+                input_roles,
                 outputs,
                 exclusive: r.bool()?,
                 volatile: r.bool()?,
@@ -240,7 +251,9 @@ impl Compiled {
                 .is_some_and(|t: &Node| output < t.outputs.len())
         };
         for node in &nodes {
-            if node.input_spans.len() != node.inputs.len() {
+            if node.input_spans.len() != node.inputs.len()
+                || node.input_roles.len() != node.inputs.len()
+            {
                 return None;
             }
             for i in &node.inputs {
@@ -292,7 +305,7 @@ mod tests {
                 &["src.txt", "data/**/*.csv"],
                 &["out/a", "out/dir/"],
             ),
-            cmd("b", "true", &["out/a", "node:a"], &["out/b"]),
+            cmd("b", "true", &["out/a", "node:a"], &["out/b"]).input_as("model", "src.txt", 5..6),
         ];
         nodes[0] = nodes[0].clone().input_may_be_empty("opt/*.txt", 2..4);
         nodes[1].group = Some("g".into());
@@ -339,6 +352,7 @@ mod tests {
             n.params.value();
         }
         same(&g, &back);
+        assert_eq!(back.nodes[1].input_roles, ["", "", "", "model"]);
         assert_eq!(
             back.nodes[0].params.value().to_string(),
             g.nodes[0].params.value().to_string()

@@ -71,6 +71,9 @@ pub struct Node {
     pub inputs: Vec<Input>,
     /// Where each of `inputs` is declared (same order).
     pub input_spans: Vec<Range<usize>>,
+    /// The role each of `inputs` was declared with ([`NodeSpec::input_as`]; empty: none),
+    /// same order. Not part of the key: the kind reads it back with [`crate::StageCtx::input`].
+    pub input_roles: Vec<String>,
     /// Declared outputs.
     pub outputs: Vec<Output>,
     /// Runs alone.
@@ -262,6 +265,24 @@ impl NodeSpec {
         self.inputs.push(InputSpec {
             path: Located::new(path.into(), span),
             allow_empty: false,
+            role: String::new(),
+        });
+        self
+    }
+
+    /// Add an input the kind finds by `role` ([`crate::StageCtx::input`]) rather than by
+    /// position. The role stays out of the key: the key hashes the inputs in declared order,
+    /// as for [`NodeSpec::input`].
+    pub fn input_as(
+        mut self,
+        role: impl Into<String>,
+        path: impl Into<String>,
+        span: Range<usize>,
+    ) -> NodeSpec {
+        self.inputs.push(InputSpec {
+            path: Located::new(path.into(), span),
+            allow_empty: false,
+            role: role.into(),
         });
         self
     }
@@ -271,6 +292,7 @@ impl NodeSpec {
         self.inputs.push(InputSpec {
             path: Located::new(glob.into(), span),
             allow_empty: true,
+            role: String::new(),
         });
         self
     }
@@ -295,6 +317,8 @@ pub struct InputSpec {
     pub path: Located<String>,
     /// For a glob: matching no file is not an error. Only globs take it.
     pub allow_empty: bool,
+    /// The role the kind knows it by (empty: none); see [`NodeSpec::input_as`].
+    pub role: String,
 }
 
 /// One file of the release tree as declared: `to` (inside the release directory) is a copy of
@@ -385,6 +409,7 @@ impl Graph {
                 params: NodeParams::new(n.params),
                 inputs: Vec::new(),
                 input_spans: Vec::new(),
+                input_roles: Vec::new(),
                 outputs,
                 exclusive: n.exclusive,
                 volatile: n.volatile,
@@ -567,9 +592,11 @@ fn finish(
     for (ni, raw_inputs) in pending.into_iter().enumerate() {
         let mut inputs = Vec::new();
         let mut input_spans = Vec::new();
+        let mut input_roles = Vec::new();
         for InputSpec {
             path: Located { value: raw, span },
             allow_empty,
+            role,
         } in raw_inputs
         {
             let id = nodes[ni].id.clone();
@@ -595,6 +622,7 @@ fn finish(
                         output: oi,
                     });
                     input_spans.push(span.clone());
+                    input_roles.push(role.clone());
                 }
                 continue;
             }
@@ -620,6 +648,7 @@ fn finish(
                     allow_empty,
                 });
                 input_spans.push(span.clone());
+                input_roles.push(role.clone());
                 continue;
             }
             if allow_empty {
@@ -637,6 +666,7 @@ fn finish(
                         output: oi,
                     });
                     input_spans.push(span.clone());
+                    input_roles.push(role.clone());
                 }
                 None => {
                     if path.is_empty() {
@@ -647,11 +677,13 @@ fn finish(
                     }
                     inputs.push(Input::Source(path));
                     input_spans.push(span.clone());
+                    input_roles.push(role.clone());
                 }
             }
         }
         nodes[ni].inputs = inputs;
         nodes[ni].input_spans = input_spans;
+        nodes[ni].input_roles = input_roles;
     }
     let deps = deps_of(&nodes);
     let order = topo_order(&nodes, &deps).map_err(|cycle| {

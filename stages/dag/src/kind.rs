@@ -18,7 +18,8 @@
 //!   when results are not reproducible (benchmarks, remote runs): they are cached but re-run by
 //!   `--rerun <kind>`.
 //! - `run(params, ctx)` reads `ctx.inputs` (materialized files or directories, in the node's
-//!   declared order) and writes every path in `ctx.outputs` (parent directories exist; write
+//!   declared order; [`StageCtx::input`] finds one by the role it was declared with,
+//!   [`crate::NodeSpec::input_as`]) and writes every path in `ctx.outputs` (parent directories exist; write
 //!   each file atomically, with `sky_fs::write`). Text for the user goes to
 //!   `ctx.log`. Return an error to fail the node; do not print.
 //!
@@ -41,6 +42,8 @@ pub struct StageInput {
     pub path: PathBuf,
     /// Whether it is a directory.
     pub dir: bool,
+    /// The role it was declared with ([`crate::NodeSpec::input_as`]); empty: none.
+    pub role: String,
 }
 
 /// Everything a stage sees of the engine while it runs.
@@ -55,6 +58,13 @@ pub struct StageCtx<'a> {
     pub outputs: Vec<PathBuf>,
     /// Captured output, stored in the content store as the node's log.
     pub log: &'a mut Vec<u8>,
+}
+
+impl StageCtx<'_> {
+    /// The input declared with `role` (the first, should several share it).
+    pub fn input(&self, role: &str) -> Option<&StageInput> {
+        self.inputs.iter().find(|i| i.role == role)
+    }
 }
 
 /// A node kind. See the module doc.

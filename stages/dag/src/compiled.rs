@@ -11,11 +11,12 @@
 //! invariants [`Graph::build`] gives. What the graph checks read from the disk (symlinks that
 //! lead out of the workspace) is not in the file: the front end repeats those checks.
 //!
-//! Format (`SKYGRPH4` frame): the key (32 bytes), the payload (length-prefixed), the
+//! Format (`SKYGRPH5` frame): the key (32 bytes), the payload (length-prefixed), the
 //! `params_checked` flag, then the graph: nodes (id, kind, parameters as
 //! [`crate::codec::Writer::json`] and their canonical key bytes, inputs, their spans, their
-//! roles, outputs, flags, group, span; a glob input is tag 1, or 3 when it may match nothing), the release
-//! entries, the release directory and its span, and the group noun.
+//! roles, outputs, flags (exclusive, volatile, gates the release, on request), group, span; a
+//! glob input is tag 1, or 3 when it may match nothing), the release entries, the release
+//! directory and its span, and the group noun.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -26,7 +27,7 @@ use crate::graph::{deps_of, topo_order, Graph, Input, Node, NodeParams, Output, 
 use crate::key::Digest;
 use crate::source::Source;
 
-const MAGIC: &[u8; 8] = b"SKYGRPH4";
+const MAGIC: &[u8; 8] = b"SKYGRPH5";
 
 /// Write `graph` to `path` (atomically, [`sky_fs::write_cache`]) under `key`, with the front
 /// end's `extra` payload. `params_checked`: every node's parameters were parsed by its kind

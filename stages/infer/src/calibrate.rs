@@ -66,7 +66,7 @@ pub fn calibrate(engine: &Engine, prompts: &[PromptRequest]) -> Result<Calibrati
     }
     if let Some(w) = model_sites
         .iter()
-        .find(|w| matches!(w.data, WeightData::External(_)))
+        .find(|w| matches!(w.data, WeightData::Int8(_)))
     {
         return Err(InferError::BadValue {
             key: w.site.clone(),

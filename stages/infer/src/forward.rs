@@ -432,7 +432,7 @@ impl Ctx<'_> {
         }
         let op = match w.data {
             WeightData::F32(_) => Op::MatmulF32,
-            WeightData::External(_) => Op::MatmulInt8,
+            WeightData::Int8(_) => Op::MatmulInt8,
         };
         t.lap(self.prof, op);
     }

@@ -154,7 +154,7 @@ fn quantize_weight(w: &mut Weight, outliers: &[u32], mode: ActQuant) -> Result<u
         name: tensor_name(&w.site),
         message: e.to_string(),
     })?;
-    w.data = WeightData::External(Box::new(Q8Kernel::new(m, mode)));
+    w.data = WeightData::Int8(Box::new(Q8Kernel::new(m, mode)));
     Ok(outliers.len())
 }
 
@@ -373,7 +373,7 @@ pub fn from_q8_file(
             .is_some_and(|t| t.ty == GgmlType::Q8_0)
         {
             if let Some(kern) = replaced.next() {
-                w.data = WeightData::External(Box::new(kern));
+                w.data = WeightData::Int8(Box::new(kern));
                 sum.matrices += 1;
             }
         }
@@ -733,7 +733,7 @@ mod tests {
             site: "s".into(),
             k,
             n,
-            data: WeightData::External(Box::new(Q8Kernel::new(m, ActQuant::Q8x2))),
+            data: WeightData::Int8(Box::new(Q8Kernel::new(m, ActQuant::Q8x2))),
         };
         let mut got = vec![0f32; 2 * n];
         q.matmul(Isa::Scalar, &x, 2, &mut got).unwrap();

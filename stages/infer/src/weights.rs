@@ -30,8 +30,10 @@ pub enum WeightData {
     /// panel zero-padded. A panel row is one cache line pair, so the kernel streams the weight
     /// without the 4 KiB-stride cache-set conflicts of a plain `[in][out]` layout.
     F32(Vec<f32>),
-    /// A kernel supplied by another crate.
-    External(Box<dyn MatmulKernel>),
+    /// An int8 product (Q8_0 weights and quantized activations, [`crate::int8`] over
+    /// sky-quant's kernels), behind the [`MatmulKernel`] seam so that this module needs no
+    /// quantization code. The profile counts it as [`crate::forward::Op::MatmulInt8`].
+    Int8(Box<dyn MatmulKernel>),
 }
 
 /// One weight matrix of PyTorch shape `[out, in]`, ready for `y = x · Wᵀ`.
@@ -50,7 +52,7 @@ impl fmt::Debug for Weight {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let kind = match &self.data {
             WeightData::F32(_) => "f32".to_string(),
-            WeightData::External(e) => e.describe(),
+            WeightData::Int8(e) => e.describe(),
         };
         write!(f, "Weight({} [{}x{}] {kind})", self.site, self.n, self.k)
     }
@@ -88,7 +90,7 @@ impl Weight {
                 }
                 Some(rows)
             }
-            WeightData::External(_) => None,
+            WeightData::Int8(_) => None,
         }
     }
 
@@ -101,7 +103,7 @@ impl Weight {
                 unsafe { self.f32_panels(t, isa, x, rows, 0..self.panels(), ptr, len) };
                 Ok(())
             }
-            WeightData::External(kern) => {
+            WeightData::Int8(kern) => {
                 kern.matmul(isa, &x[..rows * self.k], rows, &mut out[..rows * self.n])
             }
         }

@@ -676,7 +676,9 @@ mod tests {
         let kinds = crate::kinds::kinds();
         for n in &g.nodes {
             let kind = kinds.registry.get(&n.kind).unwrap();
-            assert_eq!(kind.check_params(n.params.value()), Ok(()), "node {}", n.id);
+            if let Err(e) = kind.check_params(n.params.value()) {
+                panic!("node {}: {e}", n.id);
+            }
             // Every input has a role its kind declares, but the inputs of command nodes
             // (which name their own) and of the manifest (ordered by its params).
             let declared: Vec<&str> = kinds.inputs[n.kind.as_str()]

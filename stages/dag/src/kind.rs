@@ -97,8 +97,9 @@ pub trait DynKind: Send + Sync {
     fn exclusive(&self) -> bool;
     /// [`Kind::volatile`].
     fn volatile(&self) -> bool;
-    /// Whether `params` parse as the kind's `Params`.
-    fn check_params(&self, params: &serde_json::Value) -> Result<(), String>;
+    /// Whether `params` parse as the kind's `Params`; the parse error (naming the field) when
+    /// they do not.
+    fn check_params(&self, params: &serde_json::Value) -> Result<(), serde_json::Error>;
     /// Parse `params` and run.
     fn run(&self, params: &serde_json::Value, ctx: &mut StageCtx<'_>) -> anyhow::Result<()>;
 }
@@ -116,10 +117,8 @@ impl<K: Kind> DynKind for K {
     fn volatile(&self) -> bool {
         Kind::volatile(self)
     }
-    fn check_params(&self, params: &serde_json::Value) -> Result<(), String> {
-        <K::Params as serde::Deserialize>::deserialize(params)
-            .map(drop)
-            .map_err(|e| e.to_string())
+    fn check_params(&self, params: &serde_json::Value) -> Result<(), serde_json::Error> {
+        <K::Params as serde::Deserialize>::deserialize(params).map(drop)
     }
     fn run(&self, params: &serde_json::Value, ctx: &mut StageCtx<'_>) -> anyhow::Result<()> {
         let params = <K::Params as serde::Deserialize>::deserialize(params)
@@ -183,9 +182,11 @@ mod tests {
         let e = k
             .check_params(&serde_json::json!({"n": 2, "m": 1}))
             .unwrap_err();
-        assert!(e.contains("unknown field `m`"), "{e}");
+        assert!(e.is_data(), "{e:?}");
+        assert!(e.to_string().contains("unknown field `m`"), "{e}");
         let e = k.check_params(&serde_json::json!({})).unwrap_err();
-        assert!(e.contains("missing field `n`"), "{e}");
+        assert!(e.is_data(), "{e:?}");
+        assert!(e.to_string().contains("missing field `n`"), "{e}");
         assert_eq!(r.names(), vec!["count"]);
     }
 }

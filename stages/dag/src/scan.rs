@@ -221,9 +221,9 @@ impl<'a> Scanner<'a> {
                 let node = &self.graph.nodes[n];
                 if let Some(k) = self.registry.get(&node.kind) {
                     k.check_params(node.params.value())
-                        .map_err(|message| DagError::Params {
+                        .map_err(|e| DagError::Params {
                             node: node.id.clone(),
-                            message,
+                            message: e.to_string(),
                         })?;
                 }
             }

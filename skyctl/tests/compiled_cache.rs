@@ -198,14 +198,26 @@ fn another_executable_compiles_its_own_graph() {
     // The same binary under another name and inode (a rebuilt or reinstalled skyctl).
     let copy = ws.p("skyctl-copy");
     std::fs::copy(skyctl_bin(), &copy).unwrap();
-    let out = std::process::Command::new(&copy)
-        .args(["build", "--json"])
-        .current_dir(ws.path())
-        .env("SKYCTL_TIMINGS", "1")
-        .env_remove("GREETING")
-        .env_remove("SKYCTL_STORE")
-        .output()
-        .unwrap();
+    // A test thread that forks while the copy is still open for writing hands the child that
+    // descriptor until it execs, and running the file meanwhile fails with "Text file busy":
+    // try again until that child is gone.
+    let mut tries = 0;
+    let out = loop {
+        let got = std::process::Command::new(&copy)
+            .args(["build", "--json"])
+            .current_dir(ws.path())
+            .env("SKYCTL_TIMINGS", "1")
+            .env_remove("GREETING")
+            .env_remove("SKYCTL_STORE")
+            .output();
+        match got {
+            Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy && tries < 100 => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            other => break other.unwrap(),
+        }
+    };
     let run = parse_build(out);
     assert_eq!((run.code, run.count("executed")), (0, 0));
     assert!(

@@ -208,6 +208,19 @@ mod pool {
             let mut spins = 0u32;
             while s.pending.load(Ordering::Acquire) != 0 {
                 relax(&mut spins);
+                if spins.is_multiple_of(4096) {
+                    // A worker of this job asleep while its part is pending missed its wake-up:
+                    // seen under qemu-user on an x86-64 host, which does not keep aarch64's
+                    // store-release / load-acquire pair in order, so the `swap` above and the
+                    // worker's re-check can both read the old value. Wake it again (one that
+                    // has finished its part goes back to sleep).
+                    for (w, sleeping) in s.sleeping.iter().enumerate().take(parts - 1) {
+                        if sleeping.load(Ordering::SeqCst) && sleeping.swap(false, Ordering::SeqCst)
+                        {
+                            self.workers[w].thread().unpark();
+                        }
+                    }
+                }
             }
             s.job.store(std::ptr::null_mut(), Ordering::SeqCst);
             if let Err(payload) = mine {

@@ -265,6 +265,12 @@ fn main() {
         };
         let (mut engine, report) = sky_infer::int8::open(&out, &opts, None).expect("load");
         engine.isa = isa;
+        if act.is_some() {
+            eprintln!(
+                "{m}: {} int8 matrices, {} outlier columns in f32",
+                report.int8.matrices, report.int8.outlier_columns
+            );
+        }
         let path = report.mode;
         let qs: Vec<Question> = cases
             .iter()

@@ -46,11 +46,23 @@ pub(super) fn matmul(
     let (rows, k) = (w.rows, w.k);
     let nb = k / 32;
     let p = w.packed8w();
+    // The first groups' weights (the tiles fetch the later ones) load while the quantizer runs.
+    prefetch(&p.qs[..(2 * nb * 256).min(p.qs.len())]);
     let (a, xs) = quantize_wide(w, x, n, mode, bufs);
     assert!(p.fits(rows, nb) && a.len() == n * k && xs.len() == n * nb);
     // SAFETY: AVX2 and FMA were checked above; the asserts here and in `super::matmul` pin
     // every length the kernel indexes (`x`: n x k, `out`: n x rows, the outlier columns).
     unsafe { dot_wide(p, rows, nb, a, xs, &w.outlier_terms(x), n, out) }
+}
+
+/// Asks for every cache line of `s` (a hint: no fault, no effect on results).
+pub(super) fn prefetch<T>(s: &[T]) {
+    let base = s.as_ptr().cast::<i8>();
+    for line in 0..std::mem::size_of_val(s).div_ceil(64) {
+        // SAFETY: SSE is part of every x86-64 CPU, and a prefetch never faults, whatever the
+        // address (these lie inside `s` anyway).
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(base.wrapping_add(line * 64)) };
+    }
 }
 
 /// Quantizes `x` (`n x k`) into `bufs` for the i16 kernels: `q` (Q8) or `128 q + r` (Q8x2)
@@ -563,10 +575,27 @@ macro_rules! tiles_256 {
                 out: &mut [f32],
             ) {
                 const T: usize = $tokens;
+                // The next groups' weights (those of groups g0 + G.., contiguous after these
+                // groups'), fetched into the cache a few lines per tile while these groups
+                // run: a layer's weights are cold when its product starts (the rest of the
+                // model passed through the cache since), and the first tile of each group
+                // would otherwise wait on them.
+                let next = ((g0 + G) * nb * 256).min(p.qs.len());
+                let next_end = ((g0 + 2 * G) * nb * 256).min(p.qs.len());
+                let lines = std::mem::size_of_val(&p.qs[next..next_end]).div_ceil(64);
+                let per_tile = lines.div_ceil(n.div_ceil(T).max(1));
+                let mut line = 0;
                 let mut i = 0;
                 // SAFETY (all calls): tokens i..i + T (or i..n) exist; the rest as the
                 // caller guarantees.
                 while i + T <= n {
+                    for _ in 0..per_tile.min(lines - line) {
+                        // A prefetch never faults; the address lies inside `p.qs` anyway.
+                        _mm_prefetch::<_MM_HINT_T0>(
+                            p.qs.as_ptr().wrapping_add(next).cast::<i8>().wrapping_add(line * 64),
+                        );
+                        line += 1;
+                    }
                     unsafe { $tile::<G, T>(p, g0, nb, a, xs, outl, i, rows, out) };
                     i += T;
                 }

@@ -10,7 +10,7 @@
 
 use std::arch::x86_64::*;
 
-use super::avx2::{quantize_biased, quantize_wide, tiles_256};
+use super::avx2::{prefetch, quantize_biased, quantize_wide, tiles_256};
 use super::ActQuant;
 use super::{ActBuffers, KernelPath, OutlierTerms, Packed8, Packed8W, Weights};
 
@@ -32,6 +32,7 @@ pub(super) fn matmul(
     match mode {
         ActQuant::Q8 => {
             let p = w.packed8();
+            prefetch(&p.qs[..(2 * nb * 256).min(p.qs.len())]);
             let (q, xs) = quantize_biased(w, x, n, bufs);
             assert!(p.fits(rows, nb) && q.len() == n * k && xs.len() == n * nb);
             // SAFETY: the CPU features were checked above; the asserts here and in
@@ -40,6 +41,7 @@ pub(super) fn matmul(
         }
         ActQuant::Q8x2 => {
             let p = w.packed8w();
+            prefetch(&p.qs[..(2 * nb * 256).min(p.qs.len())]);
             let (a, xs) = quantize_wide(w, x, n, mode, bufs);
             assert!(p.fits(rows, nb) && a.len() == n * k && xs.len() == n * nb);
             // SAFETY: as above.

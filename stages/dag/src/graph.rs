@@ -13,7 +13,7 @@
 
 use std::collections::BTreeMap;
 use std::ops::Range;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -988,6 +988,49 @@ pub fn symlink_on_path(root: &Path, rel: &str, last: bool) -> Option<(String, st
     None
 }
 
+/// A symlink on the way to an output path, found by [`check_output_path`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum SymlinkOnOutput {
+    /// `prefix` is a symlink to nothing.
+    Dangling {
+        /// The path up to the link, workspace-relative.
+        prefix: String,
+    },
+    /// `prefix` is a symlink leading out of the workspace.
+    LeadsOut {
+        /// The path up to the link, workspace-relative.
+        prefix: String,
+        /// Where it leads.
+        target: PathBuf,
+    },
+    /// `prefix` is a symlink inside the workspace.
+    Inside {
+        /// The path up to the link, workspace-relative.
+        prefix: String,
+        /// Where it leads, workspace-relative.
+        shown: String,
+    },
+}
+
+impl std::fmt::Display for SymlinkOnOutput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SymlinkOnOutput::Dangling { prefix } => write!(f, "`{prefix}` is a dangling symlink"),
+            SymlinkOnOutput::LeadsOut { prefix, target } => write!(
+                f,
+                "`{prefix}` is a symlink leading out of the workspace (to `{}`)",
+                target.display()
+            ),
+            SymlinkOnOutput::Inside { prefix, shown } => write!(
+                f,
+                "`{prefix}` is a symlink (to `{shown}`); outputs are written only through real folders, never through a symlink"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for SymlinkOnOutput {}
+
 /// Fails when a component of output path `rel` under `root` (the last one too) is a symlink:
 /// every write of an output goes through real folders, so none can land in `.git`, the
 /// store or anywhere else a link points. `checked` holds the folders already found clean.
@@ -996,7 +1039,7 @@ fn check_output_path(
     root_real: Option<&Path>,
     rel: &str,
     checked: &mut std::collections::HashSet<String>,
-) -> std::result::Result<(), String> {
+) -> std::result::Result<(), SymlinkOnOutput> {
     let ends = rel
         .match_indices('/')
         .map(|(end, _)| end)
@@ -1009,22 +1052,18 @@ fn check_output_path(
         let p = root.join(prefix);
         match std::fs::symlink_metadata(&p) {
             Ok(md) if md.file_type().is_symlink() => {
+                let prefix = prefix.to_string();
                 let Ok(target) = p.canonicalize() else {
-                    return Err(format!("`{prefix}` is a dangling symlink"));
+                    return Err(SymlinkOnOutput::Dangling { prefix });
                 };
                 if root_real.is_some_and(|r| !target.starts_with(r)) {
-                    return Err(format!(
-                        "`{prefix}` is a symlink leading out of the workspace (to `{}`)",
-                        target.display()
-                    ));
+                    return Err(SymlinkOnOutput::LeadsOut { prefix, target });
                 }
                 let shown = target
                     .strip_prefix(root_real.unwrap_or(root))
                     .map(|t| t.display().to_string())
                     .unwrap_or_else(|_| target.display().to_string());
-                return Err(format!(
-                    "`{prefix}` is a symlink (to `{shown}`); outputs are written only through real folders, never through a symlink"
-                ));
+                return Err(SymlinkOnOutput::Inside { prefix, shown });
             }
             Ok(_) => {
                 if end < rel.len() {
@@ -1270,9 +1309,24 @@ mod tests {
         let mut checked = std::collections::HashSet::new();
         let real = root.canonicalize().ok();
         let e = check_output_path(root, real.as_deref(), "x/y/z/out", &mut checked).unwrap_err();
-        assert!(e.starts_with("`x/y/z` is a symlink (to `real`)"), "{e}");
+        assert!(
+            e.to_string()
+                .starts_with("`x/y/z` is a symlink (to `real`)"),
+            "{e}"
+        );
+        assert_eq!(
+            e,
+            SymlinkOnOutput::Inside {
+                prefix: "x/y/z".into(),
+                shown: "real".into()
+            }
+        );
         let e = check_output_path(root, real.as_deref(), "f", &mut checked).unwrap_err();
-        assert!(e.starts_with("`f` is a dangling symlink"), "{e}");
+        assert!(
+            e.to_string().starts_with("`f` is a dangling symlink"),
+            "{e}"
+        );
+        assert_eq!(e, SymlinkOnOutput::Dangling { prefix: "f".into() });
         assert_eq!(
             check_output_path(root, real.as_deref(), "real/b/out", &mut checked),
             Ok(())

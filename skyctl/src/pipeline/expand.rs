@@ -195,6 +195,36 @@ mod tests {
     }
 
     #[test]
+    fn each_models_chain_stays_together_in_declaration_order() {
+        let model = |name: &str| {
+            format!("[[model]]\nname = \"{name}\"\nsource = \"models/{name}\"\nvariants = [\"f16\", \"q8_0\"]\nbench = {{}}\n")
+        };
+        let src = format!(
+            "{}{}{}[[golden]]\nname = \"k\"\nkind = \"kernels\"\n",
+            cmd("c", &[], &["x"]),
+            model("a"),
+            model("b")
+        );
+        let g = graph(&src).unwrap();
+        let ids: Vec<&str> = g.nodes.iter().map(|n| n.id.as_str()).collect();
+        let chain = |m: &str| {
+            [
+                "convert.f32",
+                "convert.f16",
+                "calibrate",
+                "quantize.q8_0",
+                "bench",
+            ]
+            .map(|s| format!("{m}/{s}"))
+        };
+        let mut want = vec!["c".to_string()];
+        want.extend(chain("a"));
+        want.extend(chain("b"));
+        want.extend(["manifest", "golden/k/gen", "golden/k/run", "golden/k"].map(String::from));
+        assert_eq!(ids, want);
+    }
+
+    #[test]
     fn every_kind_accepts_the_params_built_here() {
         let src = format!(
             "{}[[model]]\nname = \"m\"\nsource = \"models/m\"\nvariants = [\"f32\", \"f16\", \"q8_0\"]\n\

@@ -20,7 +20,12 @@ impl WorkspaceArgs {
     /// Open the pipeline these arguments name.
     pub fn open(&self) -> anyhow::Result<Pipeline> {
         let cwd = std::env::current_dir()?;
-        Pipeline::open(&cwd, self.manifest.as_deref(), self.store_override())
+        Pipeline::open(
+            &cwd,
+            self.manifest.as_deref(),
+            self.store_override(),
+            crate::kinds::planners(),
+        )
     }
 
     /// The graph of the pipeline these arguments name, from the compiled cache when nothing it
@@ -30,7 +35,12 @@ impl WorkspaceArgs {
         file: crate::pipeline::ManifestFile,
         registry: &sky_dag::Registry,
     ) -> anyhow::Result<crate::pipeline::cache::Compiled> {
-        crate::pipeline::cache::open(file, self.store_override(), registry)
+        crate::pipeline::cache::open(
+            file,
+            self.store_override(),
+            registry,
+            crate::kinds::planners(),
+        )
     }
 
     /// Find and read the manifest these arguments name.

@@ -14,11 +14,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 use std::io::Write as _;
 
-use super::{Inputs, Role};
+use super::{InputRole as _, PipelineKind, Role};
 use crate::ops::bench::{bench_engine, BenchConfig, BenchMode};
 use crate::ops::compute::ComputePath;
 use crate::ops::names::Variant;
-use sky_dag::{Kind, StageCtx};
+use crate::pipeline::plan::{ModelPlan, Planned, Planner};
+use sky_dag::{Kind, NodeSpec, StageCtx};
 
 /// The `bench` kind.
 pub struct Bench;
@@ -56,13 +57,64 @@ pub const fn file(v: Variant) -> Role {
     }
 }
 
-impl Inputs for Bench {
+impl PipelineKind for Bench {
     const INPUTS: &'static [Role] = &[
         file(Variant::F32),
         file(Variant::F16),
         file(Variant::Q8_0),
         file(Variant::Tuned),
     ];
+    const PLANNER: Option<Planner> = Some(Planner::Model(plan));
+}
+
+/// A model's `bench = {...}`: one node over every variant file, its modes checked against the
+/// variants the model builds.
+fn plan(cx: &ModelPlan<'_>, out: &mut Planned) -> sky_dag::Result<()> {
+    let Some(b) = &cx.model.bench else {
+        return Ok(());
+    };
+    let (m, name, span) = (cx.m, cx.name, &cx.span);
+    let mut modes = Vec::with_capacity(b.modes.len());
+    for mode in &b.modes {
+        let parsed = BenchMode::parse(mode.get_ref())
+            .map_err(|e| m.error_at(mode.span(), format!("model `{name}`: {e} (int8 = q8)")))?;
+        // A mode whose file is not built would measure nothing and print null.
+        let needs: &[Variant] = match parsed {
+            BenchMode::Q8_0 => &[Variant::Q8_0],
+            BenchMode::Tuned => &[Variant::Tuned],
+            _ => &[Variant::F16, Variant::F32],
+        };
+        if !needs.iter().any(|&v| cx.wants(v)) {
+            let wanted: Vec<&str> = needs.iter().map(|v| v.name()).collect();
+            return Err(m.error_at(
+                mode.span(),
+                format!(
+                    "model `{name}`: bench mode `{}` measures the {} variant, which `variants` does not build",
+                    mode.get_ref(),
+                    wanted.join(" or ")
+                ),
+            ));
+        }
+        modes.push(parsed);
+    }
+    let params = Params {
+        modes,
+        questions: *b.questions.get_ref(),
+        iters: *b.iters.get_ref(),
+        rounds: *b.rounds.get_ref(),
+        threads: *b.threads.get_ref(),
+    };
+    let mut node = NodeSpec::new::<Bench>(cx.id("bench"), &params, span.clone())?
+        .group(name)
+        .output(cx.bench_file(), span.clone());
+    // In the order of `variants`, as the keys always had them.
+    for &v in &cx.model.variants {
+        node = node.input_role(file(v), cx.file(v), span.clone());
+    }
+    node.exclusive = true;
+    node.volatile = true;
+    out.node(node);
+    Ok(())
 }
 
 impl Kind for Bench {

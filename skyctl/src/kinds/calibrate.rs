@@ -1,7 +1,7 @@
 //! `calibrate`: the f32 model over a prompt set -> the calibration JSON (max |x| per input
 //! channel of every matrix product).
 //!
-//! Params (from `pipeline::expand`): `prompts`: `"builtin"` or `{"file": <workspace path>}`.
+//! Params (planned here from the model's `quantize.calibration`): `prompts`: `"builtin"` or `{"file": <workspace path>}`.
 //! Inputs ([`Calibrate::INPUTS`]): the model's F32 GGUF, and the prompt file when one is named.
 //! Output: one JSON file.
 
@@ -9,8 +9,10 @@ use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
 use std::io::Write as _;
 
-use super::{Inputs, Role};
-use sky_dag::{Kind, StageCtx};
+use super::{InputRole as _, PipelineKind, Role};
+use crate::ops::names::Variant;
+use crate::pipeline::plan::{ModelPlan, Planned, Planner};
+use sky_dag::{Kind, NodeSpec, StageCtx};
 
 /// The `calibrate` kind.
 pub struct Calibrate;
@@ -23,8 +25,37 @@ pub const PROMPTS: Role = Role {
     what: "prompt file",
 };
 
-impl Inputs for Calibrate {
+impl PipelineKind for Calibrate {
     const INPUTS: &'static [Role] = &[MODEL, PROMPTS];
+    const PLANNER: Option<Planner> = Some(Planner::Model(plan));
+}
+
+/// The calibration of a model's F32 file, which its Q8_0 and tuned variants need.
+fn plan(cx: &ModelPlan<'_>, out: &mut Planned) -> sky_dag::Result<()> {
+    if !(cx.wants(Variant::Q8_0) || cx.wants(Variant::Tuned)) {
+        return Ok(());
+    }
+    let cal_name = cx.model.quantize.calibration.get_ref();
+    let prompts = cx.m.calibration.get(cal_name).map(|c| c.prompts.clone());
+    let mut calib = NodeSpec::new::<Calibrate>(
+        cx.id("calibrate"),
+        &Params {
+            prompts: match &prompts {
+                Some(p) if p.get_ref() != "builtin" => Prompts::File {
+                    file: p.get_ref().clone(),
+                },
+                _ => Prompts::Builtin(BuiltinPrompts::Builtin),
+            },
+        },
+        cx.span.clone(),
+    )?
+    .group(cx.name)
+    .input_role(MODEL, cx.file(Variant::F32), cx.span.clone());
+    if let Some(p) = prompts.as_ref().filter(|p| p.get_ref() != "builtin") {
+        calib = calib.input_role(PROMPTS, p.get_ref(), p.span());
+    }
+    out.node(calib.output(cx.calibration_file(), cx.span.clone()));
+    Ok(())
 }
 
 /// Where the prompts come from.

@@ -1,7 +1,7 @@
 //! `convert`: a Laya checkpoint directory to one GGUF file, through [`sky_laya::convert`].
 //!
 //! Input: the checkpoint directory (a source directory, or the single directory output of the
-//! model's `export` command). Params (built by `pipeline::expand` from the model and its policy):
+//! model's `export` command). Params (planned here from the model and its policy):
 //! `type` and `head_type` (`f32`, `f16`, `bf16`, `q8_0`), `rules` (ordered
 //! `{"match": glob, "type": t}`; the first rule whose glob matches a GGUF tensor name wins) and
 //! `name` (`general.name`; the checkpoint directory's name when absent). Output: the GGUF file,
@@ -15,9 +15,11 @@ use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
 use sky_laya::{convert_until, ConvertOptions, LayaCheckpoint, TypePolicy};
 
-use super::{Inputs, Role};
+use super::{InputRole as _, PipelineKind, Role};
+use crate::ops::names::Variant;
 use crate::ops::policy::{resolve_rules, TensorType};
-use sky_dag::{Kind, StageCtx};
+use crate::pipeline::plan::{ModelPlan, Planned, Planner};
+use sky_dag::{Kind, NodeSpec, StageCtx};
 
 /// The `convert` kind.
 pub struct Convert;
@@ -28,8 +30,54 @@ pub const CHECKPOINT: Role = Role {
     what: "Laya checkpoint directory",
 };
 
-impl Inputs for Convert {
+impl PipelineKind for Convert {
     const INPUTS: &'static [Role] = &[CHECKPOINT];
+    const PLANNER: Option<Planner> = Some(Planner::Model(plan));
+}
+
+/// A model's conversions: the F32 reference (the Q8_0 and tuned variants are made from it and
+/// its calibration) and the F16 file under the model's policy.
+fn plan(cx: &ModelPlan<'_>, out: &mut Planned) -> sky_dag::Result<()> {
+    let name = Some(cx.name.to_string());
+    if cx.wants(Variant::F32) || cx.wants(Variant::Q8_0) || cx.wants(Variant::Tuned) {
+        let params = Params {
+            ftype: TensorType::F32,
+            head_type: TensorType::F32,
+            rules: Vec::new(),
+            name: name.clone(),
+        };
+        out.node(node(cx, "convert.f32", &params, Variant::F32)?);
+    }
+    if cx.wants(Variant::F16) {
+        let policy =
+            cx.m.policy_for(cx.model.policy.get_ref())
+                .unwrap_or_default();
+        let params = Params {
+            ftype: policy.default_type,
+            head_type: policy.head_type,
+            rules: policy
+                .rule
+                .iter()
+                .map(|r| Rule {
+                    pattern: r.pattern.get_ref().clone(),
+                    ty: r.tensor_type,
+                })
+                .collect(),
+            name,
+        };
+        out.node(node(cx, "convert.f16", &params, Variant::F16)?);
+    }
+    Ok(())
+}
+
+/// The model's node `stage`: its checkpoint converted to the file of variant `v`.
+fn node(cx: &ModelPlan<'_>, stage: &str, params: &Params, v: Variant) -> sky_dag::Result<NodeSpec> {
+    Ok(
+        NodeSpec::new::<Convert>(cx.id(stage), params, cx.span.clone())?
+            .group(cx.name)
+            .input_role(CHECKPOINT, &cx.checkpoint.0, cx.checkpoint.1.clone())
+            .output(cx.file(v), cx.span.clone()),
+    )
 }
 
 /// Parameters of a `convert` node: the type policy and the model name.

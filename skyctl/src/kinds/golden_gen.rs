@@ -9,14 +9,31 @@ use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
 
 use crate::ops::kernels::Generator;
-
-use sky_dag::{Kind, StageCtx};
+use crate::pipeline::plan::GoldenPlan;
+use sky_dag::{Kind, NodeSpec, StageCtx};
 
 /// The `golden_gen` kind.
 pub struct GoldenGen;
 
 /// Positional inputs (or none): see the module doc.
-impl super::Inputs for GoldenGen {}
+impl super::PipelineKind for GoldenGen {}
+
+/// The generator node of kernel suite `cx` (its goldens, when it names no committed `path`):
+/// see [`super::golden_kernels`].
+pub fn node(cx: &GoldenPlan<'_>) -> sky_dag::Result<NodeSpec> {
+    let generator = cx
+        .golden
+        .generator
+        .as_ref()
+        .and_then(|x| Generator::parse(x.get_ref()))
+        .unwrap_or_default();
+    Ok(NodeSpec::new::<GoldenGen>(
+        format!("{}/gen", cx.id),
+        &Params { generator },
+        cx.span.clone(),
+    )?
+    .output(format!("{}/gold/", cx.dir()), cx.span.clone()))
+}
 
 /// Parameters of a `golden_gen` node.
 #[derive(Debug, Clone, Serialize, Deserialize)]

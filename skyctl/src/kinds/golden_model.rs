@@ -1,7 +1,7 @@
 //! `golden_model`: run a model golden suite with sky-infer and judge it.
 //!
 //! Inputs ([`GoldenModel::INPUTS`]): the model (a GGUF file or a Laya checkpoint directory),
-//! the cases JSONL, the expected JSONL. Params (from `pipeline::expand`): `tolerance` (max |p - p_expected|), `suite`
+//! the cases JSONL, the expected JSONL. Params (planned here from the suite): `tolerance` (max |p - p_expected|), `suite`
 //! (the suite name, so the report says what it is; the node id's `golden/` suffix when
 //! absent), `variant` (informative), `path` (the compute path: `f32`, the default, or the
 //! int8 paths `q8` / `q8-fast`).
@@ -15,11 +15,13 @@ use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::{Inputs, Role};
+use super::{InputRole as _, PipelineKind, Role};
 use crate::ops::compute::{Compute, ComputePath};
 use crate::ops::golden_table;
 use crate::ops::names::Variant;
-use sky_dag::{Kind, StageCtx};
+use crate::pipeline::plan::{model_file, GoldenPlan, Planned, Planner};
+use crate::pipeline::schema::GoldenKind;
+use sky_dag::{Kind, NodeSpec, StageCtx};
 
 /// The `golden_model` kind.
 pub struct GoldenModel;
@@ -40,8 +42,54 @@ pub const EXPECTED: Role = Role {
     what: "expected JSONL",
 };
 
-impl Inputs for GoldenModel {
+impl PipelineKind for GoldenModel {
+    const PLANNER: Option<Planner> = Some(Planner::Golden(plan));
     const INPUTS: &'static [Role] = &[MODEL, CASES, EXPECTED];
+}
+
+/// A `kind = "model"` suite: one node checking the model's variant file.
+fn plan(cx: &GoldenPlan<'_>, out: &mut Planned) -> sky_dag::Result<()> {
+    let (m, g) = (cx.m, cx.golden);
+    if g.kind != GoldenKind::Model {
+        return Ok(());
+    }
+    let model = g
+        .model
+        .as_ref()
+        .map(|x| x.get_ref().clone())
+        .unwrap_or_default();
+    let variant = g
+        .variant
+        .as_ref()
+        .map(|v| *v.get_ref())
+        .unwrap_or(Variant::F16);
+    let params = Params {
+        tolerance: g.tolerance.unwrap_or(1e-3),
+        variant,
+        suite: g.name.get_ref().clone(),
+        // Checked with the manifest: an unknown name was refused there.
+        path: g
+            .compute
+            .as_ref()
+            .and_then(|c| Compute::parse(c.get_ref()).ok())
+            .unwrap_or_default(),
+    };
+    let mut node = NodeSpec::new::<GoldenModel>(&cx.id, &params, cx.span.clone())?
+        .group(&model)
+        .input_role(MODEL, model_file(m, &model, variant), cx.span.clone());
+    // A suite of a file the release ships must pass for the release to be written; any other
+    // suite fails the build but does not hold back the release.
+    node.gates_release = m
+        .model
+        .iter()
+        .any(|x| x.name.get_ref() == &model && x.publish.iter().any(|p| *p.get_ref() == variant));
+    for (role, f) in [(CASES, &g.cases), (EXPECTED, &g.expected)] {
+        if let Some(f) = f {
+            node = node.input_role(role, f.get_ref(), f.span());
+        }
+    }
+    out.node(node.output(cx.report(), cx.span.clone()));
+    Ok(())
 }
 
 /// Parameters of a `golden_model` node.

@@ -29,8 +29,9 @@ use serde::{Deserialize, Serialize};
 use sky_dag::process::{describe_failure, resolve, Child};
 
 use super::golden_gen::temp_dir_beside;
-use super::{Inputs, Role};
-use sky_dag::{Kind, StageCtx};
+use super::{InputRole as _, PipelineKind, Role};
+use crate::pipeline::plan::GoldenPlan;
+use sky_dag::{Kind, NodeSpec, StageCtx};
 
 /// The `kernel_harness` kind.
 pub struct KernelHarness;
@@ -46,7 +47,7 @@ pub const SOURCE: Role = Role {
     what: "harness source",
 };
 
-impl Inputs for KernelHarness {
+impl PipelineKind for KernelHarness {
     const INPUTS: &'static [Role] = &[GOLD, SOURCE];
 }
 
@@ -56,6 +57,26 @@ impl Inputs for KernelHarness {
 pub struct Params {
     /// The shell command that runs the kernels (None: the built-in CPU harness).
     pub harness: Option<String>,
+}
+
+/// The harness run of kernel suite `cx` over the goldens at `gold` (a directory, or the
+/// generator's `node:` output, and where it is named): see [`super::golden_kernels`].
+pub fn node(
+    cx: &GoldenPlan<'_>,
+    gold: (String, std::ops::Range<usize>),
+) -> sky_dag::Result<NodeSpec> {
+    let g = cx.golden;
+    let params = Params {
+        harness: g.harness.as_ref().map(|h| h.get_ref().clone()),
+    };
+    let mut run =
+        NodeSpec::new::<KernelHarness>(format!("{}/run", cx.id), &params, cx.span.clone())?
+            .input_role(GOLD, gold.0, gold.1);
+    for s in &g.sources {
+        run = run.input_role(SOURCE, s.get_ref(), s.span());
+    }
+    run.volatile = true;
+    Ok(run.output(format!("{}/out/", cx.dir()), cx.span.clone()))
 }
 
 impl Kind for KernelHarness {

@@ -17,7 +17,11 @@ use sky_gguf::{GgufFile, Value as GValue};
 use std::collections::BTreeMap;
 
 use crate::ops::bench::BenchMode;
-use sky_dag::{Kind, StageCtx};
+use crate::ops::names::Variant;
+use crate::pipeline::plan::{
+    bench_file, build_dir, model_file, release_model_path, tune_report_file, Plan, Planned, Planner,
+};
+use sky_dag::{Kind, NodeSpec, StageCtx};
 
 /// `format` of the manifest written by this version.
 pub const MANIFEST_FORMAT: &str = "skycmd.manifest/1";
@@ -28,7 +32,66 @@ pub const BENCH_FORMAT: &str = "skycmd.bench/1";
 pub struct Manifest;
 
 /// Positional inputs (or none): see the module doc.
-impl super::Inputs for Manifest {}
+impl super::PipelineKind for Manifest {
+    const PLANNER: Option<Planner> = Some(Planner::Pipeline(plan));
+}
+
+/// One `manifest` node over every model: `manifest.json` and `bench.json` of the release.
+fn plan(cx: &Plan<'_>, out: &mut Planned) -> sky_dag::Result<()> {
+    let m = cx.m;
+    if m.model.is_empty() {
+        return Ok(());
+    }
+    let build = build_dir(m);
+    let mut models = Vec::new();
+    let mut inputs = Vec::new();
+    for model in &m.model {
+        let name = model.name.get_ref();
+        // Every variant the pipeline builds (sizes and digests), published or not.
+        for &v in &model.variants {
+            inputs.push((model_file(m, name, v), model.name.span()));
+        }
+        if model.bench.is_some() {
+            inputs.push((bench_file(m, name), model.name.span()));
+        }
+        let tuned = model.variants.contains(&Variant::Tuned);
+        if tuned {
+            inputs.push((tune_report_file(m, name), model.name.span()));
+        }
+        models.push(ModelParams {
+            name: name.clone(),
+            variants: model
+                .variants
+                .iter()
+                .map(|v| v.name().to_string())
+                .collect(),
+            publish: model
+                .publish
+                .iter()
+                .map(|p| PublishParams {
+                    variant: p.get_ref().name().to_string(),
+                    path: release_model_path(name, *p.get_ref()),
+                })
+                .collect(),
+            bench: model.bench.is_some(),
+            tune: tuned,
+        });
+    }
+    let (manifest_json, bench_json) = (
+        format!("{build}/manifest.json"),
+        format!("{build}/bench.json"),
+    );
+    let mut node = NodeSpec::new::<Manifest>("manifest", &Params { models }, 0..0)?
+        .output(&manifest_json, 0..0)
+        .output(&bench_json, 0..0);
+    for (path, span) in inputs {
+        node = node.input(path, span);
+    }
+    out.node(node);
+    out.publish("models/manifest.json", manifest_json, 0..0);
+    out.publish("bench.json", bench_json, 0..0);
+    Ok(())
+}
 
 /// A published variant and its path in the release tree.
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -1,12 +1,16 @@
 //! The node kinds of skyctl's pipelines, each with its `NAME`, `VERSION`, typed `Params` (see
-//! [`sky_dag::kind`] for the contract) and the [`Role`]s of its inputs.
-//! [`super::pipeline::expand`] builds the params and binds each input to a role the kind
-//! declares ([`InputRole::input_role`]); the kind reads it back by the same role
-//! ([`Role::get`]), never by position. The work itself is in [`crate::ops`] and the stage
-//! crates.
+//! [`sky_dag::kind`] for the contract), the [`Role`]s of its inputs and its [`Planner`]: how
+//! its nodes come from `pipeline.toml`. A kind's planner builds the params and binds each
+//! input to a role the kind declares ([`InputRole::input_role`]); the kind reads it back by
+//! the same role ([`Role::get`]), never by position. [`crate::pipeline::expand`] runs the
+//! planners in the order [`kinds`] lists them. The work itself is in [`crate::ops`] and the
+//! stage crates.
+//!
+//! Adding a kind: its file here (the kind, its roles, its planner) and one line in [`kinds`].
 
 pub mod bench;
 pub mod calibrate;
+pub mod command;
 pub mod convert;
 pub mod golden_gen;
 pub mod golden_kernels;
@@ -22,6 +26,8 @@ use std::ops::Range;
 
 use anyhow::Context as _;
 use sky_dag::{Kind, NodeSpec, Registry, StageCtx, StageInput};
+
+use crate::pipeline::plan::Planner;
 
 /// One input of a kind, named. The name travels with the node's input (not in its key: the key
 /// hashes the inputs in declared order, as it always did).
@@ -51,10 +57,14 @@ impl Role {
     }
 }
 
-/// The kinds' side of a node declaration: which input roles a kind reads.
-pub trait Inputs: Kind {
+/// The kinds' side of a node declaration: which input roles a kind reads, and how its nodes
+/// are planned.
+pub trait PipelineKind: Kind {
     /// Every role the kind reads an input by.
     const INPUTS: &'static [Role] = &[];
+    /// How `pipeline.toml` declares the kind's nodes; `None` for a kind whose nodes another
+    /// kind's planner adds (a step of that kind's chain).
+    const PLANNER: Option<Planner> = None;
 }
 
 /// [`NodeSpec::input_as`] with a kind's [`Role`].
@@ -69,35 +79,37 @@ impl InputRole for NodeSpec {
     }
 }
 
-impl Inputs for sky_dag::command::Command {}
-
-/// The kinds with the input roles each declares.
+/// The kinds with the input roles each declares and their planners.
 #[derive(Default)]
 pub struct Kinds {
     /// The kinds, for the engine.
     pub registry: Registry,
-    /// [`Inputs::INPUTS`] by kind name.
+    /// [`PipelineKind::INPUTS`] by kind name.
     pub inputs: BTreeMap<&'static str, &'static [Role]>,
+    /// [`PipelineKind::PLANNER`]s, in the order the kinds were added.
+    pub planners: Vec<Planner>,
 }
 
 impl Kinds {
-    fn add<K: Inputs>(&mut self, kind: K) {
+    fn add<K: PipelineKind>(&mut self, kind: K) {
         self.inputs.insert(K::NAME, K::INPUTS);
+        self.planners.extend(K::PLANNER);
         self.registry.add(kind);
     }
 }
 
-/// Every kind this build of skyctl has: one line each. In `command` nodes, argv[0] `skyctl` is
-/// this binary.
+/// Every kind this build of skyctl has: one line each, in the order their nodes are planned
+/// (the order of the graph's nodes: commands, each model's chain, the release manifest, each
+/// golden suite's nodes, the site). In `command` nodes, argv[0] `skyctl` is this binary.
 pub fn kinds() -> Kinds {
     let mut k = Kinds::default();
     k.add(sky_dag::command::Command::with_self_name("skyctl"));
+    k.add(convert::Convert);
     k.add(calibrate::Calibrate);
     k.add(quantize::Quantize);
     k.add(tune::Tune);
     k.add(bench::Bench);
     k.add(manifest::Manifest);
-    k.add(convert::Convert);
     k.add(golden_model::GoldenModel);
     k.add(golden_gen::GoldenGen);
     k.add(kernel_harness::KernelHarness);
@@ -109,4 +121,9 @@ pub fn kinds() -> Kinds {
 /// The engine's registry of [`kinds`].
 pub fn registry() -> Registry {
     kinds().registry
+}
+
+/// The planners of [`kinds`], in order.
+pub fn planners() -> Vec<Planner> {
+    kinds().planners
 }

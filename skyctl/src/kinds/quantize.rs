@@ -10,8 +10,10 @@ use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
 use std::io::Write as _;
 
-use super::{Inputs, Role};
-use sky_dag::{Kind, StageCtx};
+use super::{InputRole as _, PipelineKind, Role};
+use crate::ops::names::Variant;
+use crate::pipeline::plan::{ModelPlan, Planned, Planner};
+use sky_dag::{Kind, NodeSpec, StageCtx};
 
 /// The `quantize` kind.
 pub struct Quantize;
@@ -32,8 +34,38 @@ pub const POLICY: Role = Role {
     what: "policy file",
 };
 
-impl Inputs for Quantize {
+impl PipelineKind for Quantize {
     const INPUTS: &'static [Role] = &[MODEL, CALIBRATION, POLICY];
+    const PLANNER: Option<Planner> = Some(Planner::Model(plan));
+}
+
+/// A model's Q8_0 variant (its tuned variant is planned by [`super::tune`], with [`node`]).
+fn plan(cx: &ModelPlan<'_>, out: &mut Planned) -> sky_dag::Result<()> {
+    if cx.wants(Variant::Q8_0) {
+        out.node(node(cx, "quantize.q8_0", Variant::Q8_0, None)?);
+    }
+    Ok(())
+}
+
+/// The model's node `stage`: its F32 file quantized with its calibration into the file of
+/// variant `v`, under the types of `policy` (a policy file) when given.
+pub fn node(
+    cx: &ModelPlan<'_>,
+    stage: &str,
+    v: Variant,
+    policy: Option<&str>,
+) -> sky_dag::Result<NodeSpec> {
+    let params = Params {
+        outlier_ratio: cx.model.quantize.outlier_ratio,
+    };
+    let mut node = NodeSpec::new::<Quantize>(cx.id(stage), &params, cx.span.clone())?
+        .group(cx.name)
+        .input_role(MODEL, cx.file(Variant::F32), cx.span.clone())
+        .input_role(CALIBRATION, cx.calibration_file(), cx.span.clone());
+    if let Some(policy) = policy {
+        node = node.input_role(POLICY, policy, cx.span.clone());
+    }
+    Ok(node.output(cx.file(v), cx.span.clone()))
 }
 
 /// Parameters of a `quantize` node.

@@ -12,7 +12,9 @@
 use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
 
-use sky_dag::{Kind, StageCtx};
+use crate::pipeline::plan::{build_dir, Plan, Planned, Planner};
+use crate::pipeline::schema::SITE_NODE;
+use sky_dag::{Kind, NodeSpec, StageCtx};
 
 /// The pages and scripts, by release file name, as this skyctl embeds them.
 pub const PAGES: [(&str, &str); 9] = [
@@ -95,7 +97,58 @@ pub fn pages_digest() -> String {
 pub struct Site;
 
 /// Positional inputs (or none): see the module doc.
-impl super::Inputs for Site {}
+impl super::PipelineKind for Site {
+    const PLANNER: Option<Planner> = Some(Planner::Pipeline(plan));
+}
+
+/// `[site]`: one `site` node writing the pages (and the modules skyctl carries, unless
+/// `modules` names files of the pipeline) into `<build_dir>/site/`, each published at the top
+/// of the release tree, where the pages fetch them.
+fn plan(cx: &Plan<'_>, out: &mut Planned) -> sky_dag::Result<()> {
+    let m = cx.m;
+    let Some(decl) = &m.site else {
+        return Ok(());
+    };
+    let dir = format!("{}/site", build_dir(m));
+    let span = decl.span();
+    let (modules, from_files) = match &decl.get_ref().modules {
+        Some(files) => (None, Some(files)),
+        None => {
+            let embedded = embedded_modules().map_err(|why| {
+                m.error_at(
+                    span.clone(),
+                    format!(
+                        "[site] needs the browser engine modules ({}), and this skyctl carries none: {why}; \
+                         or build them in the pipeline and name them with `modules = {{ simd = \"...\", scalar = \"...\" }}`",
+                        MODULES.join(", ")
+                    ),
+                )
+            })?;
+            (Some(digest(embedded)), None)
+        }
+    };
+    let params = Params {
+        pages: pages_digest(),
+        modules,
+    };
+    let mut node = NodeSpec::new::<Site>(SITE_NODE, &params, span.clone())?;
+    let mut files: Vec<&str> = PAGES.iter().map(|(name, _)| *name).collect();
+    if from_files.is_none() {
+        files.extend(MODULES);
+    }
+    for f in files {
+        let out_file = format!("{dir}/{f}");
+        node = node.output(&out_file, span.clone());
+        out.publish(f, out_file, span.clone());
+    }
+    out.node(node);
+    if let Some(files) = from_files {
+        for (to, from) in MODULES.iter().zip([&files.simd, &files.scalar]) {
+            out.publish(*to, from.get_ref().clone(), from.span());
+        }
+    }
+    Ok(())
+}
 
 /// Parameters of the `site` node.
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -12,9 +12,11 @@ use serde::{Deserialize, Serialize};
 use std::io::Write as _;
 use std::path::Path;
 
-use super::{Inputs, Role};
+use super::{InputRole as _, PipelineKind, Role};
+use crate::ops::names::Variant;
 use crate::ops::tune::{policy_text, read_cases, report_json, tune, Provenance, Spec};
-use sky_dag::{Kind, StageCtx};
+use crate::pipeline::plan::{ModelPlan, Planned, Planner};
+use sky_dag::{Kind, NodeSpec, StageCtx};
 
 /// The `tune` kind.
 pub struct Tune;
@@ -34,8 +36,50 @@ pub const HOLDOUT: Role = Role {
     what: "held-out cases",
 };
 
-impl Inputs for Tune {
+impl PipelineKind for Tune {
     const INPUTS: &'static [Role] = &[MODEL, CALIBRATION, CASES, HOLDOUT];
+    const PLANNER: Option<Planner> = Some(Planner::Model(plan));
+}
+
+/// A model's tuned variant: the search (its `tune` settings) and the `quantize.tuned` node
+/// applying the policy it finds.
+fn plan(cx: &ModelPlan<'_>, out: &mut Planned) -> sky_dag::Result<()> {
+    let (true, Some(t)) = (cx.wants(Variant::Tuned), &cx.model.tune) else {
+        return Ok(());
+    };
+    let span = &cx.span;
+    let policy_path = cx.tuned_policy_file();
+    let mut node = NodeSpec::new::<Tune>(
+        cx.id("tune"),
+        &Params {
+            tolerance: *t.tolerance.get_ref(),
+            margin: *t.margin.get_ref(),
+            budget: t.budget,
+            outlier_ratio: cx.model.quantize.outlier_ratio,
+            name: cx.name.to_string(),
+        },
+        span.clone(),
+    )?
+    .group(cx.name)
+    .input_role(MODEL, cx.file(Variant::F32), span.clone())
+    .input_role(CALIBRATION, cx.calibration_file(), span.clone())
+    .input_role(CASES, t.cases.get_ref(), t.cases.span());
+    if let Some(h) = &t.holdout {
+        node = node.input_role(HOLDOUT, h.get_ref(), h.span());
+    }
+    out.node(
+        node.output(&policy_path, span.clone())
+            .output(cx.tune_report_file(), span.clone()),
+    );
+    // The policy applied like the Q8_0 variant's: its Q8_0 tensors get the calibrated outlier
+    // columns the search measured.
+    out.node(super::quantize::node(
+        cx,
+        "quantize.tuned",
+        Variant::Tuned,
+        Some(&policy_path),
+    )?);
+    Ok(())
 }
 
 /// Parameters of a `tune` node.

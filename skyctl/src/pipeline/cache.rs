@@ -22,6 +22,7 @@ use sky_dag::codec::{Reader, Writer};
 use sky_dag::key::{Digest, StableHasher};
 use sky_dag::{Graph, Registry, Source, Workspace};
 
+use super::plan::Planner;
 use super::{ManifestFile, Pipeline};
 
 /// Domain of the cache key; bump when what the key covers changes.
@@ -165,6 +166,7 @@ pub fn open(
     file: ManifestFile,
     store_override: Option<PathBuf>,
     registry: &Registry,
+    planners: Vec<Planner>,
 ) -> anyhow::Result<Compiled> {
     let key = cache_key(&file, store_override.as_deref(), registry);
     let path = sky_dag::state::StatePaths::new(&file.root).compiled_graph();
@@ -175,7 +177,7 @@ pub fn open(
         },
         None => file,
     };
-    let pipeline = Pipeline::from_file(file, store_override)?;
+    let pipeline = Pipeline::from_file(file, store_override, planners)?;
     let read = RefCell::new(Vec::new());
     let env = |name: &str| {
         let value = std::env::var(name).ok();

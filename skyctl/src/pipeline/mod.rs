@@ -1,13 +1,17 @@
 //! The `pipeline.toml` front end: the schema ([`schema`]), its expansion into node specs
-//! ([`expand`]), and [`Pipeline`], a workspace opened from its manifest.
+//! ([`expand`], by the kinds' planners: [`plan`]), and [`Pipeline`], a workspace opened from
+//! its manifest.
 
 pub mod cache;
 pub mod expand;
+pub mod plan;
 pub mod schema;
 
 use std::path::{Path, PathBuf};
 
 use sky_dag::{DagError, Graph, Result, Workspace};
+
+use plan::Planner;
 
 pub use schema::{Manifest, EXAMPLE};
 
@@ -23,6 +27,8 @@ pub struct Pipeline {
     pub manifest: Manifest,
     /// The manifest's path relative to the workspace root (`pipeline.toml`).
     pub manifest_rel: String,
+    /// The kinds' planners, which expand the manifest ([`expand::expand`]).
+    pub planners: Vec<Planner>,
 }
 
 /// A manifest file found and read, not parsed yet.
@@ -72,19 +78,25 @@ impl ManifestFile {
 impl Pipeline {
     /// Find `pipeline.toml` in `start` or a parent (or use `manifest` as given), parse it, and
     /// resolve the store: `store_override` (from `--store` or `SKYCTL_STORE`) wins over
-    /// `[project] store_dir`.
+    /// `[project] store_dir`. `planners` expand it into nodes.
     pub fn open(
         start: &Path,
         manifest: Option<&Path>,
         store_override: Option<PathBuf>,
+        planners: Vec<Planner>,
     ) -> anyhow::Result<Pipeline> {
-        Pipeline::from_file(ManifestFile::find(start, manifest)?, store_override)
+        Pipeline::from_file(
+            ManifestFile::find(start, manifest)?,
+            store_override,
+            planners,
+        )
     }
 
     /// Parse a manifest file read with [`ManifestFile::find`] (see [`Pipeline::open`]).
     pub fn from_file(
         file: ManifestFile,
         store_override: Option<PathBuf>,
+        planners: Vec<Planner>,
     ) -> anyhow::Result<Pipeline> {
         let manifest = Manifest::parse(&file.text, &file.shown)?;
         let store_dir = match store_override {
@@ -96,6 +108,7 @@ impl Pipeline {
             ws,
             manifest,
             manifest_rel: file.manifest_rel,
+            planners,
         })
     }
 
@@ -109,7 +122,7 @@ impl Pipeline {
         let folders = self.project_folders()?;
         self.check_folders(&folders)?;
         self.check_confined()?;
-        let mut spec = expand::expand(&self.manifest, env)?;
+        let mut spec = expand::expand(&self.manifest, env, &self.planners)?;
         // The manifest is never an output (nor a folder holding it).
         spec.protected.push(self.manifest_rel.clone());
         // Nor is anything inside the store in use (`--store` inside the workspace too).

@@ -13,7 +13,7 @@
 
 use std::collections::BTreeMap;
 use std::ops::Range;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -481,6 +481,12 @@ fn output(src: &Source, raw: &str, span: Range<usize>) -> Result<Output> {
     Ok(Output { path, dir })
 }
 
+/// Who writes each declared output path: (node, index into its `outputs`).
+type Owners = BTreeMap<String, (NodeIdx, usize)>;
+
+/// The checks and resolution of [`Graph::build`] once every node's outputs are parsed, in the
+/// order their errors are reported: the release directory, node ids, outputs, inputs, the
+/// order (cycles), the release entries.
 #[allow(clippy::too_many_arguments)]
 fn finish(
     mut nodes: Vec<Node>,
@@ -493,6 +499,33 @@ fn finish(
     m: &Source,
     root: &Path,
 ) -> Result<Graph> {
+    let release_span = release_dir.span.clone();
+    let release_dir = check_release_dir(release_dir, m, root)?;
+    let by_id = index_ids(&nodes, m)?;
+    let owners = check_outputs(&nodes, &release_dir, store_dir, protected, m, root)?;
+    for (ni, raw_inputs) in pending.into_iter().enumerate() {
+        resolve_inputs(&mut nodes, ni, raw_inputs, &by_id, &owners, m)?;
+    }
+    let deps = deps_of(&nodes);
+    let order = order_of(&nodes, &deps, m)?;
+    let release = release_entries(release_specs, &owners, m)?;
+    Ok(Graph {
+        nodes,
+        by_id,
+        deps,
+        order,
+        release,
+        release_dir,
+        release_span,
+        group_noun,
+        source: m.clone(),
+        params_checked: false,
+    })
+}
+
+/// The release directory, normalised: a folder inside the workspace (not its root), reached
+/// through real folders only, since the release tree is replaced whole.
+fn check_release_dir(release_dir: &Located<String>, m: &Source, root: &Path) -> Result<String> {
     let release_span = release_dir.span.clone();
     let release_dir = clean_rel(&release_dir.value)
         .map_err(|e| m.error_at(release_span.clone(), format!("release_dir: {e}")))?;
@@ -521,22 +554,38 @@ fn finish(
             ),
         ));
     }
+    Ok(release_dir)
+}
+
+/// Each node's index by id; two nodes of one id are an error.
+fn index_ids(nodes: &[Node], m: &Source) -> Result<BTreeMap<String, NodeIdx>> {
     let mut by_id = BTreeMap::new();
     for (i, n) in nodes.iter().enumerate() {
         if by_id.insert(n.id.clone(), i).is_some() {
             return Err(m.error_at(n.span.clone(), format!("two nodes are named `{}`", n.id)));
         }
     }
-    // Every output: unique, not nested in another, not in the release tree or the store,
-    // not reached through a symlink that leads out of the workspace.
-    let mut owners: BTreeMap<String, (NodeIdx, usize)> = BTreeMap::new();
+    Ok(by_id)
+}
+
+/// Every output: unique, not nested in another, not in the release tree or the store, not a
+/// protected path, not reached through a symlink. Returns who writes each.
+fn check_outputs(
+    nodes: &[Node],
+    release_dir: &str,
+    store_dir: &str,
+    protected: &[String],
+    m: &Source,
+    root: &Path,
+) -> Result<Owners> {
+    let mut owners = Owners::new();
     let root_real = root.canonicalize().ok();
     let mut checked_dirs = std::collections::HashSet::new();
     let store = clean_rel(store_dir).unwrap_or_default();
     for (ni, n) in nodes.iter().enumerate() {
         for (oi, o) in n.outputs.iter().enumerate() {
             let at = n.span.clone();
-            if under(&o.path, &release_dir) {
+            if under(&o.path, release_dir) {
                 return Err(m.error_at(at, format!(
                     "node `{}`: output `{}` is inside the release directory `{release_dir}`; write it elsewhere and publish it with [[release.publish]]",
                     n.id, o.path)));
@@ -570,130 +619,149 @@ fn finish(
                 },
             )?;
             if let Some((other, &(on, _))) = overlapping(&owners, &o.path) {
-                {
-                    let what = if other == &o.path {
-                        "also written by"
-                    } else {
-                        "overlaps an output of"
-                    };
-                    return Err(m.error_at(
-                        at,
-                        format!(
-                            "node `{}`: output `{}` {what} node `{}` (`{other}`)",
-                            n.id, o.path, nodes[on].id
-                        ),
-                    ));
-                }
+                let what = if other == &o.path {
+                    "also written by"
+                } else {
+                    "overlaps an output of"
+                };
+                return Err(m.error_at(
+                    at,
+                    format!(
+                        "node `{}`: output `{}` {what} node `{}` (`{other}`)",
+                        n.id, o.path, nodes[on].id
+                    ),
+                ));
             }
             owners.insert(o.path.clone(), (ni, oi));
         }
     }
-    // Resolve inputs.
-    for (ni, raw_inputs) in pending.into_iter().enumerate() {
-        let mut inputs = Vec::new();
-        let mut input_spans = Vec::new();
-        let mut input_roles = Vec::new();
-        for InputSpec {
-            path: Located { value: raw, span },
-            allow_empty,
-            role,
-        } in raw_inputs
-        {
-            let id = nodes[ni].id.clone();
-            if let Some(target) = raw.strip_prefix("node:") {
-                let Some(&t) = by_id.get(target) else {
-                    return Err(m.error_at(
-                        span,
-                        format!(
-                            "node `{id}`: input `{raw}` refers to no node named `{target}`{}",
-                            did_you_mean(target, by_id.keys().map(String::as_str))
-                        ),
-                    ));
-                };
-                if nodes[t].outputs.is_empty() {
-                    return Err(m.error_at(
-                        span,
-                        format!("node `{id}`: input `{raw}`: node `{target}` declares no outputs"),
-                    ));
-                }
-                for oi in 0..nodes[t].outputs.len() {
-                    inputs.push(Input::Output {
-                        node: t,
-                        output: oi,
-                    });
-                    input_spans.push(span.clone());
-                    input_roles.push(role.clone());
-                }
-                continue;
+    Ok(owners)
+}
+
+/// Resolve node `ni`'s inputs as written: `node:<id>` (every output of that node), a glob
+/// over source files, a path that is (or lies inside) an output (a dependency on its node),
+/// else a source path. Sets the node's `inputs`, `input_spans` and `input_roles`.
+fn resolve_inputs(
+    nodes: &mut [Node],
+    ni: NodeIdx,
+    raw_inputs: Vec<InputSpec>,
+    by_id: &BTreeMap<String, NodeIdx>,
+    owners: &Owners,
+    m: &Source,
+) -> Result<()> {
+    let mut inputs = Vec::new();
+    let mut input_spans = Vec::new();
+    let mut input_roles = Vec::new();
+    for InputSpec {
+        path: Located { value: raw, span },
+        allow_empty,
+        role,
+    } in raw_inputs
+    {
+        let id = nodes[ni].id.clone();
+        if let Some(target) = raw.strip_prefix("node:") {
+            let Some(&t) = by_id.get(target) else {
+                return Err(m.error_at(
+                    span,
+                    format!(
+                        "node `{id}`: input `{raw}` refers to no node named `{target}`{}",
+                        did_you_mean(target, by_id.keys().map(String::as_str))
+                    ),
+                ));
+            };
+            if nodes[t].outputs.is_empty() {
+                return Err(m.error_at(
+                    span,
+                    format!("node `{id}`: input `{raw}`: node `{target}` declares no outputs"),
+                ));
             }
-            let path = clean_rel(&raw).map_err(|e| {
-                m.error_at(span.clone(), format!("node `{id}`: input `{raw}`: {e}"))
-            })?;
-            if Glob::is_glob(&path) {
-                let g = Glob::new(&path)
-                    .map_err(|e| m.error_at(span.clone(), format!("node `{id}`: input: {e}")))?;
-                // A glob must not pick up built files: their content is only known after
-                // their node ran, so they must be named (path or `node:`) to be ordered.
-                let reaches = |o: &String| {
-                    let (on, oi) = owners[o];
-                    let dir_out = nodes[on].outputs[oi].dir;
-                    g.matches(o) || (dir_out && (under(o, g.literal_dir()) || o == g.literal_dir()))
-                };
-                if let Some(o) = owners.keys().find(|o| reaches(o)) {
-                    return Err(m.error_at(span, format!(
-                        "node `{id}`: input glob `{raw}` matches output `{o}`; name built outputs explicitly or with `node:<name>`")));
-                }
-                inputs.push(Input::Glob {
-                    glob: g,
-                    allow_empty,
+            for oi in 0..nodes[t].outputs.len() {
+                inputs.push(Input::Output {
+                    node: t,
+                    output: oi,
                 });
                 input_spans.push(span.clone());
                 input_roles.push(role.clone());
-                continue;
             }
-            if allow_empty {
-                return Err(m.error_at(
-                    span,
-                    format!("node `{id}`: input `{raw}`: only a glob (`*`, `?`, `[...]`) may be allowed to match nothing; name a plain path as a string"),
-                ));
+            continue;
+        }
+        let path = clean_rel(&raw)
+            .map_err(|e| m.error_at(span.clone(), format!("node `{id}`: input `{raw}`: {e}")))?;
+        if Glob::is_glob(&path) {
+            let g = Glob::new(&path)
+                .map_err(|e| m.error_at(span.clone(), format!("node `{id}`: input: {e}")))?;
+            // A glob must not pick up built files: their content is only known after their
+            // node ran, so they must be named (path or `node:`) to be ordered.
+            let reaches = |o: &String| {
+                let (on, oi) = owners[o];
+                let dir_out = nodes[on].outputs[oi].dir;
+                g.matches(o) || (dir_out && (under(o, g.literal_dir()) || o == g.literal_dir()))
+            };
+            if let Some(o) = owners.keys().find(|o| reaches(o)) {
+                return Err(m.error_at(span, format!(
+                    "node `{id}`: input glob `{raw}` matches output `{o}`; name built outputs explicitly or with `node:<name>`")));
             }
-            // A path that is (or lies inside) a declared output is a dependency on its node.
-            let owner = owner_of(&owners, &path);
-            match owner {
-                Some((on, oi)) => {
-                    inputs.push(Input::Output {
-                        node: on,
-                        output: oi,
-                    });
-                    input_spans.push(span.clone());
-                    input_roles.push(role.clone());
+            inputs.push(Input::Glob {
+                glob: g,
+                allow_empty,
+            });
+            input_spans.push(span.clone());
+            input_roles.push(role.clone());
+            continue;
+        }
+        if allow_empty {
+            return Err(m.error_at(
+                span,
+                format!("node `{id}`: input `{raw}`: only a glob (`*`, `?`, `[...]`) may be allowed to match nothing; name a plain path as a string"),
+            ));
+        }
+        // A path that is (or lies inside) a declared output is a dependency on its node.
+        match owner_of(owners, &path) {
+            Some((on, oi)) => {
+                inputs.push(Input::Output {
+                    node: on,
+                    output: oi,
+                });
+                input_spans.push(span.clone());
+                input_roles.push(role.clone());
+            }
+            None => {
+                if path.is_empty() {
+                    return Err(m.error_at(
+                        span,
+                        format!("node `{id}`: the whole workspace cannot be an input"),
+                    ));
                 }
-                None => {
-                    if path.is_empty() {
-                        return Err(m.error_at(
-                            span,
-                            format!("node `{id}`: the whole workspace cannot be an input"),
-                        ));
-                    }
-                    inputs.push(Input::Source(path));
-                    input_spans.push(span.clone());
-                    input_roles.push(role.clone());
-                }
+                inputs.push(Input::Source(path));
+                input_spans.push(span.clone());
+                input_roles.push(role.clone());
             }
         }
-        nodes[ni].inputs = inputs;
-        nodes[ni].input_spans = input_spans;
-        nodes[ni].input_roles = input_roles;
     }
-    let deps = deps_of(&nodes);
-    let order = topo_order(&nodes, &deps).map_err(|cycle| {
+    nodes[ni].inputs = inputs;
+    nodes[ni].input_spans = input_spans;
+    nodes[ni].input_roles = input_roles;
+    Ok(())
+}
+
+/// A topological order of `nodes`; a cycle is an error naming its nodes, at the first one.
+fn order_of(nodes: &[Node], deps: &[Vec<NodeIdx>], m: &Source) -> Result<Vec<NodeIdx>> {
+    topo_order(nodes, deps).map_err(|cycle| {
         let names: Vec<&str> = cycle.iter().map(|&n| nodes[n].id.as_str()).collect();
         m.error_at(
             nodes[cycle[0]].span.clone(),
             format!("dependency cycle: {}", names.join(" -> ")),
         )
-    })?;
-    // Release entries.
+    })
+}
+
+/// The release entries: each `to` a path inside the release tree that collides with no
+/// other, each `from` a declared output.
+fn release_entries(
+    release_specs: Vec<ReleaseSpec>,
+    owners: &Owners,
+    m: &Source,
+) -> Result<Vec<ReleaseEntry>> {
     let mut release: Vec<ReleaseEntry> = Vec::new();
     for ReleaseSpec {
         to: to_raw,
@@ -731,18 +799,7 @@ fn finish(
         }
         release.push(ReleaseEntry { to, node, output });
     }
-    Ok(Graph {
-        nodes,
-        by_id,
-        deps,
-        order,
-        release,
-        release_dir,
-        release_span,
-        group_noun,
-        source: m.clone(),
-        params_checked: false,
-    })
+    Ok(release)
 }
 
 /// Each node's direct dependencies (sorted, unique), from its inputs.
@@ -817,7 +874,7 @@ pub(crate) fn topo_order(
 }
 
 /// The declared output equal to `path` or one of its ancestors (O(depth) lookups).
-fn owner_of(owners: &BTreeMap<String, (NodeIdx, usize)>, path: &str) -> Option<(NodeIdx, usize)> {
+fn owner_of(owners: &Owners, path: &str) -> Option<(NodeIdx, usize)> {
     if let Some(&v) = owners.get(path) {
         return Some(v);
     }
@@ -826,10 +883,7 @@ fn owner_of(owners: &BTreeMap<String, (NodeIdx, usize)>, path: &str) -> Option<(
 }
 
 /// A declared output that equals `path`, contains it, or lies inside it.
-fn overlapping<'o>(
-    owners: &'o BTreeMap<String, (NodeIdx, usize)>,
-    path: &str,
-) -> Option<(&'o String, &'o (NodeIdx, usize))> {
+fn overlapping<'o>(owners: &'o Owners, path: &str) -> Option<(&'o String, &'o (NodeIdx, usize))> {
     if let Some(hit) = owners.get_key_value(path) {
         return Some(hit);
     }
@@ -934,6 +988,49 @@ pub fn symlink_on_path(root: &Path, rel: &str, last: bool) -> Option<(String, st
     None
 }
 
+/// A symlink on the way to an output path, found by [`check_output_path`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum SymlinkOnOutput {
+    /// `prefix` is a symlink to nothing.
+    Dangling {
+        /// The path up to the link, workspace-relative.
+        prefix: String,
+    },
+    /// `prefix` is a symlink leading out of the workspace.
+    LeadsOut {
+        /// The path up to the link, workspace-relative.
+        prefix: String,
+        /// Where it leads.
+        target: PathBuf,
+    },
+    /// `prefix` is a symlink inside the workspace.
+    Inside {
+        /// The path up to the link, workspace-relative.
+        prefix: String,
+        /// Where it leads, workspace-relative.
+        shown: String,
+    },
+}
+
+impl std::fmt::Display for SymlinkOnOutput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SymlinkOnOutput::Dangling { prefix } => write!(f, "`{prefix}` is a dangling symlink"),
+            SymlinkOnOutput::LeadsOut { prefix, target } => write!(
+                f,
+                "`{prefix}` is a symlink leading out of the workspace (to `{}`)",
+                target.display()
+            ),
+            SymlinkOnOutput::Inside { prefix, shown } => write!(
+                f,
+                "`{prefix}` is a symlink (to `{shown}`); outputs are written only through real folders, never through a symlink"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for SymlinkOnOutput {}
+
 /// Fails when a component of output path `rel` under `root` (the last one too) is a symlink:
 /// every write of an output goes through real folders, so none can land in `.git`, the
 /// store or anywhere else a link points. `checked` holds the folders already found clean.
@@ -942,7 +1039,7 @@ fn check_output_path(
     root_real: Option<&Path>,
     rel: &str,
     checked: &mut std::collections::HashSet<String>,
-) -> std::result::Result<(), String> {
+) -> std::result::Result<(), SymlinkOnOutput> {
     let ends = rel
         .match_indices('/')
         .map(|(end, _)| end)
@@ -955,22 +1052,18 @@ fn check_output_path(
         let p = root.join(prefix);
         match std::fs::symlink_metadata(&p) {
             Ok(md) if md.file_type().is_symlink() => {
+                let prefix = prefix.to_string();
                 let Ok(target) = p.canonicalize() else {
-                    return Err(format!("`{prefix}` is a dangling symlink"));
+                    return Err(SymlinkOnOutput::Dangling { prefix });
                 };
                 if root_real.is_some_and(|r| !target.starts_with(r)) {
-                    return Err(format!(
-                        "`{prefix}` is a symlink leading out of the workspace (to `{}`)",
-                        target.display()
-                    ));
+                    return Err(SymlinkOnOutput::LeadsOut { prefix, target });
                 }
                 let shown = target
                     .strip_prefix(root_real.unwrap_or(root))
                     .map(|t| t.display().to_string())
                     .unwrap_or_else(|_| target.display().to_string());
-                return Err(format!(
-                    "`{prefix}` is a symlink (to `{shown}`); outputs are written only through real folders, never through a symlink"
-                ));
+                return Err(SymlinkOnOutput::Inside { prefix, shown });
             }
             Ok(_) => {
                 if end < rel.len() {
@@ -1216,9 +1309,24 @@ mod tests {
         let mut checked = std::collections::HashSet::new();
         let real = root.canonicalize().ok();
         let e = check_output_path(root, real.as_deref(), "x/y/z/out", &mut checked).unwrap_err();
-        assert!(e.starts_with("`x/y/z` is a symlink (to `real`)"), "{e}");
+        assert!(
+            e.to_string()
+                .starts_with("`x/y/z` is a symlink (to `real`)"),
+            "{e}"
+        );
+        assert_eq!(
+            e,
+            SymlinkOnOutput::Inside {
+                prefix: "x/y/z".into(),
+                shown: "real".into()
+            }
+        );
         let e = check_output_path(root, real.as_deref(), "f", &mut checked).unwrap_err();
-        assert!(e.starts_with("`f` is a dangling symlink"), "{e}");
+        assert!(
+            e.to_string().starts_with("`f` is a dangling symlink"),
+            "{e}"
+        );
+        assert_eq!(e, SymlinkOnOutput::Dangling { prefix: "f".into() });
         assert_eq!(
             check_output_path(root, real.as_deref(), "real/b/out", &mut checked),
             Ok(())

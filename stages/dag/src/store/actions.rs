@@ -233,7 +233,37 @@ impl ActionIndex {
 pub(super) struct LogContent {
     pub(super) records: Vec<(Digest, ActionRecord)>,
     /// (1-based line, what is wrong) for complete lines that do not parse or check.
-    pub(super) bad: Vec<(usize, String)>,
+    pub(super) bad: Vec<(usize, BadLine)>,
+}
+
+/// Why a complete line of an action log is not a record.
+#[derive(Debug)]
+pub(super) enum BadLine {
+    /// Not `<key hex> <blake3 hex> <json>`.
+    Malformed,
+    /// The JSON does not hash to the line's checksum.
+    Checksum,
+    /// The JSON checks but is not an action record.
+    Json(serde_json::Error),
+}
+
+impl std::fmt::Display for BadLine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BadLine::Malformed => f.write_str("not an action record line"),
+            BadLine::Checksum => f.write_str("action record does not match its checksum"),
+            BadLine::Json(e) => write!(f, "action record: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for BadLine {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            BadLine::Json(e) => Some(e),
+            _ => None,
+        }
+    }
 }
 
 /// `<key hex> <blake3 hex of json> <json>\n`
@@ -249,18 +279,17 @@ pub(super) fn format_line(key: &Digest, rec: &ActionRecord) -> serde_json::Resul
     Ok(line)
 }
 
-pub(super) fn parse_line(line: &[u8]) -> std::result::Result<(Digest, ActionRecord), String> {
-    let bad = || "not an action record line".to_string();
+pub(super) fn parse_line(line: &[u8]) -> std::result::Result<(Digest, ActionRecord), BadLine> {
     if line.len() < 130 || line[64] != b' ' || line[129] != b' ' {
-        return Err(bad());
+        return Err(BadLine::Malformed);
     }
     let hex = |b: &[u8]| std::str::from_utf8(b).ok().and_then(Digest::from_hex);
-    let key = hex(&line[..64]).ok_or_else(bad)?;
-    let sum = hex(&line[65..129]).ok_or_else(bad)?;
+    let key = hex(&line[..64]).ok_or(BadLine::Malformed)?;
+    let sum = hex(&line[65..129]).ok_or(BadLine::Malformed)?;
     let json = &line[130..];
     if Digest::of(json) != sum {
-        return Err("action record does not match its checksum".into());
+        return Err(BadLine::Checksum);
     }
-    let rec = serde_json::from_slice(json).map_err(|e| format!("action record: {e}"))?;
+    let rec = serde_json::from_slice(json).map_err(BadLine::Json)?;
     Ok((key, rec))
 }

@@ -3,6 +3,39 @@
 use super::actions::format_line;
 use super::*;
 
+/// What is wrong with an entry of `blobs/` ([`Store::blob_entries`]).
+#[derive(Debug)]
+pub(super) enum BadBlobEntry {
+    /// Not a folder among the fan-out folders: what it is instead.
+    NotAFolder(&'static str),
+    /// Not a regular file in a blob's place: what it is instead.
+    NotAFile(&'static str),
+    /// A name that is not `<2 hex>/<62 hex>`.
+    NotABlobName,
+    /// Its type could not be read.
+    Unreadable(std::io::Error),
+}
+
+impl std::fmt::Display for BadBlobEntry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BadBlobEntry::NotAFolder(what) => write!(f, "{what}, not a blob folder"),
+            BadBlobEntry::NotAFile(what) => write!(f, "{what}, not a regular file"),
+            BadBlobEntry::NotABlobName => f.write_str("not a blob name"),
+            BadBlobEntry::Unreadable(e) => write!(f, "unreadable: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for BadBlobEntry {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            BadBlobEntry::Unreadable(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
 impl Store {
     /// Remove the temp files (`tmp/<stem>-<pid>-<n>-<t>.tmp`) of processes that no longer run:
     /// what a build killed mid-write left. Other processes' live temp files stay (builds of
@@ -45,7 +78,7 @@ impl Store {
     /// Every entry of `blobs/`, each with its digest when it is what a blob should be (a
     /// regular file named `<2 hex>/<62 hex>` in a fan-out folder), else what is wrong with it.
     /// A directory, symlink or FIFO in a blob's place is listed, never entered or opened.
-    pub(super) fn blob_entries(&self) -> Vec<(PathBuf, std::result::Result<Digest, String>)> {
+    pub(super) fn blob_entries(&self) -> Vec<(PathBuf, std::result::Result<Digest, BadBlobEntry>)> {
         let mut out = Vec::new();
         let Ok(fans) = std::fs::read_dir(self.root.join("blobs")) else {
             return out;
@@ -55,14 +88,11 @@ impl Store {
             match fan.file_type() {
                 Ok(t) if t.is_dir() => {}
                 Ok(t) => {
-                    out.push((
-                        path,
-                        Err(format!("{}, not a blob folder", fsutil::kind_name(t))),
-                    ));
+                    out.push((path, Err(BadBlobEntry::NotAFolder(fsutil::kind_name(t)))));
                     continue;
                 }
                 Err(e) => {
-                    out.push((path, Err(format!("unreadable: {e}"))));
+                    out.push((path, Err(BadBlobEntry::Unreadable(e))));
                     continue;
                 }
             }
@@ -73,11 +103,9 @@ impl Store {
                 let p = e.path();
                 let verdict = match (e.file_type(), Self::digest_from_path(&p)) {
                     (Ok(t), Some(d)) if t.is_file() => Ok(d),
-                    (Ok(t), Some(_)) => {
-                        Err(format!("{}, not a regular file", fsutil::kind_name(t)))
-                    }
-                    (Ok(_), None) => Err("not a blob name".into()),
-                    (Err(e), _) => Err(format!("unreadable: {e}")),
+                    (Ok(t), Some(_)) => Err(BadBlobEntry::NotAFile(fsutil::kind_name(t))),
+                    (Ok(_), None) => Err(BadBlobEntry::NotABlobName),
+                    (Err(e), _) => Err(BadBlobEntry::Unreadable(e)),
                 };
                 out.push((p, verdict));
             }
@@ -120,7 +148,10 @@ impl Store {
                     path: p,
                     message: format!("blob content hashes to {}", actual.short()),
                 }),
-                Err(message) => problems.push(Problem { path: p, message }),
+                Err(bad) => problems.push(Problem {
+                    path: p,
+                    message: bad.to_string(),
+                }),
                 Ok((_, Err(e))) => problems.push(Problem {
                     path: p,
                     message: format!("unreadable: {e}"),
@@ -183,18 +214,16 @@ impl Store {
         problems
     }
 
-    /// Every blob an action record needs (outputs, tree children, log).
-    pub(super) fn referenced_blobs(
-        &self,
-        rec: &ActionRecord,
-    ) -> Vec<std::result::Result<Digest, String>> {
+    /// Every blob an action record needs (outputs, tree children, log); a tree blob that is
+    /// here but does not read as a tree is its error.
+    pub(super) fn referenced_blobs(&self, rec: &ActionRecord) -> Vec<Result<Digest>> {
         let mut out = Vec::new();
         for o in &rec.outputs {
             out.push(Ok(o.digest));
             if o.dir {
                 match self.get_tree(&o.digest) {
                     Ok(t) => out.extend(t.entries.iter().map(|e| Ok(e.digest))),
-                    Err(e) if self.has_blob(&o.digest) => out.push(Err(e.to_string())),
+                    Err(e) if self.has_blob(&o.digest) => out.push(Err(e)),
                     Err(_) => {}
                 }
             }

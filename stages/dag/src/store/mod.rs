@@ -449,6 +449,14 @@ mod tests {
         let problems = store.check();
         assert_eq!(problems.len(), 1, "{problems:?}");
         assert_eq!(problems[0].message, "a FIFO, not a regular file");
+        assert!(
+            matches!(
+                store.blob_entries().as_slice(),
+                [(p, Err(gc::BadBlobEntry::NotAFile("a FIFO")))] if *p == bp
+            ),
+            "{:?}",
+            store.blob_entries()
+        );
         let out = OutputRecord {
             path: "f".into(),
             digest: d,
@@ -509,6 +517,26 @@ mod tests {
         assert_eq!((stats.actions, stats.blobs, stats.builds), (1, 1, 1));
         assert!(store.has_blob(&new) && !store.has_blob(&old));
         assert!(store.check().is_empty());
+    }
+
+    #[test]
+    fn a_bad_log_line_says_why() {
+        use super::actions::{parse_line, BadLine};
+        let line = format_line(&Digest::of(b"k"), &record("n", Digest::of(b"d"))).unwrap();
+        let line = &line[..line.len() - 1];
+        assert!(parse_line(line).is_ok());
+        assert!(matches!(parse_line(&line[..100]), Err(BadLine::Malformed)));
+        let mut flipped = line.to_vec();
+        *flipped.last_mut().unwrap() ^= 1;
+        assert!(matches!(parse_line(&flipped), Err(BadLine::Checksum)));
+        let json = b"{}";
+        let mut wrong =
+            format!("{} {} ", Digest::of(b"k").hex(), Digest::of(json).hex()).into_bytes();
+        wrong.extend_from_slice(json);
+        let e = parse_line(&wrong).unwrap_err();
+        assert!(matches!(e, BadLine::Json(_)), "{e:?}");
+        assert!(e.to_string().starts_with("action record: "), "{e}");
+        assert!(std::error::Error::source(&e).is_some());
     }
 
     fn record(node: &str, d: Digest) -> ActionRecord {

@@ -57,11 +57,44 @@ pub(super) fn matmul(
 
 /// Asks for every cache line of `s` (a hint: no fault, no effect on results).
 pub(super) fn prefetch<T>(s: &[T]) {
-    let base = s.as_ptr().cast::<i8>();
-    for line in 0..std::mem::size_of_val(s).div_ceil(64) {
-        // SAFETY: SSE is part of every x86-64 CPU, and a prefetch never faults, whatever the
-        // address (these lie inside `s` anyway).
-        unsafe { _mm_prefetch::<_MM_HINT_T0>(base.wrapping_add(line * 64)) };
+    let mut ahead = Prefetch::new(s, 1);
+    ahead.step();
+}
+
+/// The cache lines of a row group's weights asked for a few at a time, one [`Prefetch::step`]
+/// before each of the previous group's token tiles. A layer's weights are cold when its
+/// product starts (the rest of the model went through the cache since); fetched this way
+/// they arrive while the group before them runs, instead of stalling its first tile. Hints
+/// only: a prefetch never faults and changes no result.
+pub(super) struct Prefetch {
+    base: *const i8,
+    lines: usize,
+    per_step: usize,
+    done: usize,
+}
+
+impl Prefetch {
+    /// The lines of `next`, spread over `steps` steps.
+    pub(super) fn new<T>(next: &[T], steps: usize) -> Prefetch {
+        let lines = std::mem::size_of_val(next).div_ceil(64);
+        Prefetch {
+            base: next.as_ptr().cast(),
+            lines,
+            per_step: lines.div_ceil(steps.max(1)),
+            done: 0,
+        }
+    }
+
+    /// Asks for the next few lines.
+    #[inline]
+    pub(super) fn step(&mut self) {
+        let end = (self.done + self.per_step).min(self.lines);
+        for line in self.done..end {
+            // SAFETY: SSE is part of every x86-64 CPU, and a prefetch never faults whatever
+            // the address (these lie inside the slice given to `new`).
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(self.base.wrapping_add(line * 64)) };
+        }
+        self.done = end;
     }
 }
 
@@ -575,27 +608,15 @@ macro_rules! tiles_256 {
                 out: &mut [f32],
             ) {
                 const T: usize = $tokens;
-                // The next groups' weights (those of groups g0 + G.., contiguous after these
-                // groups'), fetched into the cache a few lines per tile while these groups
-                // run: a layer's weights are cold when its product starts (the rest of the
-                // model passed through the cache since), and the first tile of each group
-                // would otherwise wait on them.
-                let next = ((g0 + G) * nb * 256).min(p.qs.len());
-                let next_end = ((g0 + 2 * G) * nb * 256).min(p.qs.len());
-                let lines = std::mem::size_of_val(&p.qs[next..next_end]).div_ceil(64);
-                let per_tile = lines.div_ceil(n.div_ceil(T).max(1));
-                let mut line = 0;
+                // The next groups' weights (contiguous after these groups').
+                let next = &p.qs[((g0 + G) * nb * 256).min(p.qs.len())
+                    ..((g0 + 2 * G) * nb * 256).min(p.qs.len())];
+                let mut ahead = $crate::kernels::avx2::Prefetch::new(next, n / T);
                 let mut i = 0;
                 // SAFETY (all calls): tokens i..i + T (or i..n) exist; the rest as the
                 // caller guarantees.
                 while i + T <= n {
-                    for _ in 0..per_tile.min(lines - line) {
-                        // A prefetch never faults; the address lies inside `p.qs` anyway.
-                        _mm_prefetch::<_MM_HINT_T0>(
-                            p.qs.as_ptr().wrapping_add(next).cast::<i8>().wrapping_add(line * 64),
-                        );
-                        line += 1;
-                    }
+                    ahead.step();
                     unsafe { $tile::<G, T>(p, g0, nb, a, xs, outl, i, rows, out) };
                     i += T;
                 }

@@ -989,14 +989,16 @@ pub fn symlink_on_path(root: &Path, rel: &str, last: bool) -> Option<(String, st
 }
 
 /// A symlink on the way to an output path, found by [`check_output_path`].
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 enum SymlinkOnOutput {
     /// `prefix` is a symlink to nothing.
+    #[error("`{prefix}` is a dangling symlink")]
     Dangling {
         /// The path up to the link, workspace-relative.
         prefix: String,
     },
     /// `prefix` is a symlink leading out of the workspace.
+    #[error("`{prefix}` is a symlink leading out of the workspace (to `{}`)", target.display())]
     LeadsOut {
         /// The path up to the link, workspace-relative.
         prefix: String,
@@ -1004,6 +1006,7 @@ enum SymlinkOnOutput {
         target: PathBuf,
     },
     /// `prefix` is a symlink inside the workspace.
+    #[error("`{prefix}` is a symlink (to `{shown}`); outputs are written only through real folders, never through a symlink")]
     Inside {
         /// The path up to the link, workspace-relative.
         prefix: String,
@@ -1011,25 +1014,6 @@ enum SymlinkOnOutput {
         shown: String,
     },
 }
-
-impl std::fmt::Display for SymlinkOnOutput {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            SymlinkOnOutput::Dangling { prefix } => write!(f, "`{prefix}` is a dangling symlink"),
-            SymlinkOnOutput::LeadsOut { prefix, target } => write!(
-                f,
-                "`{prefix}` is a symlink leading out of the workspace (to `{}`)",
-                target.display()
-            ),
-            SymlinkOnOutput::Inside { prefix, shown } => write!(
-                f,
-                "`{prefix}` is a symlink (to `{shown}`); outputs are written only through real folders, never through a symlink"
-            ),
-        }
-    }
-}
-
-impl std::error::Error for SymlinkOnOutput {}
 
 /// Fails when a component of output path `rel` under `root` (the last one too) is a symlink:
 /// every write of an output goes through real folders, so none can land in `.git`, the

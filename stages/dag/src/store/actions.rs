@@ -237,33 +237,17 @@ pub(super) struct LogContent {
 }
 
 /// Why a complete line of an action log is not a record.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub(super) enum BadLine {
     /// Not `<key hex> <blake3 hex> <json>`.
+    #[error("not an action record line")]
     Malformed,
     /// The JSON does not hash to the line's checksum.
+    #[error("action record does not match its checksum")]
     Checksum,
     /// The JSON checks but is not an action record.
-    Json(serde_json::Error),
-}
-
-impl std::fmt::Display for BadLine {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            BadLine::Malformed => f.write_str("not an action record line"),
-            BadLine::Checksum => f.write_str("action record does not match its checksum"),
-            BadLine::Json(e) => write!(f, "action record: {e}"),
-        }
-    }
-}
-
-impl std::error::Error for BadLine {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            BadLine::Json(e) => Some(e),
-            _ => None,
-        }
-    }
+    #[error("action record: {0}")]
+    Json(#[source] serde_json::Error),
 }
 
 /// `<key hex> <blake3 hex of json> <json>\n`

@@ -4,36 +4,20 @@ use super::actions::format_line;
 use super::*;
 
 /// What is wrong with an entry of `blobs/` ([`Store::blob_entries`]).
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub(super) enum BadBlobEntry {
     /// Not a folder among the fan-out folders: what it is instead.
+    #[error("{0}, not a blob folder")]
     NotAFolder(&'static str),
     /// Not a regular file in a blob's place: what it is instead.
+    #[error("{0}, not a regular file")]
     NotAFile(&'static str),
     /// A name that is not `<2 hex>/<62 hex>`.
+    #[error("not a blob name")]
     NotABlobName,
     /// Its type could not be read.
-    Unreadable(std::io::Error),
-}
-
-impl std::fmt::Display for BadBlobEntry {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            BadBlobEntry::NotAFolder(what) => write!(f, "{what}, not a blob folder"),
-            BadBlobEntry::NotAFile(what) => write!(f, "{what}, not a regular file"),
-            BadBlobEntry::NotABlobName => f.write_str("not a blob name"),
-            BadBlobEntry::Unreadable(e) => write!(f, "unreadable: {e}"),
-        }
-    }
-}
-
-impl std::error::Error for BadBlobEntry {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            BadBlobEntry::Unreadable(e) => Some(e),
-            _ => None,
-        }
-    }
+    #[error("unreadable: {0}")]
+    Unreadable(#[source] std::io::Error),
 }
 
 impl Store {

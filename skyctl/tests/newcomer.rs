@@ -414,11 +414,11 @@ fn explain_store_check_and_an_empty_manifest() {
         .find(|e| e.file_type().is_file())
         .unwrap()
         .into_path();
-    let mut perm = std::fs::metadata(&blob).unwrap().permissions();
-    #[allow(clippy::permissions_set_readonly_false)]
-    perm.set_readonly(false);
-    std::fs::set_permissions(&blob, perm).unwrap();
-    std::fs::write(&blob, "damaged").unwrap();
+    // Replaced, not written in place: the blob may share its inode with a workspace output
+    // (a hard link), which would then be damaged too and make a second problem.
+    let damaged = blob.with_extension("damaged");
+    std::fs::write(&damaged, "damaged").unwrap();
+    std::fs::rename(&damaged, &blob).unwrap();
     let o = ws.run(&["store", "check"]);
     assert_eq!(o.status.code(), Some(1));
     assert!(stdout(&o).ends_with("\n1 problem\n"), "{}", stdout(&o));

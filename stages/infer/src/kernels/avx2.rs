@@ -22,8 +22,12 @@ pub(crate) static KERNELS: Kernels = Kernels {
 /// the 16 ymm registers: 6 FMAs per pair of B loads instead of 4.
 const ROWS: usize = 6;
 
-/// Tiles of up to [`ROWS`] rows x 16 columns; column tails narrower than 16 go through the
-/// portable kernel.
+/// Rows per tile of the column tail: one B vector, so 12 accumulators keep the FMA pipes as
+/// busy as the 6 x 16 tiles do.
+const TAIL_ROWS: usize = 12;
+
+/// Tiles of up to [`ROWS`] rows x 16 columns, then the columns left (attention's key counts
+/// are seldom a multiple of 16) in tiles of up to [`TAIL_ROWS`] rows x 8 masked columns.
 ///
 /// # Safety
 /// avx2 and fma are available; `g.check` passed for the C at `c`, and no other thread touches
@@ -49,10 +53,71 @@ unsafe fn gemm(g: Gemm, a: &[f32], b: &[f32], c: *mut f32) {
         }
         j0 += 16;
     }
-    if full < g.n {
-        // Column tail: the portable kernel on the remaining columns (the same arithmetic).
-        let rest = Gemm { n: g.n - full, ..g };
-        super::scalar::gemm_raw(rest, a, &b[full..], c.add(full));
+    while j0 < g.n {
+        let cols = 8.min(g.n - j0);
+        let lanes = _mm256_cmpgt_epi32(
+            _mm256_set1_epi32(cols as i32),
+            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+        );
+        let mut i0 = 0;
+        while i0 < g.m {
+            let rows = TAIL_ROWS.min(g.m - i0);
+            // SAFETY (all arms): tile indices stay inside the bounds `Gemm::check` verified,
+            // the mask keeps every load and store to columns j0..j0 + cols.
+            match rows {
+                12 => tile_masked::<12>(g, a, b, c, i0, j0, lanes),
+                11 => tile_masked::<11>(g, a, b, c, i0, j0, lanes),
+                10 => tile_masked::<10>(g, a, b, c, i0, j0, lanes),
+                9 => tile_masked::<9>(g, a, b, c, i0, j0, lanes),
+                8 => tile_masked::<8>(g, a, b, c, i0, j0, lanes),
+                7 => tile_masked::<7>(g, a, b, c, i0, j0, lanes),
+                6 => tile_masked::<6>(g, a, b, c, i0, j0, lanes),
+                5 => tile_masked::<5>(g, a, b, c, i0, j0, lanes),
+                4 => tile_masked::<4>(g, a, b, c, i0, j0, lanes),
+                3 => tile_masked::<3>(g, a, b, c, i0, j0, lanes),
+                2 => tile_masked::<2>(g, a, b, c, i0, j0, lanes),
+                _ => tile_masked::<1>(g, a, b, c, i0, j0, lanes),
+            }
+            i0 += rows;
+        }
+        j0 += cols;
+    }
+}
+
+/// Rows `i0..i0 + R` x the columns of `j0..j0 + 8` that `lanes` selects: the same chain per
+/// element as [`tile`] and the portable kernel (from C or zero, one fused multiply-add per k
+/// in order), so the same bits. Masked-off lanes are neither read nor written.
+///
+/// # Safety
+/// As [`gemm`], with rows `i0..i0 + R` and the selected columns inside the checked bounds.
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn tile_masked<const R: usize>(
+    g: Gemm,
+    a: &[f32],
+    b: &[f32],
+    c: *mut f32,
+    i0: usize,
+    j0: usize,
+    lanes: __m256i,
+) {
+    let ap = a.as_ptr();
+    let bp = b.as_ptr();
+    let mut acc = [_mm256_setzero_ps(); R];
+    if g.accumulate {
+        for (r, acc_r) in acc.iter_mut().enumerate() {
+            *acc_r = _mm256_maskload_ps(c.add((i0 + r) * g.ldc + j0), lanes);
+        }
+    }
+    for p in 0..g.k {
+        let bv = _mm256_maskload_ps(bp.add(p * g.ldb + j0), lanes);
+        for (r, acc_r) in acc.iter_mut().enumerate() {
+            let av = _mm256_set1_ps(*ap.add((i0 + r) * g.lda + p));
+            *acc_r = _mm256_fmadd_ps(av, bv, *acc_r);
+        }
+    }
+    for (r, acc_r) in acc.iter().enumerate() {
+        _mm256_maskstore_ps(c.add((i0 + r) * g.ldc + j0), lanes, *acc_r);
     }
 }
 

@@ -538,32 +538,45 @@ macro_rules! tiles_256 {
                     }
                 }
             }
-            for (gi, acc_g) in acc.iter_mut().enumerate() {
-                let g = g0 + gi;
-                let lanes = (rows - g * 8).min(8);
-                let mask = _mm256_cmpgt_epi32(
-                    _mm256_set1_epi32(lanes as i32),
+            // The lanes of each group's rows that exist (all 8 but in a last partial group).
+            let mut masks = [_mm256_setzero_si256(); G];
+            let mut lanes = [0usize; G];
+            for gi in 0..G {
+                lanes[gi] = (rows - (g0 + gi) * 8).min(8);
+                masks[gi] = _mm256_cmpgt_epi32(
+                    _mm256_set1_epi32(lanes[gi] as i32),
                     _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
                 );
-                for (o, &ch) in outl.channels.iter().enumerate() {
+            }
+            // The outlier channels in order, each element's `acc + x * w` as the scalar path;
+            // a channel's column slice and each token's activation loaded once for the tile.
+            for (o, &ch) in outl.channels.iter().enumerate() {
+                let mut col = [_mm256_setzero_ps(); G];
+                for gi in 0..G {
                     // SAFETY: the mask limits the load to rows < rows of column o, which lies
                     // inside cols (channels.len() x rows).
-                    let col =
-                        unsafe { _mm256_maskload_ps(outl.cols.as_ptr().add(o * rows + g * 8), mask) };
-                    for (t, a_t) in acc_g.iter_mut().enumerate() {
-                        let xo = _mm256_set1_ps(outl.x[(i0 + t) * k + ch as usize]);
-                        *a_t = _mm256_add_ps(*a_t, _mm256_mul_ps(xo, col));
+                    col[gi] = unsafe {
+                        _mm256_maskload_ps(outl.cols.as_ptr().add(o * rows + (g0 + gi) * 8), masks[gi])
+                    };
+                }
+                for t in 0..T {
+                    let xo = _mm256_set1_ps(outl.x[(i0 + t) * k + ch as usize]);
+                    for gi in 0..G {
+                        acc[gi][t] = _mm256_add_ps(acc[gi][t], _mm256_mul_ps(xo, col[gi]));
                     }
                 }
+            }
+            for (gi, acc_g) in acc.iter().enumerate() {
+                let g = g0 + gi;
                 for (t, a_t) in acc_g.iter().enumerate() {
                     let at = (i0 + t) * rows + g * 8;
                     // SAFETY: token i0 + t < n and rows g * 8..g * 8 + lanes exist, inside out
                     // (n x rows); the mask limits a partial group's store to those rows.
                     unsafe {
-                        if lanes == 8 {
+                        if lanes[gi] == 8 {
                             _mm256_storeu_ps(out.as_mut_ptr().add(at), *a_t);
                         } else {
-                            _mm256_maskstore_ps(out.as_mut_ptr().add(at), mask, *a_t);
+                            _mm256_maskstore_ps(out.as_mut_ptr().add(at), masks[gi], *a_t);
                         }
                     }
                 }

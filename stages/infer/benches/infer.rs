@@ -1,7 +1,8 @@
 //! Per-question latency of the engine: `cargo bench -p sky-infer --bench infer
 //! [-- MODEL... --iters N --q8|--q8-fast --threads N --split auto|rows|columns --profile]` (one
 //! thread by default; `--split`: how several threads split the pass, `Workspace::set_split`;
-//! `--profile`: the per-op timers of the forward pass, µs per forward). Each model directory is converted to an F16 GGUF (the shipping
+//! `--profile`: the per-op timers of the forward pass, µs per forward; `--paired`: f32, q8 and
+//! q8-fast on the same question one after the other, see [`paired`]). Each model directory is converted to an F16 GGUF (the shipping
 //! format) in a temp dir and loaded from it; the golden cases (golden/laya/cases.jsonl) are
 //! answered round-robin. Reported: median / p10 / p90 of the whole question (sequence build +
 //! forward + softmax) and of the forward alone, and the median sequence length.
@@ -176,6 +177,117 @@ fn weight_rate(isa: Isa) {
     }
 }
 
+/// `models/NAME` converted to an F16 GGUF (the shipping format: F16 encoder, F32 head) in
+/// `dir`; a missing model is a message and exit 2.
+fn convert_f16(root: &std::path::Path, name: &str, dir: &std::path::Path) -> PathBuf {
+    let src = root.join("models").join(name);
+    // A model name is the user's input: a missing one is a message and exit 2.
+    let ckpt = sky_laya::LayaCheckpoint::open(&src).unwrap_or_else(|e| {
+        eprintln!("infer bench: model {name:?} ({}): {e}", src.display());
+        std::process::exit(2)
+    });
+    let opts = sky_laya::ConvertOptions {
+        policy: sky_laya::TypePolicy {
+            ftype: GgmlType::F16,
+            head_type: GgmlType::F32,
+            rules: Vec::new(),
+        },
+        ..Default::default()
+    };
+    let out = dir.join(format!("{name}.gguf"));
+    sky_laya::convert(&ckpt, &opts, &out).expect("convert");
+    out
+}
+
+/// f32, q8 and q8-fast question by question: each golden case (round-robin, `iters` in all)
+/// answered by the three engines back to back, their order rotated from one question to the
+/// next, each timed in this thread's CPU time. On a shared machine the speed drifts by 10-30%
+/// over seconds; three runs milliseconds apart see the same drift, so their ratio holds
+/// where separate runs' ratios scatter. Prints each mode's median of case medians and the
+/// f32 ÷ int8 ratio of each case's medians (median over the cases, and its p10 / p90).
+fn paired(m: &str, gguf: &std::path::Path, isa: Isa, iters: usize, cases: &[serde_json::Value]) {
+    let modes = [
+        ("f32", None),
+        ("q8", Some(sky_quant::ActQuant::Q8x2)),
+        ("q8-fast", Some(sky_quant::ActQuant::Q8)),
+    ];
+    let qs: Vec<Question> = cases
+        .iter()
+        .map(|c| Question::parse("q", c).expect("question"))
+        .collect();
+    let mut engines = Vec::new();
+    for (_, act) in modes {
+        let opts = sky_infer::int8::ComputeOptions {
+            act,
+            ..Default::default()
+        };
+        let (mut engine, _) = sky_infer::int8::open(gguf, &opts, None).expect("load");
+        engine.isa = isa;
+        engines.push((engine, Workspace::new()));
+    }
+    let mut ask = |e: usize, k: usize| -> f64 {
+        let (engine, ws) = &mut engines[e];
+        let c0 = thread_cpu_ns();
+        let seq = engine
+            .sequence(&qs[k], &cases[k]["state"], "q")
+            .expect("sequence");
+        let scores = engine.scores(ws, &seq, qs[k].qtype, None).expect("forward");
+        let t = engine.temperatures.pick(qs[k].qtype, scores.len());
+        std::hint::black_box(sky_infer::answer::probabilities(&scores, t.applied));
+        match (c0, thread_cpu_ns()) {
+            (Some(a), Some(b)) => b.saturating_sub(a) as f64 / 1e3,
+            _ => f64::NAN,
+        }
+    };
+    // Warm-up: every case once on every engine.
+    for k in 0..qs.len() {
+        for e in 0..modes.len() {
+            ask(e, k);
+        }
+    }
+    let mut times = vec![vec![Vec::new(); qs.len()]; modes.len()];
+    // At least one round over the cases, so that every case has its medians.
+    for i in 0..iters.max(qs.len()) {
+        let k = i % qs.len();
+        for j in 0..modes.len() {
+            let e = (i + j) % modes.len();
+            times[e][k].push(ask(e, k));
+        }
+    }
+    let medians: Vec<Vec<f64>> = times
+        .iter_mut()
+        .map(|per_case| {
+            per_case
+                .iter_mut()
+                .filter(|t| !t.is_empty())
+                .map(|t| pct(t, 0.5))
+                .collect()
+        })
+        .collect();
+    println!(
+        "{m}, isa {isa:?}, 1 thread, {iters} questions a mode (f32, q8, q8-fast alternated), thread CPU µs"
+    );
+    println!(
+        "| model | mode | median of case medians µs | f32 ÷ mode, median over cases [p10, p90] |"
+    );
+    println!("|---|---|---:|---|");
+    for (e, (name, _)) in modes.iter().enumerate() {
+        let mut ratios: Vec<f64> = medians[0]
+            .iter()
+            .zip(&medians[e])
+            .map(|(f, q)| f / q)
+            .collect();
+        let mut own = medians[e].clone();
+        println!(
+            "| {m} | {name} | {:.1} | {:.3} [{:.3}, {:.3}] |",
+            pct(&mut own, 0.5),
+            pct(&mut ratios, 0.5),
+            pct(&mut ratios, 0.1),
+            pct(&mut ratios, 0.9)
+        );
+    }
+}
+
 fn main() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
     let mut models = Vec::new();
@@ -190,6 +302,7 @@ fn main() {
     // `--dump FILE`: append every golden case's score and probability bits (one line per case,
     // after the warm-up) for the bit-for-bit checks of kernel changes, then time as usual.
     let mut dump: Option<PathBuf> = None;
+    let mut pair = false;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -200,6 +313,7 @@ fn main() {
             "--q8-fast" => act = Some(sky_quant::ActQuant::Q8),
             "--threads" => threads = args.next().and_then(|v| v.parse().ok()).unwrap_or(1),
             "--profile" => profile = true,
+            "--paired" => pair = true,
             "--dump" => dump = args.next().map(PathBuf::from),
             "--split" => {
                 split = match args.next().as_deref() {
@@ -237,28 +351,20 @@ fn main() {
             .map(|l| serde_json::from_str(l).expect("case JSON"))
             .collect();
     let tmp = tempfile::tempdir().expect("tempdir");
+    if pair {
+        for m in &models {
+            let gguf = convert_f16(&root, m, tmp.path());
+            paired(m, &gguf, isa, iters, &cases);
+        }
+        return;
+    }
     println!(
         "isa {isa:?}, {iters} questions per model (the 41 golden cases round-robin), {threads} thread(s), split {split:?}"
     );
     println!("| model | file | median µs/question | p10 | p90 | forward median µs | CPU µs/question (mean) | median tokens | 64 tokens forward median / p10 µs | mean µs/question | median of case medians µs | same, thread CPU µs |");
     println!("|---|---|---|---|---|---|---|---|---|---|---|");
     for m in models {
-        let dir = root.join("models").join(&m);
-        // A model name is the user's input: a missing one is a message and exit 2.
-        let ckpt = sky_laya::LayaCheckpoint::open(&dir).unwrap_or_else(|e| {
-            eprintln!("infer bench: model {m:?} ({}): {e}", dir.display());
-            std::process::exit(2)
-        });
-        let opts = sky_laya::ConvertOptions {
-            policy: sky_laya::TypePolicy {
-                ftype: GgmlType::F16,
-                head_type: GgmlType::F32,
-                rules: Vec::new(),
-            },
-            ..Default::default()
-        };
-        let out = tmp.path().join(format!("{m}.gguf"));
-        sky_laya::convert(&ckpt, &opts, &out).expect("convert");
+        let out = convert_f16(&root, &m, tmp.path());
         let opts = sky_infer::int8::ComputeOptions {
             act,
             ..Default::default()

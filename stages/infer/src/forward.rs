@@ -1201,8 +1201,11 @@ pub fn forward_from<'w>(
         return unsafe { forward_avx512(model, isa, ws, ids, markers, qtype, observer, bounds) };
     }
     #[cfg(target_arch = "x86_64")]
-    if isa == Isa::Avx2 && isa.available() {
-        // SAFETY: avx2 and fma were detected on this CPU.
+    // AVX-VNNI runs the AVX2 tables (its own only in the int8 products), so its pass is the
+    // AVX2 build too: without this, the element-wise loops of a CPU with AVX-VNNI and no
+    // AVX-512 (its default path) ran the baseline build's SSE2 code.
+    if matches!(isa, Isa::Avx2 | Isa::AvxVnni) && isa.available() {
+        // SAFETY: avx2 and fma were detected on this CPU (AVX-VNNI's check includes them).
         return unsafe { forward_avx2(model, isa, ws, ids, markers, qtype, observer, bounds) };
     }
     forward_body(model, isa, ws, ids, markers, qtype, observer, bounds)

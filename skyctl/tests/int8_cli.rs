@@ -401,3 +401,106 @@ fn ask_takes_the_compute_path_flags() {
         "calibrated Q8_0 file vs --q8 at load: {dfile}"
     );
 }
+
+/// `bench --compare`: f32, q8 and q8-fast of one float model timed in turn; each speed-up is
+/// the f32 round median over the mode's, per round, and their median; a Q8_0 file (whose f32
+/// path runs in int8) and `--q8` beside it are refused with exit 2.
+#[test]
+fn bench_compare_times_the_three_paths_in_turn() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let model = pico();
+    let m = model.to_str().unwrap();
+    let (out, err) = ok(
+        d,
+        &[
+            "bench",
+            m,
+            "--compare",
+            "--iters",
+            "3",
+            "--rounds",
+            "3",
+            "--json",
+        ],
+    );
+    assert!(
+        err.contains("note (q8): ") && err.contains("note (q8-fast): "),
+        "{err}"
+    );
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    let modes = v["modes"].as_array().unwrap();
+    let names: Vec<&str> = modes.iter().map(|r| r["mode"].as_str().unwrap()).collect();
+    assert_eq!(names, ["f32", "q8", "q8-fast"]);
+    let rounds = |r: &serde_json::Value, key: &str| -> Vec<f64> {
+        r[key]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_f64().unwrap())
+            .collect()
+    };
+    let f32_rounds = rounds(&modes[0], "round_medians_us");
+    assert_eq!(f32_rounds.len(), 3);
+    assert_eq!(rounds(&modes[0], "speedup_rounds"), [1.0, 1.0, 1.0]);
+    assert_eq!(modes[0]["speedup"], 1.0);
+    assert_eq!(modes[0]["int8_matrices"], 0);
+    for r in &modes[1..] {
+        assert_eq!(
+            (r["int8_matrices"].as_u64(), r["weights"].as_str()),
+            (Some(8), Some("at load")),
+            "{r}"
+        );
+        let own = rounds(r, "round_medians_us");
+        let speedups = rounds(r, "speedup_rounds");
+        assert_eq!((own.len(), speedups.len()), (3, 3), "{r}");
+        // The round medians are printed to 0.1 µs: the ratios agree to that.
+        for ((f, o), s) in f32_rounds.iter().zip(&own).zip(&speedups) {
+            assert!((f / o - s).abs() < 2e-3, "{f} / {o} vs {s}");
+        }
+        let mut sorted = speedups.clone();
+        sorted.sort_by(f64::total_cmp);
+        assert_eq!(r["speedup"].as_f64(), Some(sorted[1]), "{r}");
+        let best = own.iter().copied().fold(f64::INFINITY, f64::min);
+        assert_eq!(r["us_per_question"].as_f64(), Some(best), "{r}");
+    }
+
+    // The text form: one line a mode, the int8 ones with their speed-up.
+    let (text, _) = ok(
+        d,
+        &["bench", m, "--compare", "--iters", "1", "--rounds", "1"],
+    );
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 4, "{text}");
+    assert!(lines[0].contains("f32, q8 and q8-fast in turn"), "{text}");
+    assert!(
+        lines[1].trim_start().starts_with("f32 ") && !lines[1].contains("f32 / "),
+        "{text}"
+    );
+    assert!(
+        lines[2].contains("f32 / q8 = ") && lines[3].contains("f32 / q8-fast = "),
+        "{text}"
+    );
+
+    ok(d, &["convert", "--type", "q8_0", m, "plain.gguf"]);
+    let e = fails(
+        d,
+        &[
+            "bench",
+            "plain.gguf",
+            "--compare",
+            "--iters",
+            "1",
+            "--rounds",
+            "1",
+        ],
+    );
+    assert!(
+        e.contains("--compare needs a float model")
+            && e.contains("plain.gguf")
+            && e.contains("q8_0 file"),
+        "{e}"
+    );
+    let e = fails(d, &["bench", m, "--compare", "--q8"]);
+    assert!(e.contains("--compare") && e.contains("--q8"), "{e}");
+}

@@ -1,5 +1,7 @@
-//! `skyctl bench MODEL [--q8 | --q8-fast] [--no-calib] [--questions N] [--iters N]
-//! [--rounds N] [--threads N] [--json]`: per-question latency of one compute path, best median of rounds.
+//! `skyctl bench MODEL [--q8 | --q8-fast | --compare] [--no-calib] [--questions N] [--iters N]
+//! [--rounds N] [--threads N] [--json]`: per-question latency of one compute path, best median
+//! of rounds; with `--compare`, of f32, q8 and q8-fast frame by frame in turn, with each int8
+//! path's speed-up over f32 on this machine.
 //!
 //! A frame is one request of `--questions` questions (the built-in calibration prompts, in
 //! order, cycled), each answered from scratch: tokenization, sequence, forward pass,
@@ -9,7 +11,8 @@
 use crate::outcome::Outcome;
 use std::io::Write as _;
 
-use crate::ops::bench::{bench_engine, BenchConfig};
+use crate::ops::bench::{bench_engine, compare_engines, BenchConfig, Compared};
+use crate::ops::compute::{Compute, ComputePath};
 
 /// Arguments of `skyctl bench`.
 #[derive(clap::Args, Debug)]
@@ -31,6 +34,10 @@ pub struct Args {
     /// Threads of one question's forward pass (same answers bit for bit).
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=16))]
     pub threads: u32,
+    /// Time f32, q8 and q8-fast in turn, frame by frame, and print each int8 path's speed-up
+    /// over f32 on this machine (a float model: an F16/F32 GGUF or a Laya directory).
+    #[arg(long, conflicts_with_all = ["q8", "q8_fast"])]
+    pub compare: bool,
     /// Print one JSON object instead of text.
     #[arg(long)]
     pub json: bool,
@@ -38,17 +45,20 @@ pub struct Args {
 
 /// Run `skyctl bench`.
 pub fn run(args: Args) -> anyhow::Result<Outcome> {
-    let (engine, report) = args.path.path().open(&args.model)?;
-    let mut err = std::io::stderr().lock();
-    for note in &report.notes {
-        writeln!(err, "note: {note}")?;
-    }
     let cfg = BenchConfig {
         questions: args.questions,
         iters: args.iters,
         rounds: args.rounds,
         threads: args.threads,
     };
+    if args.compare {
+        return compare(&args, cfg);
+    }
+    let (engine, report) = args.path.path().open(&args.model)?;
+    let mut err = std::io::stderr().lock();
+    for note in &report.notes {
+        writeln!(err, "note: {note}")?;
+    }
     let r = bench_engine(&engine, &report, cfg)?;
     let mut out = std::io::stdout().lock();
     if args.json {
@@ -79,4 +89,65 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         )?;
     }
     Ok(Outcome::Success)
+}
+
+/// `--compare`: f32, q8 and q8-fast of one float model, timed in turn.
+fn compare(args: &Args, cfg: BenchConfig) -> anyhow::Result<Outcome> {
+    let mut engines = Vec::with_capacity(3);
+    let mut err = std::io::stderr().lock();
+    for compute in [Compute::F32, Compute::Q8, Compute::Q8Fast] {
+        let path = ComputePath {
+            compute,
+            no_calib: args.path.no_calib,
+        };
+        let (engine, report) = path.open(&args.model)?;
+        // A Q8_0 file's f32 path runs in int8: there is no f32 to compare with.
+        anyhow::ensure!(
+            compute != Compute::F32 || report.int8.matrices == 0,
+            "--compare needs a float model (an F16 or F32 GGUF, or a Laya directory): {} has int8 weights ({}), so its f32 path runs in int8; compare on the float file it was quantized from",
+            args.model.display(),
+            report.weights
+        );
+        for note in &report.notes {
+            writeln!(err, "note ({}): {note}", compute.name())?;
+        }
+        engines.push((engine, report));
+    }
+    let compared = compare_engines(&engines, cfg)?;
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        let all = serde_json::json!({ "modes": compared });
+        writeln!(out, "{all}")?;
+        return Ok(Outcome::Success);
+    }
+    if let Some(first) = compared.first() {
+        let r = &first.result;
+        writeln!(
+            out,
+            "{} on {} ({}, int8 kernel {}), {} thread(s): f32, q8 and q8-fast in turn, frame by frame, {} rounds x {} frames of {} question(s); best round median per question",
+            r.model, r.cpu, r.isa, r.int8_kernel, cfg.threads, cfg.rounds, cfg.iters, cfg.questions
+        )?;
+    }
+    for c in &compared {
+        writeln!(out, "{}", compared_line(c))?;
+    }
+    Ok(Outcome::Success)
+}
+
+/// One mode's line of `--compare`'s text output.
+fn compared_line(c: &Compared) -> String {
+    let r = &c.result;
+    let mut line = format!("  {:8} {:9.1} us/question", r.mode, r.us_per_question);
+    if r.mode != "f32" {
+        let rounds: Vec<String> = c.speedup_rounds.iter().map(|v| format!("{v:.2}")).collect();
+        line.push_str(&format!(
+            "  f32 / {} = {:.2}x (median of the rounds: {}; {} matrices in int8, {} outlier columns)",
+            r.mode,
+            c.speedup,
+            rounds.join(", "),
+            r.int8_matrices,
+            r.outlier_columns
+        ));
+    }
+    line
 }

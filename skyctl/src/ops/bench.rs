@@ -107,24 +107,39 @@ fn median(v: &mut [f64]) -> f64 {
     }
 }
 
-/// Time `engine` (see the module docs).
-pub fn bench_engine(
-    engine: &Engine,
-    report: &ComputeReport,
-    cfg: BenchConfig,
-) -> anyhow::Result<BenchResult> {
-    let prompts = calibration_prompts();
+/// The built-in questions a frame cycles through: `(question, state, id)`.
+type Questions<'p> = Vec<(Question, &'p serde_json::Value, &'p str)>;
+
+fn questions(prompts: &[sky_quant::PromptRequest]) -> anyhow::Result<Questions<'_>> {
     let mut questions = Vec::with_capacity(prompts.len());
-    for p in &prompts {
+    for p in prompts {
         let def = serde_json::json!({"type": p.kind, "instructions": p.instructions, "criteria": p.criteria});
         questions.push((Question::parse(&p.id, &def)?, &p.state, p.id.as_str()));
     }
     anyhow::ensure!(!questions.is_empty(), "no benchmark questions");
-    let q = cfg.questions.max(1) as usize;
-    let mut ws = Workspace::new();
-    ws.set_threads(cfg.threads.max(1) as usize)?;
-    let mut next = 0usize;
-    let mut frame = |ws: &mut Workspace| -> anyhow::Result<f64> {
+    Ok(questions)
+}
+
+/// One engine's side of a benchmark: its workspace and the next question it answers.
+struct Timed<'e> {
+    engine: &'e Engine,
+    ws: Workspace,
+    next: usize,
+}
+
+impl<'e> Timed<'e> {
+    fn new(engine: &'e Engine, cfg: BenchConfig) -> anyhow::Result<Timed<'e>> {
+        let mut ws = Workspace::new();
+        ws.set_threads(cfg.threads.max(1) as usize)?;
+        Ok(Timed {
+            engine,
+            ws,
+            next: 0,
+        })
+    }
+
+    /// One frame of `q` questions, in microseconds per question.
+    fn frame(&mut self, questions: &Questions<'_>, q: usize) -> anyhow::Result<f64> {
         let t = Instant::now();
         for _ in 0..q {
             // A build asked to stop (SIGINT, SIGTERM) ends here: one question takes
@@ -132,23 +147,30 @@ pub fn bench_engine(
             if let Some(sig) = sky_dag::interrupt::requested() {
                 anyhow::bail!("interrupted by signal {sig}");
             }
-            let (question, state, id) = &questions[next % questions.len()];
-            next += 1;
-            std::hint::black_box(engine.run_question(ws, question, state, id)?);
+            let (question, state, id) = &questions[self.next % questions.len()];
+            self.next += 1;
+            std::hint::black_box(
+                self.engine
+                    .run_question(&mut self.ws, question, state, id)?,
+            );
         }
         Ok(t.elapsed().as_secs_f64() * 1e6 / q as f64)
-    };
-    frame(&mut ws)?;
-    let mut round_medians = Vec::with_capacity(cfg.rounds as usize);
-    for _ in 0..cfg.rounds.max(1) {
-        let mut times = Vec::with_capacity(cfg.iters as usize);
-        for _ in 0..cfg.iters.max(1) {
-            times.push(frame(&mut ws)?);
-        }
-        round_medians.push(median(&mut times));
     }
+}
+
+/// Microseconds rounded to 0.1.
+fn tenth(v: f64) -> f64 {
+    (v * 10.0).round() / 10.0
+}
+
+fn result(
+    engine: &Engine,
+    report: &ComputeReport,
+    cfg: BenchConfig,
+    round_medians: &[f64],
+) -> BenchResult {
     let best = round_medians.iter().copied().fold(f64::INFINITY, f64::min);
-    Ok(BenchResult {
+    BenchResult {
         model: engine.name.clone(),
         mode: report.mode,
         weights: report.weights,
@@ -158,10 +180,97 @@ pub fn bench_engine(
         isa: engine.isa.name(),
         int8_kernel: engine.isa.int8_path().name(),
         config: cfg,
-        us_per_question: (best * 10.0).round() / 10.0,
-        round_medians_us: round_medians
-            .iter()
-            .map(|v| (v * 10.0).round() / 10.0)
-            .collect(),
-    })
+        us_per_question: tenth(best),
+        round_medians_us: round_medians.iter().map(|&v| tenth(v)).collect(),
+    }
+}
+
+/// Time `engine` (see the module docs).
+pub fn bench_engine(
+    engine: &Engine,
+    report: &ComputeReport,
+    cfg: BenchConfig,
+) -> anyhow::Result<BenchResult> {
+    let prompts = calibration_prompts();
+    let questions = questions(&prompts)?;
+    let q = cfg.questions.max(1) as usize;
+    let mut timed = Timed::new(engine, cfg)?;
+    timed.frame(&questions, q)?;
+    let mut round_medians = Vec::with_capacity(cfg.rounds as usize);
+    for _ in 0..cfg.rounds.max(1) {
+        let mut times = Vec::with_capacity(cfg.iters as usize);
+        for _ in 0..cfg.iters.max(1) {
+            times.push(timed.frame(&questions, q)?);
+        }
+        round_medians.push(median(&mut times));
+    }
+    Ok(result(engine, report, cfg, &round_medians))
+}
+
+/// One mode of a comparison: its measurement, and how many times faster than the first
+/// (f32) mode it ran.
+#[derive(Debug, Clone, Serialize)]
+pub struct Compared {
+    /// The measurement, as `skyctl bench` reports it for this mode alone.
+    #[serde(flatten)]
+    pub result: BenchResult,
+    /// The first mode's round median ÷ this mode's, per round (1.0 for the first mode).
+    pub speedup_rounds: Vec<f64>,
+    /// The median of `speedup_rounds`, to 0.001.
+    pub speedup: f64,
+}
+
+/// Time several engines of one model frame by frame in turn (their order rotated from one
+/// frame to the next), so that all of them see the same machine: on a shared or throttling
+/// machine the speed drifts by 10-30% over seconds, and separate runs' ratios scatter by as
+/// much. Each engine answers the same questions in the same order. The first engine is the
+/// reference of the speed-ups.
+pub fn compare_engines(
+    engines: &[(Engine, ComputeReport)],
+    cfg: BenchConfig,
+) -> anyhow::Result<Vec<Compared>> {
+    anyhow::ensure!(!engines.is_empty(), "nothing to compare");
+    let prompts = calibration_prompts();
+    let questions = questions(&prompts)?;
+    let q = cfg.questions.max(1) as usize;
+    let mut timed = Vec::with_capacity(engines.len());
+    for (engine, _) in engines {
+        let mut t = Timed::new(engine, cfg)?;
+        t.frame(&questions, q)?;
+        timed.push(t);
+    }
+    let mut round_medians = vec![Vec::with_capacity(cfg.rounds as usize); engines.len()];
+    for _ in 0..cfg.rounds.max(1) {
+        let mut times = vec![Vec::with_capacity(cfg.iters as usize); engines.len()];
+        for i in 0..cfg.iters.max(1) as usize {
+            for j in 0..engines.len() {
+                let e = (i + j) % engines.len();
+                times[e].push(timed[e].frame(&questions, q)?);
+            }
+        }
+        for (medians, mut t) in round_medians.iter_mut().zip(times) {
+            medians.push(median(&mut t));
+        }
+    }
+    let reference = round_medians[0].clone();
+    Ok(engines
+        .iter()
+        .zip(&round_medians)
+        .map(|((engine, report), medians)| {
+            let mut rounds: Vec<f64> = reference
+                .iter()
+                .zip(medians)
+                .map(|(r, m)| if *m > 0.0 { r / m } else { 0.0 })
+                .collect();
+            let speedup = (median(&mut rounds.clone()) * 1000.0).round() / 1000.0;
+            for r in &mut rounds {
+                *r = (*r * 1000.0).round() / 1000.0;
+            }
+            Compared {
+                result: result(engine, report, cfg, medians),
+                speedup_rounds: rounds,
+                speedup,
+            }
+        })
+        .collect())
 }

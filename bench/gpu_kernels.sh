@@ -24,9 +24,8 @@
 # LOG (default: $OUT/gpu_kernels.log where $OUT is set, else DIR/gpu_kernels.log) gets
 # everything. Exit 0 only when the good kernels pass and every planted bug fails.
 #
-# The node's harness runs with PATH and HOME only (every node does), so the harness command in
-# DIR/pipeline.toml is written at run time with this host's LD_LIBRARY_PATH, where CUDA images
-# often point to the driver.
+# The node's harness gets PATH, HOME and the suite's declared `env` only (every node does), so
+# DIR/pipeline.toml declares LD_LIBRARY_PATH, through which some CUDA images find the driver.
 #
 # Without a GPU, `GPU_KERNELS_EMULATE=1 bash bench/gpu_kernels.sh run DIR` rehearses every step
 # against stages/cuda/emu's fake libcuda.so.1, built (g++) once per source set so that each
@@ -130,9 +129,7 @@ steps() {
   fi
 
   echo "## 1. the verification node: skyctl verify ($dir/pipeline.toml)"
-  local env=""
-  [ -n "$(libpath good)" ] && env="env LD_LIBRARY_PATH='$(libpath good)' "
-  cat >"$dir/pipeline.toml" <<TOML
+  cat >"$dir/pipeline.toml" <<'TOML'
 # The CUDA kernels judged by the verification node (bench/gpu_kernels.sh run writes this).
 [project]
 release_dir = "release"
@@ -144,10 +141,11 @@ name = "kernels-gpu"
 kind = "kernels"
 path = "gold"
 sources = ["ptx/good"]
-harness = "${env}{skyctl} kernels run --impl cuda --ptx ptx/good {inputs} {outputs}"
+harness = "{skyctl} kernels run --impl cuda --ptx ptx/good {inputs} {outputs}"
+env = ["LD_LIBRARY_PATH"]
 TOML
   rm -rf "$dir/.skyctl" "$dir/build" "$dir/release"
-  if (cd "$dir" && "$sk" verify); then echo "verify: pass"; else echo "verify: FAILED"; ok=0; fi
+  if (cd "$dir" && LD_LIBRARY_PATH=$(libpath good) "$sk" verify); then echo "verify: pass"; else echo "verify: FAILED"; ok=0; fi
 
   echo "## 2. the harness on the compute_37 PTX, then the golden check"
   if ! harness good "$out/good"; then

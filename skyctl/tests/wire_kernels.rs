@@ -33,6 +33,21 @@ impl Ws {
         )
     }
 
+    fn run_with(&self, args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
+        let out = Command::new(env!("CARGO_BIN_EXE_skyctl"))
+            .args(args)
+            .current_dir(self.0.path())
+            .env_remove("SKYCTL_STORE")
+            .envs(env.iter().copied())
+            .output()
+            .unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
     fn report(&self, suite: &str) -> serde_json::Value {
         serde_json::from_slice(
             &std::fs::read(self.p(&format!("build/golden/{suite}.json"))).unwrap(),
@@ -204,4 +219,63 @@ fn committed_goldens_at_path_are_checked_without_a_generator() {
         stderr.contains("give either `path` (committed goldens) or `generator`"),
         "{stderr}"
     );
+}
+
+#[test]
+fn a_harness_sees_its_declared_environment_and_nothing_else() {
+    // The harness runs only when it sees DECLARED=one and no SECRET.
+    let ws = Ws::new(
+        r#"
+[[golden]]
+name = "k"
+kind = "kernels"
+harness = "test \"$DECLARED\" = one && test -z \"$SECRET\" && {skyctl} kernels run --impl cpu {inputs} {outputs}"
+env = ["DECLARED"]
+"#,
+    );
+    let (code, stdout, stderr) = ws.run_with(&["verify"], &[("DECLARED", "one"), ("SECRET", "s")]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert_eq!(ws.report("k")["passed"], true);
+    // The value is part of the harness's key: another value runs it again (and here fails it).
+    let (code, stdout, stderr) = ws.run_with(&["verify", "--json"], &[("DECLARED", "two")]);
+    assert_eq!(code, 1, "{stdout}{stderr}");
+    let run = stdout
+        .lines()
+        .find(|l| l.contains(r#""event":"finished","node":"golden/k/run""#))
+        .unwrap_or_else(|| panic!("no finished event for the harness run: {stdout}"));
+    assert!(
+        run.contains(r#""why":{"reason":"params_changed","field":"env"}"#)
+            && run.contains(r#""error":"harness exited with status 1""#),
+        "{run}"
+    );
+}
+
+#[test]
+fn env_needs_a_harness_command_and_variable_names() {
+    let cases = [
+        (
+            "[[golden]]\nname = \"k\"\nkind = \"kernels\"\nenv = [\"LD_LIBRARY_PATH\"]\n",
+            "pipeline.toml:4:",
+            "`env` is passed to the `harness` command",
+        ),
+        (
+            "[[golden]]\nname = \"k\"\nkind = \"kernels\"\nharness = \"true\"\nenv = [\"PATH\"]\n",
+            "pipeline.toml:5:",
+            "`PATH` is not a variable name to pass",
+        ),
+        (
+            "[[golden]]\nname = \"k\"\nkind = \"kernels\"\nharness = \"true\"\nenv = [\"A=1\"]\n",
+            "pipeline.toml:5:",
+            "`A=1` is not a variable name to pass",
+        ),
+    ];
+    for (pipeline, at, message) in cases {
+        let ws = Ws::new(pipeline);
+        let (code, _, stderr) = ws.run(&["verify"]);
+        assert_eq!(code, 2, "{pipeline}: {stderr}");
+        assert!(
+            stderr.contains(at) && stderr.contains(message),
+            "{pipeline}: {stderr}"
+        );
+    }
 }

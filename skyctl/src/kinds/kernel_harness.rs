@@ -17,11 +17,13 @@
 //! | `{input_files}` / `{output_files}` | the bare file names `<name>.bin`, space separated |
 //! | `{skyctl}` | this skyctl binary |
 //!
-//! Any other `{...}` is left alone (shell `${VAR}` keeps working). The child gets PATH, HOME and
-//! nothing else from the environment; its stdout and stderr go to the node log. A non-zero exit
+//! Any other `{...}` is left alone (shell `${VAR}` keeps working). The child gets PATH, HOME,
+//! the suite's declared `env` variables (their values are in the key) and nothing else from the
+//! environment; its stdout and stderr go to the node log. A non-zero exit
 //! fails the node; missing or wrong output files do not (the check names them one by one).
 //! The outputs are written under a temp name and renamed into place only on success.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
@@ -57,6 +59,11 @@ impl PipelineKind for KernelHarness {
 pub struct Params {
     /// The shell command that runs the kernels (None: the built-in CPU harness).
     pub harness: Option<String>,
+    /// Declared environment variables and their values (None: unset), passed to the harness
+    /// besides PATH and HOME. Left out of the params when empty, so that suites without it
+    /// keep their keys.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, Option<String>>,
 }
 
 /// The harness run of kernel suite `cx` over the goldens at `gold` (a directory, or the
@@ -68,6 +75,11 @@ pub fn node(
     let g = cx.golden;
     let params = Params {
         harness: g.harness.as_ref().map(|h| h.get_ref().clone()),
+        env: g
+            .env
+            .iter()
+            .map(|e| (e.get_ref().clone(), (cx.env)(e.get_ref())))
+            .collect(),
     };
     let mut run =
         NodeSpec::new::<KernelHarness>(format!("{}/run", cx.id), &params, cx.span.clone())?
@@ -116,7 +128,12 @@ impl Kind for KernelHarness {
                 let tmp_in = temp_dir_beside(out, "in-")?;
                 let inputs = stage_inputs(&gold.path, &gold.rel, tmp_in.path())?;
                 let script = substitute(harness, tmp_in.path(), tmp_out.path(), &inputs)?;
-                run_shell(node, &script, ctx.workspace, ctx.log)?;
+                let env: Vec<(String, String)> = p
+                    .env
+                    .iter()
+                    .filter_map(|(k, v)| Some((k.clone(), v.clone()?)))
+                    .collect();
+                run_shell(node, &script, ctx.workspace, &env, ctx.log)?;
             }
         }
         std::fs::rename(tmp_out.keep(), out)
@@ -212,8 +229,14 @@ fn substitute(
     Ok(out)
 }
 
-/// `sh -c script` in `cwd` with a clean environment; both streams into `log`.
-fn run_shell(node: &str, script: &str, cwd: &Path, log: &mut Vec<u8>) -> anyhow::Result<()> {
+/// `sh -c script` in `cwd` with a clean environment plus `env`; both streams into `log`.
+fn run_shell(
+    node: &str,
+    script: &str,
+    cwd: &Path,
+    env: &[(String, String)],
+    log: &mut Vec<u8>,
+) -> anyhow::Result<()> {
     let start = log.len();
     let args = ["-c".to_string(), script.to_string()];
     let sh = resolve("sh", std::env::var_os("PATH").as_deref(), cwd);
@@ -222,7 +245,7 @@ fn run_shell(node: &str, script: &str, cwd: &Path, log: &mut Vec<u8>) -> anyhow:
         arg0: "sh",
         args: &args,
         cwd,
-        env: &[],
+        env,
     }
     .run(log)
     .with_context(|| format!("node `{node}`: cannot run the harness"))?;
@@ -252,6 +275,24 @@ mod tests {
     struct Fixture {
         dir: tempfile::TempDir,
         gold: PathBuf,
+    }
+
+    #[test]
+    fn params_without_env_serialize_as_before_env_existed() {
+        // A suite that declares no variables keeps its key (and the caches built before).
+        let p = Params {
+            harness: Some("h".into()),
+            env: BTreeMap::new(),
+        };
+        assert_eq!(serde_json::to_value(&p).unwrap(), json!({"harness": "h"}));
+        let with = Params {
+            harness: Some("h".into()),
+            env: BTreeMap::from([("LD_LIBRARY_PATH".to_string(), None)]),
+        };
+        assert_eq!(
+            serde_json::to_value(&with).unwrap(),
+            json!({"harness": "h", "env": {"LD_LIBRARY_PATH": null}})
+        );
     }
 
     fn fixture() -> Fixture {

@@ -64,6 +64,7 @@ pub fn expand(
                         name,
                         id: format!("golden/{name}"),
                         span: g.name.span(),
+                        env,
                     };
                     // Every node of an on-request suite is on request (the harness run too).
                     let first = out.nodes.len();

@@ -121,6 +121,8 @@ pub struct GoldenPlan<'m> {
     pub id: String,
     /// Where it is declared: its `name`.
     pub span: Range<usize>,
+    /// Reads the values of declared environment variables (they enter harness keys).
+    pub env: &'m dyn Fn(&str) -> Option<String>,
 }
 
 impl GoldenPlan<'_> {

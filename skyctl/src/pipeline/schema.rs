@@ -281,6 +281,11 @@ pub struct Golden {
     /// (kernels) source files of the kernels under test.
     #[serde(default)]
     pub sources: Vec<Spanned<String>>,
+    /// (kernels, with `harness`) environment variables passed to the harness besides PATH and
+    /// HOME (e.g. `LD_LIBRARY_PATH` where it is how a GPU host finds its driver); their values
+    /// enter the key.
+    #[serde(default)]
+    pub env: Vec<Spanned<String>>,
     /// Built only when named (`skyctl build NAME`, `skyctl verify NAME`): a plain build or
     /// verify leaves it out and releases without it (e.g. a harness that needs a GPU).
     #[serde(default)]
@@ -536,21 +541,29 @@ impl Manifest {
         }
         for c in &self.command {
             validate_run(self, c)?;
-            for e in &c.env {
-                let v = e.get_ref();
-                if v.is_empty() || v.contains('=') || v == "PATH" || v == "HOME" {
-                    return Err(self.error_at(
-                        e.span(),
-                        format!("`{v}` is not a variable name to pass (PATH and HOME are always passed)"),
-                    ));
-                }
-            }
+            self.check_env_names(&c.env)?;
         }
         for p in &self.release.publish {
             validate_publish_to(self, p)?;
         }
         if let Some(site) = &self.site {
             self.validate_site(site, &names)?;
+        }
+        Ok(())
+    }
+
+    /// The variables an `env` list passes: names, and not PATH or HOME (always passed).
+    fn check_env_names(&self, env: &[Spanned<String>]) -> Result<()> {
+        for e in env {
+            let v = e.get_ref();
+            if v.is_empty() || v.contains('=') || v == "PATH" || v == "HOME" {
+                return Err(self.error_at(
+                    e.span(),
+                    format!(
+                        "`{v}` is not a variable name to pass (PATH and HOME are always passed)"
+                    ),
+                ));
+            }
         }
         Ok(())
     }
@@ -798,6 +811,7 @@ impl Manifest {
                 forbid(g.path.is_some(), "path")?;
                 forbid(g.harness.is_some(), "harness")?;
                 forbid(!g.sources.is_empty(), "sources")?;
+                forbid(!g.env.is_empty(), "env")?;
                 forbid(g.generator.is_some(), "generator")?;
                 if let Some(c) = &g.compute {
                     if let Err(e) = Compute::parse(c.get_ref()) {
@@ -875,6 +889,16 @@ impl Manifest {
                         ),
                     ));
                 }
+                if let (None, Some(e)) = (&g.harness, g.env.first()) {
+                    return Err(self.error_at(
+                        e.span(),
+                        format!(
+                            "golden `{name}`: `env` is passed to the `harness` command; the built-in CPU \
+                             harness runs inside skyctl and takes none"
+                        ),
+                    ));
+                }
+                self.check_env_names(&g.env)?;
                 if let Some(h) = &g.harness {
                     let h_str = h.get_ref().trim();
                     if h_str.is_empty() || commands.contains(&h_str) {

@@ -20,19 +20,10 @@ impl Ws {
     }
 
     fn run(&self, args: &[&str]) -> (i32, String, String) {
-        let out = Command::new(env!("CARGO_BIN_EXE_skyctl"))
-            .args(args)
-            .current_dir(self.0.path())
-            .env_remove("SKYCTL_STORE")
-            .output()
-            .unwrap();
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
+        self.run_with(args, &[])
     }
 
+    /// `run` with `env` set on top of this process's environment.
     fn run_with(&self, args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
         let out = Command::new(env!("CARGO_BIN_EXE_skyctl"))
             .args(args)

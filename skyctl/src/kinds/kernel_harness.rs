@@ -128,11 +128,7 @@ impl Kind for KernelHarness {
                 let tmp_in = temp_dir_beside(out, "in-")?;
                 let inputs = stage_inputs(&gold.path, &gold.rel, tmp_in.path())?;
                 let script = substitute(harness, tmp_in.path(), tmp_out.path(), &inputs)?;
-                let env: Vec<(String, String)> = p
-                    .env
-                    .iter()
-                    .filter_map(|(k, v)| Some((k.clone(), v.clone()?)))
-                    .collect();
+                let env = sky_dag::process::set_vars(&p.env);
                 run_shell(node, &script, ctx.workspace, &env, ctx.log)?;
             }
         }

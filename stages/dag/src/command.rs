@@ -12,7 +12,7 @@ use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
 
 use crate::kind::{Kind, StageCtx};
-use crate::process::{describe_failure, resolve, Child};
+use crate::process::{describe_failure, resolve, set_vars, Child};
 
 /// The `command` kind.
 #[derive(Default)]
@@ -58,11 +58,7 @@ impl Kind for Command {
         } else {
             resolve(prog, std::env::var_os("PATH").as_deref(), &cwd)
         };
-        let env: Vec<(String, String)> = p
-            .env
-            .iter()
-            .filter_map(|(k, v)| Some((k.clone(), v.clone()?)))
-            .collect();
+        let env = set_vars(&p.env);
         let child = Child {
             program: &program,
             arg0: prog,

@@ -2,10 +2,20 @@
 //! what the caller declares, and during a build [`crate::interrupt::CHILD_OF_VAR`]), stdin
 //! closed, stdout and stderr interleaved into the node log.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
 
 use anyhow::Context;
+
+/// The declared variables that are set (a declared but unset one stays unset), as
+/// [`Child::env`] takes them.
+pub fn set_vars(declared: &BTreeMap<String, Option<String>>) -> Vec<(String, String)> {
+    declared
+        .iter()
+        .filter_map(|(k, v)| Some((k.clone(), v.clone()?)))
+        .collect()
+}
 
 /// A program to run for a node.
 pub struct Child<'a> {

@@ -48,10 +48,16 @@ fn venv() -> PathBuf {
 
 /// `skyctl cuda compile` of `sources` (paths relative to `cwd`) into `out`.
 fn compile(cwd: &Path, out: &Path, sources: &[String]) -> Output {
+    compile_with(cwd, out, sources, &[])
+}
+
+/// [`compile`] with more options.
+fn compile_with(cwd: &Path, out: &Path, sources: &[String], options: &[&str]) -> Output {
     Command::new(common::skyctl_bin())
         .current_dir(cwd)
         .arg("cuda")
         .arg("compile")
+        .args(options)
         .arg("--venv")
         .arg(venv())
         .arg("--pin")
@@ -209,6 +215,63 @@ fn an_sm_70_instruction_in_inline_asm_fails_in_ptxas_at_its_source_line() {
         "    if (c >= channels) return; asm volatile(\"nanosleep.u32 5;\");",
         "Instruction 'nanosleep' requires .target sm_70 or higher",
     );
+}
+
+#[test]
+fn arch_compiles_the_same_sources_for_a_later_gpu() {
+    // A Volta warp intrinsic: refused for the K80 (above), compiled for sm_90, so the
+    // architecture reaches NVRTC and ptxas.
+    let (tmp, _) = edited(
+        "moe.cu",
+        "int t = threadIdx.x;",
+        "    int t = (int)__match_any_sync(0xffffffffu, threadIdx.x) & 255;",
+    );
+    let out = tmp.path().join("out");
+    let run = compile_with(tmp.path(), &out, &all_sources(), &["--arch", "sm_90"]);
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert_eq!(
+        run.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert!(
+        stdout
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .ends_with(": compute_90 -> sm_90"),
+        "{stdout}"
+    );
+    for src in &sky_cuda::SOURCES {
+        let ptx = std::fs::read_to_string(out.join(format!("{}.ptx", src.stem()))).unwrap();
+        assert!(
+            ptx.contains("\n.target sm_90\n"),
+            "{}: {}",
+            src.name,
+            &ptx[..300]
+        );
+        let cubin = std::fs::read(out.join(format!("{}.sm_90.cubin", src.stem()))).unwrap();
+        assert_eq!(&cubin[..4], b"\x7fELF", "{}", src.name);
+        assert!(!out.join(format!("{}.sm_37.cubin", src.stem())).exists());
+    }
+    let moe = std::fs::read_to_string(out.join("moe.ptx")).unwrap();
+    assert!(moe.contains("match.any.sync"), "{moe}");
+
+    // An architecture the CUDA 11.8 toolchain lacks: refused before anything is written.
+    let refused = tmp.path().join("refused");
+    let run = compile_with(&root(), &refused, &all_sources(), &["--arch", "sm_100"]);
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(
+            "invalid value 'sm_100' for '--arch <SM>': the CUDA 11.8 toolchain compiles for \
+             sm_35, sm_37, sm_50, sm_52, sm_53, sm_60, sm_61, sm_62, sm_70, sm_72, sm_75, sm_80, \
+             sm_86, sm_87, sm_89, sm_90"
+        ),
+        "{stderr}"
+    );
+    assert!(!refused.exists());
 }
 
 #[test]

@@ -1,6 +1,6 @@
 //! `skyctl cuda compile`: the CUDA reference kernels (`stages/cuda/kernels/*.cu`) to PTX for
 //! `compute_37` with NVRTC and to `sm_37` cubins with `ptxas` (the Tesla K80), the compile
-//! node of the project pipeline. NVRTC is opened at run time from the Python virtual
+//! node of the project pipeline; `--arch` compiles the same sources for a later GPU. NVRTC is opened at run time from the Python virtual
 //! environment the CUDA 11.8 PyPI packages are installed in (skyctl links no CUDA library).
 
 use std::io::Write as _;
@@ -20,10 +20,14 @@ pub struct Args {
 /// `skyctl cuda` subcommands.
 #[derive(clap::Subcommand, Debug)]
 pub enum Command {
-    /// Compile CUDA sources to PTX (compute_37) and assemble them for sm_37 (Tesla K80):
-    /// OUT/<stem>.ptx and OUT/<stem>.sm_37.cubin per source. A source that does not compile
-    /// for Kepler fails with its file:line.
+    /// Compile CUDA sources to PTX (compute_37) and assemble them for sm_37 (Tesla K80), or
+    /// for --arch: OUT/<stem>.ptx and OUT/<stem>.<SM>.cubin per source. A source that does
+    /// not compile for the architecture fails with its file:line.
     Compile {
+        /// The GPU architecture: PTX for its compute_NN, cubins for it (the K80 by default;
+        /// a later one where a driver cannot JIT-compile the K80's PTX).
+        #[arg(long, value_name = "SM", default_value = "sm_37", value_parser = parse_arch)]
+        arch: sky_cuda::Arch,
         /// The Python virtual environment holding nvidia-cuda-nvrtc-cu11 and
         /// nvidia-cuda-nvcc-cu11.
         #[arg(long, value_name = "DIR", default_value = ".venv")]
@@ -44,15 +48,25 @@ pub enum Command {
 pub fn run(args: Args) -> anyhow::Result<Outcome> {
     match args.command {
         Command::Compile {
+            arch,
             venv,
             pin,
             out,
             sources,
-        } => compile(&venv, pin.as_deref(), &out, &sources),
+        } => compile(arch, &venv, pin.as_deref(), &out, &sources),
     }
 }
 
+/// `sm_NN` as an [`sky_cuda::Arch`] the toolchain knows.
+fn parse_arch(name: &str) -> Result<sky_cuda::Arch, String> {
+    sky_cuda::Arch::from_sm(name).ok_or_else(|| {
+        let known: Vec<&str> = sky_cuda::Arch::ALL.iter().map(|a| a.sm).collect();
+        format!("the CUDA 11.8 toolchain compiles for {}", known.join(", "))
+    })
+}
+
 fn compile(
+    arch: sky_cuda::Arch,
     venv: &Path,
     pin: Option<&Path>,
     out: &Path,
@@ -71,8 +85,8 @@ fn compile(
     let mut report = format!(
         "NVRTC {major}.{minor}, {}: {} -> {}\n",
         tc.ptxas.display(),
-        sky_cuda::PTX_ARCH,
-        sky_cuda::SM_ARCH
+        arch.ptx,
+        arch.sm
     );
     let mut errors = Vec::new();
     for src in &sources {
@@ -84,7 +98,7 @@ fn compile(
                 continue;
             }
         };
-        match sky_cuda::compile(&tc, &nvrtc, &label, &text, out) {
+        match sky_cuda::compile(&tc, &nvrtc, &label, &text, out, arch) {
             Ok(c) => report.push_str(&format!(
                 "{label}: {} {}\n",
                 c.ptx.display(),
@@ -114,7 +128,7 @@ fn compile(
         "{} of {} CUDA sources do not compile for {}; first: {}",
         errors.len(),
         sources.len(),
-        sky_cuda::SM_ARCH,
+        arch.sm,
         errors[0]
     )
 }

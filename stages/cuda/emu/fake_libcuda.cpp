@@ -48,8 +48,15 @@ int cuCtxCreate_v2(void** c, unsigned, int) { *c = (void*)1; return 0; }
 int cuCtxDestroy_v2(void*) { return 0; }
 int cuCtxSynchronize() { return 0; }
 int cuModuleLoadData(void** m, const void* ptx) {
-    // The PTX must be what the compile node wrote.
-    if (!std::strstr((const char*)ptx, ".target sm_37")) return 218; // CUDA_ERROR_INVALID_PTX
+    // The PTX must be what `skyctl cuda compile` wrote. CUDA_EMU_REFUSE_TARGET=sm_NN plays a
+    // driver that no longer JIT-compiles PTX for that target.
+    const char* target = std::strstr((const char*)ptx, "\n.target sm_");
+    if (!target) return 218; // CUDA_ERROR_INVALID_PTX
+    target += std::strlen("\n.target ");
+    const char* refuse = std::getenv("CUDA_EMU_REFUSE_TARGET");
+    size_t n = refuse ? std::strlen(refuse) : 0;
+    if (n > 0 && std::strncmp(target, refuse, n) == 0 && (target[n] == '\n' || target[n] == ' '))
+        return 218;
     *m = (void*)1;
     return 0;
 }

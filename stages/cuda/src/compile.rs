@@ -1,41 +1,43 @@
-//! One kernel source to PTX (`compute_37`) and an `sm_37` cubin.
+//! One kernel source to PTX (`compute_37` for the K80, or another [`Arch`]) and a cubin.
 
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 use crate::nvrtc::Nvrtc;
 use crate::toolchain::Toolchain;
-use crate::{ptxas, PTX_ARCH, SM_ARCH};
+use crate::{ptxas, Arch};
 
 /// What [`compile()`] wrote.
 #[derive(Debug, Clone)]
 pub struct Compiled {
     /// `<out>/<stem>.ptx`.
     pub ptx: PathBuf,
-    /// `<out>/<stem>.sm_37.cubin`.
+    /// `<out>/<stem>.<sm_NN>.cubin`.
     pub cubin: PathBuf,
 }
 
 /// Compile the CUDA source `src`, called `label` in messages (the path as the user wrote it),
-/// into `out_dir`: `<stem>.ptx` for `compute_37` and `<stem>.sm_37.cubin` from `ptxas`.
-/// A source the K80 cannot run is [`Error::Compile`] at its source line.
+/// into `out_dir` for `arch`: `<stem>.ptx` for its `compute_NN` and `<stem>.<sm_NN>.cubin`
+/// from `ptxas`. A source that architecture cannot run is [`Error::Compile`] at its source
+/// line.
 pub fn compile(
     tc: &Toolchain,
     nvrtc: &Nvrtc,
     label: &str,
     src: &str,
     out_dir: &Path,
+    arch: Arch,
 ) -> Result<Compiled> {
-    let ptx = nvrtc.compile(label, src, PTX_ARCH)?;
+    let ptx = nvrtc.compile(label, src, arch.ptx)?;
     let ptx = relative_file_names(&ptx, label);
     let stem = Path::new(label)
         .file_stem()
         .and_then(|s| s.to_str())
         .unwrap_or("kernel");
     let ptx_path = out_dir.join(format!("{stem}.ptx"));
-    let cubin = out_dir.join(format!("{stem}.{SM_ARCH}.cubin"));
+    let cubin = out_dir.join(format!("{stem}.{}.cubin", arch.sm));
     std::fs::write(&ptx_path, &ptx).map_err(|e| Error::io(&ptx_path, e))?;
-    ptxas::assemble(&tc.ptxas, &ptx_path, &cubin, label, SM_ARCH)?;
+    ptxas::assemble(&tc.ptxas, &ptx_path, &cubin, label, arch.sm)?;
     Ok(Compiled {
         ptx: ptx_path,
         cubin,

@@ -30,10 +30,56 @@ pub use error::{Error, Result};
 pub use harness::run_cuda;
 pub use toolchain::Toolchain;
 
-/// The virtual architecture the PTX is generated for (Kepler GK210, the K80).
-pub const PTX_ARCH: &str = "compute_37";
-/// The real architecture `ptxas` assembles the PTX for.
-pub const SM_ARCH: &str = "sm_37";
+/// A GPU architecture to compile for: the virtual one NVRTC generates PTX for (`compute_NN`)
+/// and the real one `ptxas` assembles that PTX for (`sm_NN`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Arch {
+    /// `compute_NN`.
+    pub ptx: &'static str,
+    /// `sm_NN`.
+    pub sm: &'static str,
+}
+
+macro_rules! arch {
+    ($n:literal) => {
+        Arch {
+            ptx: concat!("compute_", $n),
+            sm: concat!("sm_", $n),
+        }
+    };
+}
+
+impl Arch {
+    /// Kepler GK210, the Tesla K80: what the kernels are written for and the pipeline checks.
+    pub const K80: Arch = arch!(37);
+
+    /// Every architecture the pinned CUDA 11.8 NVRTC and ptxas compile for, oldest first.
+    /// Another one (a GPU the K80's PTX cannot be JIT-compiled for by its driver) runs the
+    /// same sources compiled for it.
+    pub const ALL: [Arch; 16] = [
+        arch!(35),
+        arch!(37),
+        arch!(50),
+        arch!(52),
+        arch!(53),
+        arch!(60),
+        arch!(61),
+        arch!(62),
+        arch!(70),
+        arch!(72),
+        arch!(75),
+        arch!(80),
+        arch!(86),
+        arch!(87),
+        arch!(89),
+        arch!(90),
+    ];
+
+    /// The architecture called `sm_NN`, if the toolchain knows it.
+    pub fn from_sm(name: &str) -> Option<Arch> {
+        Arch::ALL.into_iter().find(|a| a.sm == name)
+    }
+}
 
 /// One CUDA source file: its file name under `stages/cuda/kernels/`, its text, and the
 /// `extern "C"` kernels it defines.

@@ -1,7 +1,8 @@
 //! `skyctl cuda compile`: the CUDA reference kernels (`stages/cuda/kernels/*.cu`) to PTX for
 //! `compute_37` with NVRTC and to `sm_37` cubins with `ptxas` (the Tesla K80), the compile
-//! node of the project pipeline; `--arch` compiles the same sources for a later GPU. NVRTC is opened at run time from the Python virtual
-//! environment the CUDA 11.8 PyPI packages are installed in (skyctl links no CUDA library).
+//! node of the project pipeline; `--arch` compiles the same sources for a later GPU. NVRTC is
+//! opened at run time from the Python virtual environment the CUDA 11.8 PyPI packages are
+//! installed in (skyctl links no CUDA library).
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -26,7 +27,7 @@ pub enum Command {
     Compile {
         /// The GPU architecture: PTX for its compute_NN, cubins for it (the K80 by default;
         /// a later one where a driver cannot JIT-compile the K80's PTX).
-        #[arg(long, value_name = "SM", default_value = "sm_37", value_parser = parse_arch)]
+        #[arg(long, value_name = "SM", default_value = sky_cuda::Arch::K80.sm, value_parser = parse_arch)]
         arch: sky_cuda::Arch,
         /// The Python virtual environment holding nvidia-cuda-nvrtc-cu11 and
         /// nvidia-cuda-nvcc-cu11.

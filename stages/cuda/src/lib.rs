@@ -53,9 +53,8 @@ impl Arch {
     /// Kepler GK210, the Tesla K80: what the kernels are written for and the pipeline checks.
     pub const K80: Arch = arch!(37);
 
-    /// Every architecture the pinned CUDA 11.8 NVRTC and ptxas compile for, oldest first.
-    /// Another one (a GPU the K80's PTX cannot be JIT-compiled for by its driver) runs the
-    /// same sources compiled for it.
+    /// Every architecture the pinned CUDA 11.8 NVRTC and ptxas compile for, oldest first (a
+    /// later GPU whose driver will not JIT-compile the K80's PTX gets PTX of its own).
     pub const ALL: [Arch; 16] = [
         arch!(35),
         arch!(37),

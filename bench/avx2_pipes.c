@@ -43,6 +43,13 @@ LOOP(madd_cvt4, M8 CVT4)
 LOOP(madd_addps4, M8 OP4("vaddps"))
 LOOP(madd_mulps4, M8 OP4("vmulps"))
 LOOP(madd_fma4, M8 OP4("vfmadd231ps"))
+// The signed x signed int8 product without VNNI by the sign trick, for comparison: per 32
+// products `vpsignb` (weights take the activations' signs), `vpmaddubsw` (|x| x signed w, i16
+// pair sums) and `vpmaddwd` by ones (widening to int32); 8 of each are 256 products, as are
+// 16 `vpmaddwd` on i16.
+LOOP(madd16, M8 M8)
+LOOP(maddubs8, OP4("vpmaddubsw") OP4("vpmaddubsw"))
+LOOP(sign_trick, OP4("vpsignb") OP4("vpsignb") OP4("vpmaddubsw") OP4("vpmaddubsw") M8)
 
 static int cmp(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -56,25 +63,27 @@ int main(int argc, char **argv) {
         printf("this CPU lacks AVX2 or FMA\n");
         return 0;
     }
-    enum { N = 7 };
+    enum { N = 10 };
     const char *names[N] = {"8 vpmaddwd",           "8 vpmaddwd + 4 vpaddd",
                             "8 vpmaddwd + 8 vpaddd", "8 vpmaddwd + 4 vcvtdq2ps",
                             "8 vpmaddwd + 4 vaddps", "8 vpmaddwd + 4 vmulps",
-                            "8 vpmaddwd + 4 vfmadd231ps"};
+                            "8 vpmaddwd + 4 vfmadd231ps", "16 vpmaddwd (256 products)",
+                            "8 vpmaddubsw",          "8 vpsignb + 8 vpmaddubsw + 8 vpmaddwd"};
     double (*runs[N])(void) = {madd, madd_paddd4, madd_paddd8, madd_cvt4,
-                               madd_addps4, madd_mulps4, madd_fma4};
+                               madd_addps4, madd_mulps4, madd_fma4, madd16,
+                               maddubs8, sign_trick};
     double *r = malloc(sizeof(double) * N * rounds);
     if (!r) return 1;
     // The loops alternate within each round, so that all of them see the same load.
     for (int k = 0; k < rounds; k++)
         for (int j = 0; j < N; j++) r[j * rounds + k] = runs[j]();
-    printf("%-28s %12s %14s\n", "turn", "ns per turn", "vs vpmaddwd");
+    printf("%-40s %12s %14s\n", "turn", "ns per turn", "vs vpmaddwd");
     double base = 0;
     for (int j = 0; j < N; j++) {
         qsort(r + j * rounds, rounds, sizeof(double), cmp);
         double med = r[j * rounds + rounds / 2];
         if (j == 0) base = med;
-        printf("%-28s %12.3f %13.2fx\n", names[j], med, med / base);
+        printf("%-40s %12.3f %13.2fx\n", names[j], med, med / base);
     }
     free(r);
     return 0;

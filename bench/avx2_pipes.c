@@ -3,7 +3,8 @@
 // turn, alone and with 4 or 8 other instructions beside them (no chains, no loads, written in
 // assembly so that no compiler spills them). If a loop with extra instructions takes no
 // longer than `vpmaddwd` alone, they run on other pipes; if it takes (8 + n) / 8 as long,
-// they compete for the same ones. Each loop's median over the rounds, ns per turn.
+// they compete for the same ones. The last loops set 256 products by the tile's `vpmaddwd`
+// against the sign trick the tile does not use. Each loop's median over the rounds, ns per turn.
 // Build and run: bench/avx2_pipes.sh [ROUNDS]
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,7 +47,8 @@ LOOP(madd_fma4, M8 OP4("vfmadd231ps"))
 // The signed x signed int8 product without VNNI by the sign trick, for comparison: per 32
 // products `vpsignb` (weights take the activations' signs), `vpmaddubsw` (|x| x signed w, i16
 // pair sums) and `vpmaddwd` by ones (widening to int32); 8 of each are 256 products, as are
-// 16 `vpmaddwd` on i16.
+// 16 `vpmaddwd` on i16. Independent instructions, as in the loops above: the pipes they take,
+// not the data flowing between them.
 LOOP(madd16, M8 M8)
 LOOP(maddubs8, OP4("vpmaddubsw") OP4("vpmaddubsw"))
 LOOP(sign_trick, OP4("vpsignb") OP4("vpsignb") OP4("vpmaddubsw") OP4("vpmaddubsw") M8)

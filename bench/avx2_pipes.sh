@@ -1,5 +1,6 @@
 #!/bin/sh
-# Which of the AVX2 int8 tile's instructions share a pipe with vpmaddwd (see bench/avx2_pipes.c).
+# Which of the AVX2 int8 tile's instructions share a pipe with vpmaddwd, and what the sign
+# trick costs against it (see bench/avx2_pipes.c).
 # Usage: bench/avx2_pipes.sh [ROUNDS]
 set -eu
 out="${TMPDIR:-/tmp}/avx2_pipes.$$"

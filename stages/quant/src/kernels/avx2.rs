@@ -2,9 +2,10 @@
 //!
 //! Without VNNI, the cheapest exact int8 product is `vpmaddwd` on i16: `vpmaddubsw` takes one
 //! unsigned operand, so signed x signed needs a sign trick per product (`vpsignb`) and a
-//! second `vpmaddwd` to widen its i16 pairs, three multiply-port instructions per 32
-//! products; `vpmaddwd` of i16 weights with i16 activations does 16 products in one, and its
-//! accumulating add can go to a third port. So both activation modes run one kernel:
+//! second `vpmaddwd` to widen its i16 pairs: as many multiply-pipe instructions per product
+//! as `vpmaddwd` on i16, plus the `vpsignb` (17% slower per product on Zen 5,
+//! `bench/avx2_pipes.sh`); `vpmaddwd` of i16 weights with i16 activations does 16 products in
+//! one, and its accumulating add can go to another pipe. So both activation modes run one kernel:
 //! [`Packed8W`] weights (i16, 8 rows per vector) against the activations as i16, `q` for Q8
 //! and `128 q + r` for Q8x2 (|128 q + r| <= 16383: the pair sums of `vpmaddwd` cannot
 //! overflow, and the int32 block dot is the integer of Q8x2's two passes). Q8 saves the

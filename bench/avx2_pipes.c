@@ -5,6 +5,9 @@
 // longer than `vpmaddwd` alone, they run on other pipes; if it takes (8 + n) / 8 as long,
 // they compete for the same ones. The last loops set 256 products by the tile's `vpmaddwd`
 // against the sign trick the tile does not use. Each loop's median over the rounds, ns per turn.
+// A second table runs the tile's chunk loop with its data flow: the weights loaded, each token's
+// activation pair broadcast from memory, each `vpaddd` waiting on its `vpmaddwd`, as
+// `tiles_256!` does per chunk; then the same without the adds, and other tile shapes.
 // Build and run: bench/avx2_pipes.sh [ROUNDS]
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,6 +56,50 @@ LOOP(madd16, M8 M8)
 LOOP(maddubs8, OP4("vpmaddubsw") OP4("vpmaddubsw"))
 LOOP(sign_trick, OP4("vpsignb") OP4("vpsignb") OP4("vpmaddubsw") OP4("vpmaddubsw") M8)
 
+// The chunk loops with data flow. `%0` points at a small buffer: activations at bytes 0..16,
+// weights from byte 256. Registers: accumulators first, then weights, broadcast, temporaries.
+static int chunk_mem[128] __attribute__((aligned(64)));
+#define CHUNK_CLOBBER CLOBBER, "xmm12", "xmm13", "xmm14", "xmm15", "memory"
+#define BCAST(t, r) "vpbroadcastd " #t "*4(%0), %%ymm" #r "\n\t"
+#define WLOAD(g, r) "vmovdqu " #g "*32+256(%0), %%ymm" #r "\n\t"
+#define MD(x, w, t) "vpmaddwd %%ymm" #x ", %%ymm" #w ", %%ymm" #t "\n\t"
+#define MDM(x, g, t) "vpmaddwd " #g "*32+256(%0), %%ymm" #x ", %%ymm" #t "\n\t"
+#define AD(t, a) "vpaddd %%ymm" #t ", %%ymm" #a ", %%ymm" #a "\n\t"
+// 2 groups x 4 tokens, the kernel's tile: weights in ymm12/13, broadcast ymm14, temp ymm15.
+#define TILE_TOKEN(t, a0, a1) BCAST(t, 14) MD(14, 12, 15) AD(15, a0) MD(14, 13, 15) AD(15, a1)
+#define TILE_2X4 WLOAD(0, 12) WLOAD(1, 13) \
+    TILE_TOKEN(0, 0, 1) TILE_TOKEN(1, 2, 3) TILE_TOKEN(2, 4, 5) TILE_TOKEN(3, 6, 7)
+// The same products without the adds: each vpmaddwd writes its own register.
+#define NOADD_TOKEN(t, a0, a1) BCAST(t, 14) MD(14, 12, a0) MD(14, 13, a1)
+#define TILE_2X4_NOADD WLOAD(0, 12) WLOAD(1, 13) \
+    NOADD_TOKEN(0, 0, 1) NOADD_TOKEN(1, 2, 3) NOADD_TOKEN(2, 4, 5) NOADD_TOKEN(3, 6, 7)
+// With the adds but one activation pair for all tokens (no broadcasts).
+#define REG_TOKEN(a0, a1) MD(14, 12, 15) AD(15, a0) MD(14, 13, 15) AD(15, a1)
+#define TILE_2X4_NOBCAST WLOAD(0, 12) WLOAD(1, 13) \
+    REG_TOKEN(0, 1) REG_TOKEN(2, 3) REG_TOKEN(4, 5) REG_TOKEN(6, 7)
+// 12 accumulators with the weights as memory operands (no registers left for them):
+// 4 groups x 3 tokens and 6 groups x 2 tokens.
+#define MEM_TOKEN4(t, a0, a1, a2, a3, b) BCAST(t, b) \
+    MDM(b, 0, 14) AD(14, a0) MDM(b, 1, 15) AD(15, a1) MDM(b, 2, 14) AD(14, a2) MDM(b, 3, 15) AD(15, a3)
+#define TILE_4X3_MEM MEM_TOKEN4(0, 0, 1, 2, 3, 12) MEM_TOKEN4(1, 4, 5, 6, 7, 13) \
+    MEM_TOKEN4(2, 8, 9, 10, 11, 12)
+#define MEM_TOKEN6(t, a0, a1, a2, a3, a4, a5, b) BCAST(t, b) \
+    MDM(b, 0, 14) AD(14, a0) MDM(b, 1, 15) AD(15, a1) MDM(b, 2, 14) AD(14, a2) \
+    MDM(b, 3, 15) AD(15, a3) MDM(b, 4, 14) AD(14, a4) MDM(b, 5, 15) AD(15, a5)
+#define TILE_6X2_MEM MEM_TOKEN6(0, 0, 1, 2, 3, 4, 5, 12) MEM_TOKEN6(1, 6, 7, 8, 9, 10, 11, 13)
+#define CHUNK_LOOP(NAME, BODY)                                                       \
+    __attribute__((target("avx2,fma"))) static double NAME(void) {                  \
+        double t = now();                                                            \
+        for (long i = 0; i < TURNS; i++)                                             \
+            __asm__ volatile(BODY ::"r"(chunk_mem) : CHUNK_CLOBBER);                 \
+        return (now() - t) / TURNS * 1e9;                                            \
+    }
+CHUNK_LOOP(tile_2x4, TILE_2X4)
+CHUNK_LOOP(tile_2x4_noadd, TILE_2X4_NOADD)
+CHUNK_LOOP(tile_2x4_nobcast, TILE_2X4_NOBCAST)
+CHUNK_LOOP(tile_4x3_mem, TILE_4X3_MEM)
+CHUNK_LOOP(tile_6x2_mem, TILE_6X2_MEM)
+
 static int cmp(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
@@ -88,5 +135,27 @@ int main(int argc, char **argv) {
         printf("%-40s %12.3f %13.2fx\n", names[j], med, med / base);
     }
     free(r);
+
+    enum { M = 5 };
+    const char *chunk_names[M] = {"2 x 4 without the adds", "2 x 4, as the tile",
+                                  "2 x 4 without the broadcasts", "4 x 3, weights from memory",
+                                  "6 x 2, weights from memory"};
+    double (*chunks[M])(void) = {tile_2x4_noadd, tile_2x4, tile_2x4_nobcast, tile_4x3_mem,
+                                 tile_6x2_mem};
+    const int madds[M] = {8, 8, 8, 12, 12};
+    double *c = malloc(sizeof(double) * M * rounds);
+    if (!c) return 1;
+    for (int k = 0; k < rounds; k++)
+        for (int j = 0; j < M; j++) c[j * rounds + k] = chunks[j]();
+    printf("\n%-40s %12s %14s %12s\n", "chunk with data flow (groups x tokens)", "ns per turn",
+           "ns per vpmaddwd", "vs no adds");
+    double noadd = 0;
+    for (int j = 0; j < M; j++) {
+        qsort(c + j * rounds, rounds, sizeof(double), cmp);
+        double med = c[j * rounds + rounds / 2] / madds[j];
+        if (j == 0) noadd = med;
+        printf("%-40s %12.3f %14.4f %11.2fx\n", chunk_names[j], med * madds[j], med, med / noadd);
+    }
+    free(c);
     return 0;
 }

@@ -1,6 +1,7 @@
 #!/bin/sh
-# Which of the AVX2 int8 tile's instructions share a pipe with vpmaddwd, and what the sign
-# trick costs against it (see bench/avx2_pipes.c).
+# Which of the AVX2 int8 tile's instructions share a pipe with vpmaddwd, what the sign trick
+# costs against it, and what the tile's chunk loop costs with its data flow (see
+# bench/avx2_pipes.c).
 # Usage: bench/avx2_pipes.sh [ROUNDS]
 set -eu
 out="${TMPDIR:-/tmp}/avx2_pipes.$$"

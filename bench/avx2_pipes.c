@@ -105,6 +105,21 @@ static int cmp(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+// Runs the n loops `rounds` times, alternating them within each round so that all of them
+// see the same load, and writes each loop's median (ns per turn) into `med`. 0 on success.
+static int medians(double (*const *runs)(void), int n, int rounds, double *med) {
+    double *r = malloc(sizeof(double) * n * rounds);
+    if (!r) return 1;
+    for (int k = 0; k < rounds; k++)
+        for (int j = 0; j < n; j++) r[j * rounds + k] = runs[j]();
+    for (int j = 0; j < n; j++) {
+        qsort(r + j * rounds, rounds, sizeof(double), cmp);
+        med[j] = r[j * rounds + rounds / 2];
+    }
+    free(r);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     int rounds = argc > 1 ? atoi(argv[1]) : 7;
     if (rounds < 1 || rounds > 1000) rounds = 7;
@@ -118,44 +133,28 @@ int main(int argc, char **argv) {
                             "8 vpmaddwd + 4 vaddps", "8 vpmaddwd + 4 vmulps",
                             "8 vpmaddwd + 4 vfmadd231ps", "16 vpmaddwd (256 products)",
                             "8 vpmaddubsw",          "8 vpsignb + 8 vpmaddubsw + 8 vpmaddwd"};
-    double (*runs[N])(void) = {madd, madd_paddd4, madd_paddd8, madd_cvt4,
-                               madd_addps4, madd_mulps4, madd_fma4, madd16,
-                               maddubs8, sign_trick};
-    double *r = malloc(sizeof(double) * N * rounds);
-    if (!r) return 1;
-    // The loops alternate within each round, so that all of them see the same load.
-    for (int k = 0; k < rounds; k++)
-        for (int j = 0; j < N; j++) r[j * rounds + k] = runs[j]();
+    double (*const runs[N])(void) = {madd, madd_paddd4, madd_paddd8, madd_cvt4,
+                                     madd_addps4, madd_mulps4, madd_fma4, madd16,
+                                     maddubs8, sign_trick};
+    double med[N];
+    if (medians(runs, N, rounds, med)) return 1;
     printf("%-40s %12s %14s\n", "turn", "ns per turn", "vs vpmaddwd");
-    double base = 0;
-    for (int j = 0; j < N; j++) {
-        qsort(r + j * rounds, rounds, sizeof(double), cmp);
-        double med = r[j * rounds + rounds / 2];
-        if (j == 0) base = med;
-        printf("%-40s %12.3f %13.2fx\n", names[j], med, med / base);
-    }
-    free(r);
+    for (int j = 0; j < N; j++) printf("%-40s %12.3f %13.2fx\n", names[j], med[j], med[j] / med[0]);
 
     enum { M = 5 };
     const char *chunk_names[M] = {"2 x 4 without the adds", "2 x 4, as the tile",
                                   "2 x 4 without the broadcasts", "4 x 3, weights from memory",
                                   "6 x 2, weights from memory"};
-    double (*chunks[M])(void) = {tile_2x4_noadd, tile_2x4, tile_2x4_nobcast, tile_4x3_mem,
-                                 tile_6x2_mem};
+    double (*const chunks[M])(void) = {tile_2x4_noadd, tile_2x4, tile_2x4_nobcast, tile_4x3_mem,
+                                       tile_6x2_mem};
     const int madds[M] = {8, 8, 8, 12, 12};
-    double *c = malloc(sizeof(double) * M * rounds);
-    if (!c) return 1;
-    for (int k = 0; k < rounds; k++)
-        for (int j = 0; j < M; j++) c[j * rounds + k] = chunks[j]();
+    double turn[M];
+    if (medians(chunks, M, rounds, turn)) return 1;
     printf("\n%-40s %12s %14s %12s\n", "chunk with data flow (groups x tokens)", "ns per turn",
            "ns per vpmaddwd", "vs no adds");
-    double noadd = 0;
     for (int j = 0; j < M; j++) {
-        qsort(c + j * rounds, rounds, sizeof(double), cmp);
-        double med = c[j * rounds + rounds / 2] / madds[j];
-        if (j == 0) noadd = med;
-        printf("%-40s %12.3f %14.4f %11.2fx\n", chunk_names[j], med * madds[j], med, med / noadd);
+        double per = turn[j] / madds[j], noadd = turn[0] / madds[0];
+        printf("%-40s %12.3f %14.4f %11.2fx\n", chunk_names[j], turn[j], per, per / noadd);
     }
-    free(c);
     return 0;
 }

@@ -25,9 +25,10 @@
 //! The ceiling: with `vpmaddwd` + `vpaddd` per 16 products this core runs 1.44x the products
 //! of 256-bit FMA (register-only loops: 67 against 47 G multiply-adds a second). Independent
 //! adds take another port for free, but each `vpaddd` that waits on its `vpmaddwd`, as in the
-//! tile, makes the chunk loop 1.18x slower than the products alone, whatever the tile shape
-//! (`bench/avx2_pipes.sh`, its second table); the per-block f32 steps, the quantizer and the
-//! outlier terms leave the kernel 1.2-1.3x the f32 path's weight products.
+//! tile, makes the chunk loop 1.16-1.19x slower than the products alone (no other tile shape
+//! measured does better: `bench/avx2_pipes.sh`, its second table); the per-block f32 steps,
+//! the quantizer and the outlier terms leave the kernel 1.2-1.3x the f32 path's weight
+//! products.
 
 use std::arch::x86_64::*;
 

@@ -258,7 +258,25 @@ mod tests {
         if let Some(m) = mark {
             cmd.env(CHILD_OF_VAR, m);
         }
-        cmd.spawn().unwrap()
+        let child = cmd.spawn().unwrap();
+        wait_for_environment(child.id());
+        child
+    }
+
+    /// `spawn` returns once exec has released the parent, but the kernel sets the new
+    /// program's environment bounds a moment later; until then `/proc/<pid>/environ` reads
+    /// empty and the mark cannot be seen (a CI run caught that window). A real build looks
+    /// for marks only when the next build starts, long after its children's exec.
+    fn wait_for_environment(pid: u32) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let environ = format!("/proc/{pid}/environ");
+        while std::fs::read(&environ).map_or(true, |e| e.is_empty()) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{environ} stayed empty"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
     }
 
     fn running(child: &mut std::process::Child) -> bool {

@@ -20,38 +20,10 @@ PY="${PYTHON:-.venv/bin/python}"
 
 WS="$(mktemp -d)"
 trap 'rm -rf "$WS"' EXIT
-"$PY" - "$WS" <<'EOF'
-import sys
-text = open("pipeline.toml").read()
-models = text.split("# The browser engine (stages/web)")[0]
-assert len(models) < len(text), "the web section marker moved"
-open(sys.argv[1] + "/pipeline.toml", "w").write(models)
-EOF
-cp -r models golden "$WS/"
+"$PY" bench/pipeline_digests.py prepare "$WS"
 
 t0=$(date +%s)
 (cd "$WS" && qemu-aarch64 -cpu "${QEMU_CPU:-max}" -L /usr/aarch64-linux-gnu "$BIN" build)
 t1=$(date +%s)
 echo "aarch64 (qemu -cpu ${QEMU_CPU:-max}, SKYCTL_ISA=${SKYCTL_ISA:-auto}): skyctl build in $((t1 - t0)) s"
-
-"$PY" - "$WS" <<'EOF'
-import os, sys, blake3
-ws = sys.argv[1]
-got = []
-for top in ["build", "site/public/models"]:
-    for d, _, files in os.walk(os.path.join(ws, top)):
-        for f in files:
-            p = os.path.join(d, f)
-            rel = os.path.relpath(p, ws)
-            if rel.endswith("bench.json") or not os.path.isfile(p) or os.path.islink(p):
-                continue
-            got.append(f"{blake3.blake3(open(p, 'rb').read()).hexdigest()}  {rel}")
-want = [l for l in open("golden/artifacts.blake3").read().splitlines() if not l.startswith("#")]
-got_s, want_s = set(got), set(want)
-for l in sorted(want_s - got_s):
-    print("missing or different:", l)
-for l in sorted(got_s - want_s):
-    print("built:               ", l)
-print(f"{len(want_s & got_s)} of {len(want_s)} committed digests reproduced")
-sys.exit(0 if got_s == want_s else 1)
-EOF
+"$PY" bench/pipeline_digests.py check "$WS"

@@ -7,7 +7,8 @@
 // against the sign trick the tile does not use. Each loop's median over the rounds, ns per turn.
 // A second table runs the tile's chunk loop with its data flow: the weights loaded, each token's
 // activation pair broadcast from memory, each `vpaddd` waiting on its `vpmaddwd`, as
-// `tiles_256!` does per chunk; then the same without the adds, and other tile shapes.
+// `tiles_256!` does per chunk; then the same without the adds, other tile shapes, and the
+// (exact) int32 adds in other orders.
 // Build and run: bench/avx2_pipes.sh [ROUNDS]
 #include <stdio.h>
 #include <stdlib.h>
@@ -87,6 +88,20 @@ static int chunk_mem[128] __attribute__((aligned(64)));
     MDM(b, 0, 14) AD(14, a0) MDM(b, 1, 15) AD(15, a1) MDM(b, 2, 14) AD(14, a2) \
     MDM(b, 3, 15) AD(15, a3) MDM(b, 4, 14) AD(14, a4) MDM(b, 5, 15) AD(15, a5)
 #define TILE_6X2_MEM MEM_TOKEN6(0, 0, 1, 2, 3, 4, 5, 12) MEM_TOKEN6(1, 6, 7, 8, 9, 10, 11, 13)
+// The int32 adds reordered (exact, so any order gives the tile's bits): two k-pairs of one
+// (group, token) summed before the one add into its chain (2 groups x 4 tokens over 2 pairs:
+// weights ymm8-11, the two broadcasts ymm12/13, temporaries ymm14/15); then each token pair's
+// four products issued before their four adds.
+#define ADD3(a, b, d) "vpaddd %%ymm" #a ", %%ymm" #b ", %%ymm" #d "\n\t"
+#define TREE_TOKEN(t, u, a0, a1) BCAST(t, 12) BCAST(u, 13) \
+    MD(12, 8, 14) MD(13, 10, 15) ADD3(14, 15, 14) AD(14, a0) \
+    MD(12, 9, 14) MD(13, 11, 15) ADD3(14, 15, 14) AD(14, a1)
+#define TILE_TREE WLOAD(0, 8) WLOAD(1, 9) WLOAD(2, 10) WLOAD(3, 11) \
+    TREE_TOKEN(0, 1, 0, 1) TREE_TOKEN(2, 3, 2, 3) TREE_TOKEN(4, 5, 4, 5) TREE_TOKEN(6, 7, 6, 7)
+#define FOUR_THEN_ADDS(t, u, a0, a1, a2, a3) BCAST(t, 14) MD(14, 12, 8) MD(14, 13, 9) \
+    BCAST(u, 15) MD(15, 12, 10) MD(15, 13, 11) AD(8, a0) AD(9, a1) AD(10, a2) AD(11, a3)
+#define TILE_PRODUCTS_FIRST WLOAD(0, 12) WLOAD(1, 13) \
+    FOUR_THEN_ADDS(0, 1, 0, 1, 2, 3) FOUR_THEN_ADDS(2, 3, 4, 5, 6, 7)
 #define CHUNK_LOOP(NAME, BODY)                                                       \
     __attribute__((target("avx2,fma"))) static double NAME(void) {                  \
         double t = now();                                                            \
@@ -99,6 +114,8 @@ CHUNK_LOOP(tile_2x4_noadd, TILE_2X4_NOADD)
 CHUNK_LOOP(tile_2x4_nobcast, TILE_2X4_NOBCAST)
 CHUNK_LOOP(tile_4x3_mem, TILE_4X3_MEM)
 CHUNK_LOOP(tile_6x2_mem, TILE_6X2_MEM)
+CHUNK_LOOP(tile_tree, TILE_TREE)
+CHUNK_LOOP(tile_products_first, TILE_PRODUCTS_FIRST)
 
 static int cmp(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -141,13 +158,14 @@ int main(int argc, char **argv) {
     printf("%-40s %12s %14s\n", "turn", "ns per turn", "vs vpmaddwd");
     for (int j = 0; j < N; j++) printf("%-40s %12.3f %13.2fx\n", names[j], med[j], med[j] / med[0]);
 
-    enum { M = 5 };
+    enum { M = 7 };
     const char *chunk_names[M] = {"2 x 4 without the adds", "2 x 4, as the tile",
                                   "2 x 4 without the broadcasts", "4 x 3, weights from memory",
-                                  "6 x 2, weights from memory"};
+                                  "6 x 2, weights from memory", "2 x 4, two pairs summed first",
+                                  "2 x 4, 4 products then 4 adds"};
     double (*const chunks[M])(void) = {tile_2x4_noadd, tile_2x4, tile_2x4_nobcast, tile_4x3_mem,
-                                       tile_6x2_mem};
-    const int madds[M] = {8, 8, 8, 12, 12};
+                                       tile_6x2_mem, tile_tree, tile_products_first};
+    const int madds[M] = {8, 8, 8, 12, 12, 16, 8};
     double turn[M];
     if (medians(chunks, M, rounds, turn)) return 1;
     printf("\n%-40s %12s %14s %12s\n", "chunk with data flow (groups x tokens)", "ns per turn",

@@ -15,6 +15,7 @@ bench/avx2_only.sh).
 Run from the repository root; needs the `blake3` package. Exit 1 if any digest differs.
 """
 
+import argparse
 import os
 import shutil
 import sys
@@ -61,14 +62,19 @@ def check(ws, built_only):
     return 0 if got == want and want else 1
 
 
-def main(argv):
-    if len(argv) >= 3 and argv[1] == "prepare":
-        prepare(argv[2])
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("prepare", help="make a scratch workspace").add_argument("ws")
+    check_p = sub.add_parser("check", help="compare its artifacts with the committed digests")
+    check_p.add_argument("ws")
+    check_p.add_argument("--built-only", action="store_true")
+    args = parser.parse_args()
+    if args.command == "prepare":
+        prepare(args.ws)
         return 0
-    if len(argv) >= 3 and argv[1] == "check" and argv[3:] in ([], ["--built-only"]):
-        return check(argv[2], argv[3:] == ["--built-only"])
-    sys.exit(__doc__)
+    return check(args.ws, args.built_only)
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    sys.exit(main())

@@ -59,6 +59,11 @@ fn gemm_rate(isa: Isa) {
         (107, 768, 256),
         (512, 1024, 256),
         (107, 128, 256),
+        // One 32-query attention block: Q·Kᵀ over 107 and 160 keys (head dim 64), then P·V.
+        (32, 107, 64),
+        (32, 64, 107),
+        (32, 160, 64),
+        (32, 64, 160),
     ] {
         let a = vec![0.5f32; m * k];
         let b = vec![0.25f32; k * n];
@@ -72,7 +77,8 @@ fn gemm_rate(isa: Isa) {
             ldc: n,
             accumulate: false,
         };
-        let reps = 200;
+        // At least 200 runs, more for the attention blocks (a few µs each).
+        let reps = (250_000_000 / (m * n * k)).clamp(200, 5000);
         let t0 = Instant::now();
         for _ in 0..reps {
             gemm(isa, g, &a, &b, &mut c);

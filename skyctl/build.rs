@@ -8,8 +8,11 @@
 //! is not installed, when the sources are not beside this crate (a packaged skyctl), or when
 //! `SKYCTL_NO_EMBED_WASM=1`.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
+
+#[path = "build_support/wasm_target.rs"]
+mod wasm_target;
 
 // The workspace crates in sky-web's wasm32 tree (skyctl/tests/layout.rs checks the list).
 const ENGINE_CRATES: [&str; 6] = ["web", "infer", "tokenizer", "quant", "gguf", "laya"];
@@ -40,7 +43,7 @@ fn main() {
             println!("cargo::rerun-if-changed={}", p.display());
         }
     }
-    if !wasm_target_installed() {
+    if !rustc_sysroot().is_some_and(|s| wasm_target::probe(&s)) {
         return missing("target");
     }
     let out = PathBuf::from(std::env::var_os("OUT_DIR").unwrap_or_default()).join("wasm");
@@ -96,14 +99,13 @@ fn missing(code: &str) {
     println!("cargo::rustc-env=SKYCTL_WASM_MISSING={code}");
 }
 
-/// Whether rustc's sysroot has the wasm32-unknown-unknown standard library.
-fn wasm_target_installed() -> bool {
+/// rustc's sysroot (None where rustc cannot say).
+fn rustc_sysroot() -> Option<PathBuf> {
     let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
-    let Ok(out) = Command::new(rustc).args(["--print", "sysroot"]).output() else {
-        return false;
-    };
+    let out = Command::new(rustc)
+        .args(["--print", "sysroot"])
+        .output()
+        .ok()?;
     let sysroot = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    Path::new(&sysroot)
-        .join("lib/rustlib/wasm32-unknown-unknown/lib")
-        .is_dir()
+    (out.status.success() && !sysroot.is_empty()).then(|| PathBuf::from(sysroot))
 }

@@ -9,11 +9,6 @@
 
 use std::path::{Path, PathBuf};
 
-/// Where the target's standard library lives in a sysroot.
-fn target_lib(sysroot: &Path) -> PathBuf {
-    sysroot.join("lib/rustlib/wasm32-unknown-unknown/lib")
-}
-
 /// The file whose change says that targets were added or removed: rustup (and the standalone
 /// installers) rewrite `lib/rustlib/components` on every `target add` and `remove`; a
 /// toolchain without that list is watched as the whole `lib/rustlib` (cargo scans a
@@ -32,5 +27,7 @@ pub fn probe(sysroot: &Path) -> bool {
     if let Some(w) = watched(sysroot) {
         println!("cargo::rerun-if-changed={}", w.display());
     }
-    target_lib(sysroot).is_dir()
+    sysroot
+        .join("lib/rustlib/wasm32-unknown-unknown/lib")
+        .is_dir()
 }

@@ -10,6 +10,11 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, SystemTime};
 
+// `probe` itself runs in the scratch crate's build script, not here.
+#[path = "../build_support/wasm_target.rs"]
+#[allow(dead_code)]
+mod wasm_target;
+
 /// `cargo build -v` of the scratch crate; returns (whether its build script ran, what the
 /// built binary prints).
 fn build_and_run(krate: &Path, sysroot: &Path) -> (bool, String) {
@@ -127,9 +132,6 @@ fn a_sysroot_without_a_component_list_is_watched_whole() {
     // A toolchain from a distribution package has no `components` list: the rustlib folder
     // is watched instead; with no rustlib at all nothing is (a missing watched path would
     // make cargo run the build script on every build).
-    #[path = "../build_support/wasm_target.rs"]
-    #[allow(dead_code)]
-    mod wasm_target;
     let tmp = tempfile::tempdir().unwrap();
     let rustlib = tmp.path().join("lib/rustlib");
     assert_eq!(wasm_target::watched(tmp.path()), None);

@@ -4,11 +4,13 @@
 // assembly so that no compiler spills them). If a loop with extra instructions takes no
 // longer than `vpmaddwd` alone, they run on other pipes; if it takes (8 + n) / 8 as long,
 // they compete for the same ones. The last loops set 256 products by the tile's `vpmaddwd`
-// against the sign trick the tile does not use. Each loop's median over the rounds, ns per turn.
+// against the sign trick the tile does not use, and against `vpmaddubsw` with one operand
+// narrowed to 7 or 6 bits (what a change of the quantization would buy; BENCH.md). Each
+// loop's median over the rounds, ns per turn.
 // A second table runs the tile's chunk loop with its data flow: the weights loaded, each token's
 // activation pair broadcast from memory, each `vpaddd` waiting on its `vpmaddwd`, as
 // `tiles_256!` does per chunk; then the same without the adds, other tile shapes, and the
-// (exact) int32 adds in other orders.
+// (exact) int32 adds in other orders, and the chunk of a 7-bit layout.
 // Build and run: bench/avx2_pipes.sh [ROUNDS]
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,6 +58,14 @@ LOOP(madd_fma4, M8 OP4("vfmadd231ps"))
 LOOP(madd16, M8 M8)
 LOOP(maddubs8, OP4("vpmaddubsw") OP4("vpmaddubsw"))
 LOOP(sign_trick, OP4("vpsignb") OP4("vpsignb") OP4("vpmaddubsw") OP4("vpmaddubsw") M8)
+// What narrower operands would buy (a change of the quantization, not of the kernel): with one
+// side at 7 bits (|w| <= 63 against activations offset to u8, or the reverse), `vpmaddubsw`
+// cannot saturate and needs no `vpsignb`: 256 products are 8 `vpmaddubsw`, 8 `vpmaddwd` by
+// ones and 8 `vpaddd`, against 16 `vpmaddwd` and 16 `vpaddd` for the i16 layout. At 6 bits two
+// `vpmaddubsw` results sum in i16 (`vpaddw`) before one widening.
+LOOP(madd16_paddd16, M8 M8 OP4("vpaddd") OP4("vpaddd") OP4("vpaddd") OP4("vpaddd"))
+LOOP(seven_bit, OP4("vpmaddubsw") OP4("vpmaddubsw") M8 OP4("vpaddd") OP4("vpaddd"))
+LOOP(six_bit, OP4("vpmaddubsw") OP4("vpmaddubsw") OP4("vpaddw") OP4("vpmaddwd") OP4("vpaddd"))
 
 // The chunk loops with data flow. `%0` points at a small buffer: activations at bytes 0..16,
 // weights from byte 256. Registers: accumulators first, then weights, broadcast, temporaries.
@@ -109,6 +119,14 @@ static int chunk_mem[128] __attribute__((aligned(64)));
             __asm__ volatile(BODY ::"r"(chunk_mem) : CHUNK_CLOBBER);                 \
         return (now() - t) / TURNS * 1e9;                                            \
     }
+// The 7-bit layout's chunk, 2 groups x 4 tokens over 4 k values (256 products, twice the
+// tile's chunk): u8 activations broadcast, `vpmaddubsw` into i16 pair sums, `vpmaddwd` by ones
+// (ymm11) into int32, the add into the chain.
+#define MUB(x, w, t) "vpmaddubsw %%ymm" #w ", %%ymm" #x ", %%ymm" #t "\n\t"
+#define SEVEN_TOKEN(t, a0, a1) BCAST(t, 14) MUB(14, 12, 15) MD(15, 11, 15) AD(15, a0) \
+    MUB(14, 13, 15) MD(15, 11, 15) AD(15, a1)
+#define TILE_SEVEN WLOAD(0, 12) WLOAD(1, 13) \
+    SEVEN_TOKEN(0, 0, 1) SEVEN_TOKEN(1, 2, 3) SEVEN_TOKEN(2, 4, 5) SEVEN_TOKEN(3, 6, 7)
 CHUNK_LOOP(tile_2x4, TILE_2X4)
 CHUNK_LOOP(tile_2x4_noadd, TILE_2X4_NOADD)
 CHUNK_LOOP(tile_2x4_nobcast, TILE_2X4_NOBCAST)
@@ -116,6 +134,7 @@ CHUNK_LOOP(tile_4x3_mem, TILE_4X3_MEM)
 CHUNK_LOOP(tile_6x2_mem, TILE_6X2_MEM)
 CHUNK_LOOP(tile_tree, TILE_TREE)
 CHUNK_LOOP(tile_products_first, TILE_PRODUCTS_FIRST)
+CHUNK_LOOP(tile_seven, TILE_SEVEN)
 
 static int cmp(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -144,35 +163,40 @@ int main(int argc, char **argv) {
         printf("this CPU lacks AVX2 or FMA\n");
         return 0;
     }
-    enum { N = 10 };
+    enum { N = 13 };
     const char *names[N] = {"8 vpmaddwd",           "8 vpmaddwd + 4 vpaddd",
                             "8 vpmaddwd + 8 vpaddd", "8 vpmaddwd + 4 vcvtdq2ps",
                             "8 vpmaddwd + 4 vaddps", "8 vpmaddwd + 4 vmulps",
                             "8 vpmaddwd + 4 vfmadd231ps", "16 vpmaddwd (256 products)",
-                            "8 vpmaddubsw",          "8 vpsignb + 8 vpmaddubsw + 8 vpmaddwd"};
+                            "8 vpmaddubsw",          "8 vpsignb + 8 vpmaddubsw + 8 vpmaddwd",
+                            "16 vpmaddwd + 16 vpaddd (256, i16)",
+                            "8 vpmaddubsw + 8 vpmaddwd + 8 vpaddd (7-bit)",
+                            "8 vpmaddubsw + 4 vpaddw + 4 vpmaddwd + 4 vpaddd (6-bit)"};
     double (*const runs[N])(void) = {madd, madd_paddd4, madd_paddd8, madd_cvt4,
                                      madd_addps4, madd_mulps4, madd_fma4, madd16,
-                                     maddubs8, sign_trick};
+                                     maddubs8, sign_trick, madd16_paddd16, seven_bit, six_bit};
     double med[N];
     if (medians(runs, N, rounds, med)) return 1;
-    printf("%-40s %12s %14s\n", "turn", "ns per turn", "vs vpmaddwd");
-    for (int j = 0; j < N; j++) printf("%-40s %12.3f %13.2fx\n", names[j], med[j], med[j] / med[0]);
+    printf("%-56s %12s %14s\n", "turn", "ns per turn", "vs vpmaddwd");
+    for (int j = 0; j < N; j++) printf("%-56s %12.3f %13.2fx\n", names[j], med[j], med[j] / med[0]);
 
-    enum { M = 7 };
+    enum { M = 8 };
     const char *chunk_names[M] = {"2 x 4 without the adds", "2 x 4, as the tile",
                                   "2 x 4 without the broadcasts", "4 x 3, weights from memory",
                                   "6 x 2, weights from memory", "2 x 4, two pairs summed first",
-                                  "2 x 4, 4 products then 4 adds"};
+                                  "2 x 4, 4 products then 4 adds",
+                                  "2 x 4, 7-bit (256 products)"};
     double (*const chunks[M])(void) = {tile_2x4_noadd, tile_2x4, tile_2x4_nobcast, tile_4x3_mem,
-                                       tile_6x2_mem, tile_tree, tile_products_first};
-    const int madds[M] = {8, 8, 8, 12, 12, 16, 8};
+                                       tile_6x2_mem, tile_tree, tile_products_first, tile_seven};
+    // In i16-layout `vpmaddwd`s of 16 products: the 7-bit chunk's 256 products count 16.
+    const int madds[M] = {8, 8, 8, 12, 12, 16, 8, 16};
     double turn[M];
     if (medians(chunks, M, rounds, turn)) return 1;
-    printf("\n%-40s %12s %14s %12s\n", "chunk with data flow (groups x tokens)", "ns per turn",
-           "ns per vpmaddwd", "vs no adds");
+    printf("\n%-40s %12s %18s %12s\n", "chunk with data flow (groups x tokens)", "ns per turn",
+           "ns per 16 products", "vs no adds");
     for (int j = 0; j < M; j++) {
         double per = turn[j] / madds[j], noadd = turn[0] / madds[0];
-        printf("%-40s %12.3f %14.4f %11.2fx\n", chunk_names[j], turn[j], per, per / noadd);
+        printf("%-40s %12.3f %18.4f %11.2fx\n", chunk_names[j], turn[j], per, per / noadd);
     }
     return 0;
 }

@@ -10,6 +10,10 @@
 //! and `128 q + r` for Q8x2 (|128 q + r| <= 16383: the pair sums of `vpmaddwd` cannot
 //! overflow, and the int32 block dot is the integer of Q8x2's two passes). Q8 saves the
 //! residual pass of the quantizer only.
+//! (With one operand at 7 bits, `vpmaddubsw` could not saturate and would need no sign
+//! trick: about 1.3x faster products on an Intel core, at 1.8-2.9x q8-fast's largest golden
+//! error and outside ggml's Q8_0; measured, not adopted: BENCH.md, "What narrower int8
+//! operands would buy".)
 //!
 //! - [`quantize_rows`]: the activation quantizer, 8 blocks at a time straight from the input
 //!   (outlier lanes read as 0.0), storing i16 values ([`Packed8W`]'s kernels) or biased bytes

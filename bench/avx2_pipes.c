@@ -10,7 +10,8 @@
 // A second table runs the tile's chunk loop with its data flow: the weights loaded, each token's
 // activation pair broadcast from memory, each `vpaddd` waiting on its `vpmaddwd`, as
 // `tiles_256!` does per chunk; then the same without the adds, other tile shapes, and the
-// (exact) int32 adds in other orders, and the chunk of a 7-bit layout.
+// (exact) int32 adds in other orders, the chunk of a 7-bit layout, and the chunk of an exact
+// 8-bit layout that stores each weight chunk in its 4 sign variants (below).
 // Build and run: bench/avx2_pipes.sh [ROUNDS]
 #include <stdio.h>
 #include <stdlib.h>
@@ -127,6 +128,26 @@ static int chunk_mem[128] __attribute__((aligned(64)));
     MUB(14, 13, 15) MD(15, 11, 15) AD(15, a1)
 #define TILE_SEVEN WLOAD(0, 12) WLOAD(1, 13) \
     SEVEN_TOKEN(0, 0, 1) SEVEN_TOKEN(1, 2, 3) SEVEN_TOKEN(2, 4, 5) SEVEN_TOKEN(3, 6, 7)
+// Exact 8-bit x 8-bit through `vpmaddubsw` without `vpsignb`: x0 w0 + x1 w1 =
+// s0 (|x0| w0 + (s0 s1) |x1| w1), with s the signs of the activations. Each weight chunk is
+// stored in the 4 variants (w0, +-w1, w2, +-w3); per token and chunk the quantizer writes |x|
+// (the unsigned operand), the pair (s0, s2) that `vpmaddwd` multiplies by instead of ones, and
+// the byte offset of the variant its signs pick. So each token loads its own weights from a
+// loaded address (no weight register shared by the tokens): per token a broadcast of |x|
+// (ymm14) and of the signs (ymm11), the offset (rax), then per group `vpmaddubsw` from memory,
+// `vpmaddwd` and the add. Offsets at bytes 64..80, the variants from byte 256.
+#define VARIANT_TOKEN(t, a0, a1) "movl " #t "*4+64(%0), %%eax\n\t" BCAST(t, 14)                    \
+    "vpbroadcastd " #t "*4+32(%0), %%ymm11\n\t"                                            \
+    "vpmaddubsw 256(%0,%%rax), %%ymm14, %%ymm15\n\t" MD(15, 11, 15) AD(15, a0)              \
+    "vpmaddubsw 384(%0,%%rax), %%ymm14, %%ymm15\n\t" MD(15, 11, 15) AD(15, a1)
+#define TILE_VARIANT VARIANT_TOKEN(0, 0, 1) VARIANT_TOKEN(1, 2, 3) VARIANT_TOKEN(2, 4, 5) \
+    VARIANT_TOKEN(3, 6, 7)
+__attribute__((target("avx2,fma"))) static double tile_variant(void) {
+    double t = now();
+    for (long i = 0; i < TURNS; i++)
+        __asm__ volatile(TILE_VARIANT ::"r"(chunk_mem) : CHUNK_CLOBBER, "rax");
+    return (now() - t) / TURNS * 1e9;
+}
 CHUNK_LOOP(tile_2x4, TILE_2X4)
 CHUNK_LOOP(tile_2x4_noadd, TILE_2X4_NOADD)
 CHUNK_LOOP(tile_2x4_nobcast, TILE_2X4_NOBCAST)
@@ -180,16 +201,20 @@ int main(int argc, char **argv) {
     printf("%-56s %12s %14s\n", "turn", "ns per turn", "vs vpmaddwd");
     for (int j = 0; j < N; j++) printf("%-56s %12.3f %13.2fx\n", names[j], med[j], med[j] / med[0]);
 
-    enum { M = 8 };
+    // The sign-variant chunk's offsets: one per token, each variant in turn.
+    for (int t = 0; t < 4; t++) chunk_mem[16 + t] = 32 * t;
+    enum { M = 9 };
     const char *chunk_names[M] = {"2 x 4 without the adds", "2 x 4, as the tile",
                                   "2 x 4 without the broadcasts", "4 x 3, weights from memory",
                                   "6 x 2, weights from memory", "2 x 4, two pairs summed first",
                                   "2 x 4, 4 products then 4 adds",
-                                  "2 x 4, 7-bit (256 products)"};
+                                  "2 x 4, 7-bit (256 products)",
+                                  "2 x 4, 8-bit sign variants (256 products)"};
     double (*const chunks[M])(void) = {tile_2x4_noadd, tile_2x4, tile_2x4_nobcast, tile_4x3_mem,
-                                       tile_6x2_mem, tile_tree, tile_products_first, tile_seven};
+                                       tile_6x2_mem, tile_tree, tile_products_first, tile_seven,
+                                       tile_variant};
     // In i16-layout `vpmaddwd`s of 16 products: the 7-bit chunk's 256 products count 16.
-    const int madds[M] = {8, 8, 8, 12, 12, 16, 8, 16};
+    const int madds[M] = {8, 8, 8, 12, 12, 16, 8, 16, 16};
     double turn[M];
     if (medians(chunks, M, rounds, turn)) return 1;
     printf("\n%-40s %12s %18s %12s\n", "chunk with data flow (groups x tokens)", "ns per turn",

@@ -7,7 +7,9 @@
 #   bash bench/avx2_only.sh               the engine crates' unit tests, the bit-identity
 #                                         suites on s1-pico, and s1-pico's part of the
 #                                         pipeline against golden/artifacts.blake3 (about
-#                                         5 minutes on 2 cores)
+#                                         5 minutes on 2 Zen 5 cores; on 2 cores of
+#                                         BENCH.md's Intel machine well over an hour: 27
+#                                         minutes for the suites, 40 for `tune` alone)
 #   AVX2_ONLY_QUICK=1 bash bench/avx2_only.sh
 #                                         what .ci/run runs: the unit tests only (seconds)
 #

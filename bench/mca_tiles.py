@@ -65,8 +65,9 @@ def loops(code):
     found = []
     for i, (a, ins) in enumerate(code):
         m = re.match(r"j\w+\s+([0-9a-f]+)$", ins)
-        if m and int(m.group(1), 16) < a and int(m.group(1), 16) in index:
-            found.append((index[int(m.group(1), 16)], i))
+        target = int(m.group(1), 16) if m else a
+        if target < a and target in index:
+            found.append((index[target], i))
     return found
 
 
@@ -74,9 +75,10 @@ def count(code, span, mnemonic):
     return sum(ins.startswith(mnemonic) for _, ins in code[span[0]:span[1] + 1])
 
 
-def innermost(code, candidates):
-    return [s for s in candidates
-            if not any(o != s and s[0] <= o[0] and o[1] <= s[1] for o in loops(code))]
+def innermost(spans):
+    """The spans that hold no other span."""
+    return [s for s in spans
+            if not any(o != s and s[0] <= o[0] and o[1] <= s[1] for o in spans)]
 
 
 def body(code, span):
@@ -107,21 +109,22 @@ def main():
         fail("no llvm-mca (apt-get install llvm-19, or --mca PATH)")
 
     gemm = function(a.skyctl, GEMM)
-    f32_loops = innermost(gemm, [s for s in loops(gemm) if count(gemm, s, "vfmadd") > 0])
+    f32_loops = [s for s in innermost(loops(gemm)) if count(gemm, s, "vfmadd") > 0]
     if not f32_loops:
         fail(f"{GEMM}: no FMA loop")
     f32 = max(f32_loops, key=lambda s: count(gemm, s, "vfmadd"))
     f32_products = 8 * count(gemm, f32, "vfmadd")
 
     dot = function(a.skyctl, DOT)
-    chunk_loops = [s for s in innermost(dot, loops(dot))
+    dot_loops = loops(dot)
+    chunk_loops = [s for s in innermost(dot_loops)
                    if count(dot, s, "vpmaddwd") > 0 and count(dot, s, "vmulps") == 0]
     if not chunk_loops:
         fail(f"{DOT}: no chunk loop")
     chunk = max(chunk_loops, key=lambda s: count(dot, s, "vpmaddwd"))
     chunk_products = 16 * count(dot, chunk, "vpmaddwd")
     # The block: the smallest loop around the chunk loop, the chunk loop written out.
-    around = [s for s in loops(dot) if s[0] < chunk[0] and chunk[1] < s[1]]
+    around = [s for s in dot_loops if s[0] < chunk[0] and chunk[1] < s[1]]
     if not around:
         fail(f"{DOT}: no block loop around the chunk loop")
     block = min(around, key=lambda s: s[1] - s[0])

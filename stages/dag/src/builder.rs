@@ -44,6 +44,92 @@ pub struct BuildOptions {
     pub remote: Option<crate::remote::RemoteCache>,
 }
 
+/// A folder's (ctime ns, inode), as [`crate::workspace::WorkspaceLock`] records it.
+type FolderStamp = (i64, u64);
+
+/// The store's blob fan-out folders (`blobs/00` .. `blobs/ff`) as the last clean full build
+/// left them. That build saw the blob of every output it recorded; removing a blob or putting
+/// anything else in its place gives its folder a newer ctime. So while the store is the one
+/// that build stamped and a folder is unchanged, the blobs in it need no `lstat` each: a no-op
+/// build looks at one folder per fan-out byte at most, not at one blob per output.
+struct BlobFolders {
+    /// The store is the last full build's ([`LastBuild::store`]): the folders may vouch.
+    vouching: bool,
+    /// Per fan-out byte: 0 not looked at yet, 1 as the last clean full build left it, 2 not.
+    seen: [std::sync::atomic::AtomicU8; 256],
+}
+
+impl BlobFolders {
+    fn new(vouching: bool) -> BlobFolders {
+        BlobFolders {
+            vouching,
+            seen: std::array::from_fn(|_| std::sync::atomic::AtomicU8::new(0)),
+        }
+    }
+
+    /// The folder of `d`'s blob, as the lock file records it.
+    fn folder(store: &Store, d: &Digest) -> String {
+        let blob = store.blob_path(d);
+        blob.parent().unwrap_or(&blob).display().to_string()
+    }
+
+    /// Whether `d`'s blob is known to be in `store` without looking at it.
+    fn vouch(
+        &self,
+        lock: &crate::workspace::WorkspaceLock,
+        root: &Path,
+        store: &Store,
+        d: &Digest,
+    ) -> bool {
+        use std::sync::atomic::Ordering;
+        if !self.vouching {
+            return false;
+        }
+        let slot = &self.seen[usize::from(d.0[0])];
+        match slot.load(Ordering::Relaxed) {
+            1 => true,
+            2 => false,
+            _ => {
+                let same = lock.unchanged_since_clean_end(root, &Self::folder(store, d));
+                slot.store(if same { 1 } else { 2 }, Ordering::Relaxed);
+                same
+            }
+        }
+    }
+
+    /// The folders to record at a clean end, for the blobs of `digests`: those found
+    /// unchanged keep their stamp when the build added nothing to the store (no `stat`);
+    /// a full build that saw every blob stamps the others anew; a partial one keeps only
+    /// the stamps it had (it did not see every blob of the folder).
+    fn at_clean_end<'d>(
+        &self,
+        lock: &crate::workspace::WorkspaceLock,
+        store: &Store,
+        digests: impl IntoIterator<Item = &'d Digest>,
+        saw_every_blob: bool,
+        added: bool,
+    ) -> (Vec<String>, Vec<(String, FolderStamp)>) {
+        use std::sync::atomic::Ordering;
+        let mut first: [Option<&Digest>; 256] = [None; 256];
+        for d in digests {
+            first[usize::from(d.0[0])].get_or_insert(d);
+        }
+        let (mut fresh, mut kept) = (Vec::new(), Vec::new());
+        for (byte, d) in first.iter().enumerate() {
+            let Some(d) = d else { continue };
+            let folder = Self::folder(store, d);
+            let unchanged = self.seen[byte].load(Ordering::Relaxed) == 1;
+            match lock.settled_stamp(&folder) {
+                Some(stamp) if unchanged && !added => kept.push((folder, stamp)),
+                _ if saw_every_blob => fresh.push(folder),
+                Some(stamp) if !saw_every_blob => kept.push((folder, stamp)),
+                _ => {}
+            }
+        }
+        (fresh, kept)
+    }
+}
+
 /// Below this many outputs, stats are not taken ahead on another thread (starting one costs
 /// more than it saves).
 const PREFETCH_MIN: usize = 256;
@@ -135,6 +221,9 @@ pub(crate) struct BuildSession<'g> {
     ahead: Vec<&'g str>,
     first: Vec<usize>,
     prefetch: crate::statcache::Prefetch,
+    /// Every slot of `prefetch` was filled from the graph's disk checks: no stat thread.
+    prefetch_taken: bool,
+    blob_folders: BlobFolders,
 }
 
 /// What [`BuildSession::run`] leaves for the release and the record.
@@ -183,7 +272,9 @@ impl<'g> BuildSession<'g> {
         let targets = resolve(graph, &opts.targets)?;
         let rerun = resolve(graph, &opts.rerun)?;
         let plan = Plan::new(graph, &targets, &rerun);
+        let mut waited = false;
         let lock = ws.lock(&mut |msg| {
+            waited = true;
             reporter.event(&Event::Note {
                 message: msg.to_string(),
             })
@@ -248,6 +339,34 @@ impl<'g> BuildSession<'g> {
                 ahead.extend(graph.nodes[n].outputs.iter().map(|o| o.path.as_str()));
             }
         }
+        let prefetch = crate::statcache::Prefetch::new(ahead.len());
+        // The disk checks took one `lstat` of every output already: those are the stats.
+        // Only as fresh as those checks: not after waiting for another build's lock, nor when
+        // the last build did not end cleanly (it may have left a command writing an output
+        // until `track_children` above ended it).
+        let stats = graph.take_output_stats();
+        let taken = stats
+            .filter(|_| !waited && lock.last_ended_cleanly())
+            .is_some_and(|stats| {
+                let mut flat = 0usize;
+                let mut flat_first = Vec::with_capacity(graph.nodes.len());
+                for node in &graph.nodes {
+                    flat_first.push(flat);
+                    flat += node.outputs.len();
+                }
+                if stats.len() != flat {
+                    return false;
+                }
+                for (n, &slot) in first.iter().enumerate() {
+                    if slot == usize::MAX {
+                        continue;
+                    }
+                    for i in 0..graph.nodes[n].outputs.len() {
+                        prefetch.fill(slot + i, stats[flat_first[n] + i]);
+                    }
+                }
+                true
+            });
         let journal = crate::state::Journal::new(ws.state.journal());
         let session = BuildSession {
             ws,
@@ -268,7 +387,9 @@ impl<'g> BuildSession<'g> {
             journal,
             made_all: std::sync::OnceLock::new(),
             release_abs: ws.root.join(&graph.release_dir),
-            prefetch: crate::statcache::Prefetch::new(ahead.len()),
+            prefetch,
+            prefetch_taken: taken,
+            blob_folders: BlobFolders::new(!verify_store),
             ahead,
             first,
         };
@@ -328,6 +449,8 @@ impl<'g> BuildSession<'g> {
             journal: &self.journal,
             summary: Summary::default(),
             verify_store: self.verify_store,
+            blob_folders: &self.blob_folders,
+            lock: &self.lock,
             stored: 0,
             remote: opts.remote.as_ref(),
         };
@@ -346,8 +469,8 @@ impl<'g> BuildSession<'g> {
             stops: critical.clone(),
         };
         let prefetch = &self.prefetch;
-        let parallel = self.ahead.len() >= PREFETCH_MIN && opts.jobs > 1;
-        if parallel {
+        let parallel = !self.prefetch_taken && self.ahead.len() >= PREFETCH_MIN && opts.jobs > 1;
+        if parallel || self.prefetch_taken {
             driver.scanner.use_prefetch(prefetch, self.first.clone());
         }
         std::thread::scope(|scope| {
@@ -538,7 +661,8 @@ impl<'g> BuildSession<'g> {
             new_last.release_dir = Some(graph.release_dir.clone());
         }
         // Stamp the store only once every node is known to have its record there.
-        if plan.full && summary.failed == 0 && summary.skipped == 0 {
+        let stamped = plan.full && summary.failed == 0 && summary.skipped == 0;
+        if stamped {
             new_last.store = Some(self.stamp);
         } else if self.verify_store {
             new_last.store = None;
@@ -566,8 +690,28 @@ impl<'g> BuildSession<'g> {
         drop(self.store_lock);
         // Nothing of this build is half written: the next one need not look for temp files.
         if summary.failed == 0 && summary.skipped == 0 && crate::interrupt::requested().is_none() {
-            self.lock
-                .ended_cleanly(&ws.root, self.temp_dirs.iter().copied());
+            let added = summary.executed > 0
+                || stored > 0
+                || summary
+                    .remote
+                    .as_ref()
+                    .is_some_and(|r| r.bytes_downloaded > 0);
+            let (fresh, kept) = self.blob_folders.at_clean_end(
+                &self.lock,
+                &self.store,
+                new_last
+                    .nodes
+                    .values()
+                    .flat_map(|st| st.outputs.iter().map(|o| &o.digest)),
+                stamped,
+                added,
+            );
+            let dirs = self
+                .temp_dirs
+                .iter()
+                .copied()
+                .chain(fresh.iter().map(String::as_str));
+            self.lock.ended_cleanly(&ws.root, dirs, kept);
         }
         if summary.executed > 0 {
             // Bounded lookups: merge the per-build action logs once they pile up (only when no
@@ -612,6 +756,8 @@ struct BuildDriver<'a> {
     summary: Summary,
     /// Whether cached nodes must be checked for an action record in this store.
     verify_store: bool,
+    blob_folders: &'a BlobFolders,
+    lock: &'a crate::workspace::WorkspaceLock,
     /// Nodes whose record this build added to the store from the workspace outputs.
     stored: usize,
     /// The remote cache, if any.
@@ -772,9 +918,13 @@ impl<'a> BuildDriver<'a> {
         key: &Digest,
         outputs: &[OutputRecord],
     ) -> std::result::Result<(), NodeFailure> {
-        // One lstat per output even when the store is the last build's: a blob replaced by
-        // a directory, symlink or FIFO (or deleted) is stored again from the workspace.
-        let blobs_here = outputs.iter().all(|o| self.store.has_blob(&o.digest));
+        // A blob replaced by a directory, symlink or FIFO (or deleted) is stored again from the
+        // workspace: one lstat per output, unless its folder is as the last full build left it.
+        let blobs_here = outputs.iter().all(|o| {
+            self.blob_folders
+                .vouch(self.lock, self.root, self.store, &o.digest)
+                || self.store.has_blob(&o.digest)
+        });
         if blobs_here && (!self.verify_store || self.store.has_action(key)) {
             return Ok(());
         }

@@ -289,6 +289,7 @@ impl Compiled {
             group_noun,
             source: source.take()?,
             params_checked: self.params_checked,
+            output_stats: Default::default(),
         })
     }
 }

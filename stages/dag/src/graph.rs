@@ -22,6 +22,7 @@ use crate::error::{DagError, Result};
 use crate::glob::Glob;
 use crate::kind::Kind;
 use crate::source::{did_you_mean, Located, Source};
+use crate::statcache::FileStat;
 
 /// Index of a node in [`Graph::nodes`].
 pub type NodeIdx = usize;
@@ -201,6 +202,9 @@ pub struct Graph {
     /// end, or before a compiled graph was written, [`crate::compiled`]): a build only checks
     /// that the kinds exist.
     pub params_checked: bool,
+    /// What the disk checks' one `lstat` of each declared output found, flat in node order
+    /// then output order ([`Graph::output_stats`]).
+    pub(crate) output_stats: std::sync::Mutex<Option<Vec<Option<FileStat>>>>,
 }
 
 /// A node as the front end declares it: inputs and outputs as written, resolved by
@@ -443,10 +447,29 @@ impl Graph {
         }
         let root_real = root.canonicalize().ok();
         let mut checked = std::collections::HashSet::new();
-        self.nodes
+        let stats: Option<Vec<Option<FileStat>>> = self
+            .nodes
             .iter()
             .flat_map(|n| &n.outputs)
-            .all(|o| check_output_path(root, root_real.as_deref(), &o.path, &mut checked).is_ok())
+            .map(|o| check_output_path(root, root_real.as_deref(), &o.path, &mut checked).ok())
+            .collect();
+        match stats {
+            Some(stats) => {
+                if let Ok(mut taken) = self.output_stats.lock() {
+                    *taken = Some(stats);
+                }
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The stat of each declared output (flat in node order, then output order) as the disk
+    /// checks took it: `Some` for a regular file. The first build of this graph takes them
+    /// instead of a stat of its own, so a no-op build stats each output once; `None` when no
+    /// disk check ran, or a build took them already (they are only as fresh as the checks).
+    pub fn take_output_stats(&self) -> Option<Vec<Option<FileStat>>> {
+        self.output_stats.lock().ok()?.take()
     }
 
     /// The node ids a command-line target names: a node id, a group name, or a kind name.
@@ -502,7 +525,7 @@ fn finish(
     let release_span = release_dir.span.clone();
     let release_dir = check_release_dir(release_dir, m, root)?;
     let by_id = index_ids(&nodes, m)?;
-    let owners = check_outputs(&nodes, &release_dir, store_dir, protected, m, root)?;
+    let (owners, stats) = check_outputs(&nodes, &release_dir, store_dir, protected, m, root)?;
     for (ni, raw_inputs) in pending.into_iter().enumerate() {
         resolve_inputs(&mut nodes, ni, raw_inputs, &by_id, &owners, m)?;
     }
@@ -520,6 +543,7 @@ fn finish(
         group_noun,
         source: m.clone(),
         params_checked: false,
+        output_stats: Some(stats).into(),
     })
 }
 
@@ -569,7 +593,8 @@ fn index_ids(nodes: &[Node], m: &Source) -> Result<BTreeMap<String, NodeIdx>> {
 }
 
 /// Every output: unique, not nested in another, not in the release tree or the store, not a
-/// protected path, not reached through a symlink. Returns who writes each.
+/// protected path, not reached through a symlink. Returns who writes each, and what the one
+/// `lstat` of each output found ([`Graph::output_stats`]).
 fn check_outputs(
     nodes: &[Node],
     release_dir: &str,
@@ -577,8 +602,9 @@ fn check_outputs(
     protected: &[String],
     m: &Source,
     root: &Path,
-) -> Result<Owners> {
+) -> Result<(Owners, Vec<Option<FileStat>>)> {
     let mut owners = Owners::new();
+    let mut stats = Vec::new();
     let root_real = root.canonicalize().ok();
     let mut checked_dirs = std::collections::HashSet::new();
     let store = clean_rel(store_dir).unwrap_or_default();
@@ -610,14 +636,14 @@ fn check_outputs(
                     format!("node `{}`: output `{}` is inside the store", n.id, o.path),
                 ));
             }
-            check_output_path(root, root_real.as_deref(), &o.path, &mut checked_dirs).map_err(
-                |e| {
+            let stat = check_output_path(root, root_real.as_deref(), &o.path, &mut checked_dirs)
+                .map_err(|e| {
                     m.error_at(
                         at.clone(),
                         format!("node `{}`: output `{}`: {e}", n.id, o.path),
                     )
-                },
-            )?;
+                })?;
+            stats.push(stat);
             if let Some((other, &(on, _))) = overlapping(&owners, &o.path) {
                 let what = if other == &o.path {
                     "also written by"
@@ -635,7 +661,7 @@ fn check_outputs(
             owners.insert(o.path.clone(), (ni, oi));
         }
     }
-    Ok(owners)
+    Ok((owners, stats))
 }
 
 /// Resolve node `ni`'s inputs as written: `node:<id>` (every output of that node), a glob
@@ -1018,12 +1044,14 @@ enum SymlinkOnOutput {
 /// Fails when a component of output path `rel` under `root` (the last one too) is a symlink:
 /// every write of an output goes through real folders, so none can land in `.git`, the
 /// store or anywhere else a link points. `checked` holds the folders already found clean.
+/// `Ok(Some(stat))` when the output is a regular file: that `lstat` is the only one a no-op
+/// build takes of it.
 fn check_output_path(
     root: &Path,
     root_real: Option<&Path>,
     rel: &str,
     checked: &mut std::collections::HashSet<String>,
-) -> std::result::Result<(), SymlinkOnOutput> {
+) -> std::result::Result<Option<FileStat>, SymlinkOnOutput> {
     let ends = rel
         .match_indices('/')
         .map(|(end, _)| end)
@@ -1049,15 +1077,16 @@ fn check_output_path(
                     .unwrap_or_else(|_| target.display().to_string());
                 return Err(SymlinkOnOutput::Inside { prefix, shown });
             }
-            Ok(_) => {
-                if end < rel.len() {
-                    checked.insert(prefix.to_string());
-                }
+            Ok(md) if end == rel.len() => {
+                return Ok(md.is_file().then(|| FileStat::of(&md)));
             }
-            Err(_) => return Ok(()),
+            Ok(_) => {
+                checked.insert(prefix.to_string());
+            }
+            Err(_) => return Ok(None),
         }
     }
-    Ok(())
+    Ok(None)
 }
 
 #[cfg(test)]
@@ -1313,7 +1342,7 @@ mod tests {
         assert_eq!(e, SymlinkOnOutput::Dangling { prefix: "f".into() });
         assert_eq!(
             check_output_path(root, real.as_deref(), "real/b/out", &mut checked),
-            Ok(())
+            Ok(None)
         );
     }
 

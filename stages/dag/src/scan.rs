@@ -15,7 +15,7 @@ use crate::error::{DagError, Result};
 use crate::graph::{Graph, Input, NodeIdx};
 use crate::key::{key_head, key_input, Digest, KeyInput, KeyMaterial};
 use crate::kind::Registry;
-use crate::statcache::StatCache;
+use crate::statcache::{FileStat, StatCache};
 use crate::state::{LastBuild, NodeState};
 use crate::store::{OutputRecord, Store};
 use crate::tree::{list_files, Tree, TreeEntry};
@@ -162,6 +162,9 @@ pub struct Scanner<'a> {
     globs: HashMap<String, Vec<KeyInput>>,
     /// The workspace root with symlinks resolved (None when it cannot be resolved).
     root_real: Option<std::path::PathBuf>,
+    /// Folders of sources resolved so far: `Some(real path)` for one leading out of the
+    /// workspace, `None` for one inside (or that cannot be resolved).
+    folders_inside: HashMap<String, Option<std::path::PathBuf>>,
     /// Stats of the declared outputs taken ahead, and where each node's are.
     prefetched: Option<(&'a crate::statcache::Prefetch, Vec<usize>)>,
 }
@@ -188,6 +191,7 @@ impl<'a> Scanner<'a> {
             source_files: HashMap::new(),
             globs: HashMap::new(),
             root_real: root.canonicalize().ok(),
+            folders_inside: HashMap::new(),
             prefetched: None,
         }
     }
@@ -251,10 +255,41 @@ impl<'a> Scanner<'a> {
             return d.ok_or_else(missing);
         }
         let abs = self.root.join(rel);
-        // Resolved once per path: a source reached through a symlink must stay inside the
-        // workspace, or a manifest could hash and publish any file on the machine.
-        if let (Some(real_root), Ok(real)) = (&self.root_real, abs.canonicalize()) {
+        // One `lstat` of the source: what it is, and the stat the stat cache compares.
+        let lstat = std::fs::symlink_metadata(&abs);
+        let is_link = lstat.as_ref().is_ok_and(|md| md.file_type().is_symlink());
+        // A source reached through a symlink must stay inside the workspace, or a manifest
+        // could hash and publish any file on the machine: the source itself when it is a link,
+        // else its folder (resolved once per folder).
+        let resolved = if lstat.is_err() {
+            None
+        } else if is_link {
+            abs.canonicalize().ok()
+        } else {
+            let parent = rel.rsplit_once('/').map_or("", |(p, _)| p);
+            match self.folders_inside.get(parent) {
+                Some(None) => None,
+                Some(Some(real)) => Some(real.clone()),
+                None => {
+                    let real = self.root.join(parent).canonicalize().ok();
+                    let outside = match (&self.root_real, &real) {
+                        (Some(real_root), Some(real)) => !real.starts_with(real_root),
+                        _ => false,
+                    };
+                    let remembered = outside.then(|| real.clone()).flatten();
+                    self.folders_inside
+                        .insert(parent.to_string(), remembered.clone());
+                    remembered
+                }
+            }
+        };
+        if let (Some(real_root), Some(real)) = (&self.root_real, resolved) {
             if !real.starts_with(real_root) {
+                let real = if is_link {
+                    real
+                } else {
+                    real.join(abs.file_name().unwrap_or_default())
+                };
                 return Err(DagError::InputOutside {
                     location: location(),
                     node: graph.nodes[n].id.clone(),
@@ -269,7 +304,12 @@ impl<'a> Scanner<'a> {
             path: rel.into(),
             message,
         };
-        let d = match std::fs::metadata(&abs) {
+        let md = if is_link {
+            std::fs::metadata(&abs)
+        } else {
+            lstat
+        };
+        let d = match md {
             Ok(md) if md.is_dir() => {
                 // A name that is not UTF-8, a symlink or a special file inside cannot be
                 // hashed: refused, located at the input.
@@ -285,9 +325,9 @@ impl<'a> Scanner<'a> {
                     special_kind(&md.file_type())
                 )))
             }
-            Ok(_) => Some(
+            Ok(md) => Some(
                 self.statcache
-                    .digest(self.root, rel)
+                    .digest_with(self.root, rel, FileStat::of(&md))
                     .map_err(|e| DagError::io("hash", &abs, e))?
                     .0,
             ),

@@ -367,6 +367,13 @@ impl Prefetch {
         }
     }
 
+    /// Fill slot `i` with a stat taken elsewhere (`None`: not a regular file, or none taken).
+    pub fn fill(&self, i: usize, st: Option<FileStat>) {
+        if let Some(slot) = self.slots.get(i) {
+            let _ = slot.set(st);
+        }
+    }
+
     /// The stat of path `i`, if taken yet and the file is a regular one.
     pub fn get(&self, i: usize) -> Option<FileStat> {
         self.slots.get(i)?.get().copied().flatten()

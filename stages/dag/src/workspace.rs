@@ -47,12 +47,29 @@ impl WorkspaceLock {
         })
     }
 
+    /// What the last clean end recorded of folder `rel`: (ctime ns, inode).
+    pub fn settled_stamp(&self, rel: &str) -> Option<(i64, u64)> {
+        self.settled.as_ref()?.get(rel).copied()
+    }
+
+    /// Whether the last holder of the lock was a build that ended cleanly.
+    pub fn last_ended_cleanly(&self) -> bool {
+        self.settled.is_some()
+    }
+
     /// Say this build ended cleanly (nothing it wrote is half done), recording which of
     /// `dirs` are settled: any later change gives them a newer ctime. That holds once the
     /// coarse clock that stamps file times (one tick behind at most) has moved past the
     /// folder's ctime; a folder changed within the current tick is not recorded (the next
     /// build lists it).
-    pub fn ended_cleanly<'d>(&self, root: &Path, dirs: impl IntoIterator<Item = &'d str>) {
+    /// `kept`: folders known unchanged since the stamp recorded for them, recorded as they
+    /// are without a `stat`.
+    pub fn ended_cleanly<'d>(
+        &self,
+        root: &Path,
+        dirs: impl IntoIterator<Item = &'d str>,
+        kept: impl IntoIterator<Item = (String, (i64, u64))>,
+    ) {
         let coarse = rustix::time::clock_gettime(rustix::time::ClockId::RealtimeCoarse);
         let now = coarse
             .tv_sec
@@ -68,6 +85,11 @@ impl WorkspaceLock {
                 if st.ctime_ns < now {
                     text.push_str(&format!("{} {} {d}\n", st.ctime_ns, st.ino));
                 }
+            }
+        }
+        for (d, (ctime_ns, ino)) in kept {
+            if !d.contains('\n') {
+                text.push_str(&format!("{ctime_ns} {ino} {d}\n"));
             }
         }
         let _ = self.file.set_len(0);
@@ -285,7 +307,7 @@ mod tests {
         assert!(!l.unchanged_since_clean_end(&ws.root, "out"));
         // Let the coarse clock move past the folder's ctime, then end cleanly.
         std::thread::sleep(std::time::Duration::from_millis(30));
-        l.ended_cleanly(&ws.root, ["out", "missing", "odd\nname"]);
+        l.ended_cleanly(&ws.root, ["out", "missing", "odd\nname"], []);
         drop(l);
         let l = lock(&ws);
         assert!(l.unchanged_since_clean_end(&ws.root, "out"));
@@ -294,7 +316,7 @@ mod tests {
         std::fs::write(dir.path().join("out/.skyctl-tmp-x"), "half").unwrap();
         assert!(!l.unchanged_since_clean_end(&ws.root, "out"));
         std::thread::sleep(std::time::Duration::from_millis(30));
-        l.ended_cleanly(&ws.root, ["out"]);
+        l.ended_cleanly(&ws.root, ["out"], []);
         drop(l);
         // A holder that did not end cleanly (killed: its pid stays) vouches for nothing.
         let l = lock(&ws);

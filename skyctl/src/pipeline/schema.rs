@@ -970,18 +970,36 @@ fn validate_run(m: &Manifest, c: &Command) -> Result<()> {
         toml::Value::Array(a) => !a.is_empty() && a.iter().all(|v| v.is_str()),
         _ => false,
     };
-    if ok {
-        Ok(())
-    } else {
-        Err(m.error_at(
+    if !ok {
+        return Err(m.error_at(
             c.run.span(),
             format!(
                 "command `{}`: `run` must be a non-empty array of strings (argv) or a shell string",
                 c.name.get_ref()
             ),
-        ))
+        ));
     }
+    // The build holds this workspace's lock and its store's while a node runs: a node that
+    // builds, cleans or collects them would wait for itself.
+    if let toml::Value::Array(a) = c.run.get_ref() {
+        let word = |i: usize| a.get(i).and_then(toml::Value::as_str);
+        if word(0) == Some("skyctl") {
+            if let Some(sub) = word(1).filter(|s| WORKSPACE_COMMANDS.contains(s)) {
+                return Err(m.error_at(
+                    c.run.span(),
+                    format!(
+                        "command `{}`: `skyctl {sub}` cannot run as a node: the build holds this workspace and its store while its nodes run; run it outside the build (a node may run skyctl's tools: convert, quantize, ask, golden, kernels, ...)",
+                        c.name.get_ref()
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
 }
+
+/// skyctl's subcommands that take the workspace or store lock for writing.
+const WORKSPACE_COMMANDS: &[&str] = &["build", "clean", "gc", "verify"];
 
 /// Rewrite serde's "unknown field `x`, expected one of `a`, `b`" with a suggestion first.
 /// The key an error at `span` is about: the text before `=` on the span's line (a value's
@@ -1169,6 +1187,20 @@ mod tests {
             e.contains("exclusive: expected a boolean, found the whole number 1"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn a_node_that_builds_its_own_workspace_is_refused_where_it_is_declared() {
+        for sub in WORKSPACE_COMMANDS {
+            let e = err(&format!(
+                "[[command]]\nname = \"a\"\nrun = [\"skyctl\", \"{sub}\", \"x\"]\n"
+            ));
+            assert!(e.starts_with("pipeline.toml:3:7:"), "{e}");
+            assert!(
+                e.contains(&format!("command `a`: `skyctl {sub}` cannot run as a node")),
+                "{e}"
+            );
+        }
     }
 
     #[test]

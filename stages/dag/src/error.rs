@@ -64,6 +64,15 @@ pub enum DagError {
         /// " (did you mean `x`?)" or empty.
         hint: String,
     },
+    /// A skyctl run by a node of a build asked for a lock that build holds: waiting would
+    /// never end.
+    #[error("{what} `{}` is locked by the build this command runs inside (it was started by a node of that build); a node cannot build, clean, verify or collect the workspace or store it runs in: run this command outside the build", path.display())]
+    InsideItsBuild {
+        /// "workspace" or "store".
+        what: &'static str,
+        /// The lock's folder.
+        path: PathBuf,
+    },
     /// The content store is damaged in a way the engine cannot repair by re-running a node.
     #[error("store `{path}`: {message}")]
     Store {

@@ -82,6 +82,14 @@ fn journal() -> std::sync::MutexGuard<'static, Option<Journal>> {
     JOURNAL.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// The mark of the build this process runs inside ([`CHILD_OF_VAR`]: the journal path of that
+/// build's workspace), when a node of a build started it.
+pub fn parent_build() -> Option<std::path::PathBuf> {
+    std::env::var_os(CHILD_OF_VAR)
+        .filter(|v| !v.is_empty())
+        .map(std::path::PathBuf::from)
+}
+
 /// A child is about to start: make sure the journal exists, and return the mark the child
 /// must carry (none outside a tracked build).
 pub(crate) fn before_spawn() -> Option<std::ffi::OsString> {

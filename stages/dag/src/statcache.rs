@@ -385,21 +385,22 @@ impl Prefetch {
     }
 }
 
-/// blake3 of a file's content (memory-mapped when large).
+/// blake3 of a file's content, read in chunks. Never memory-mapped: a file that another
+/// process truncates while we hash it would kill the whole build with SIGBUS; read, it only
+/// ends early, and the stat taken after hashing differs, so the digest is not trusted.
 pub fn hash_file(path: &Path) -> std::io::Result<Digest> {
     let mut f = std::fs::File::open(path)?;
-    let len = f.metadata()?.len();
     let mut h = blake3::Hasher::new();
-    if len >= 1 << 20 {
-        // SAFETY: the map is read-only and dropped before returning; if another process
-        // truncates the file meanwhile we may read zeros or fault, which is why the caller
-        // re-stats afterwards and never records a file whose stat changed while hashing.
-        let map = unsafe { memmap2::Mmap::map(&f)? };
-        h.update(&map);
-    } else {
-        let mut buf = Vec::with_capacity(len as usize);
-        f.read_to_end(&mut buf)?;
-        h.update(&buf);
+    let mut buf = vec![0u8; 256 * 1024];
+    loop {
+        match f.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                h.update(&buf[..n]);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
     }
     Ok(Digest(*h.finalize().as_bytes()))
 }

@@ -182,6 +182,14 @@ impl Workspace {
             .open(&p)
             .map_err(|e| DagError::io("open", &p, e))?;
         if flock(&file, FlockOperation::NonBlockingLockExclusive).is_err() {
+            // Started by a node of the build that holds this lock: it is held until we end.
+            if crate::interrupt::parent_build().as_deref() == Some(self.state.children().as_path())
+            {
+                return Err(DagError::InsideItsBuild {
+                    what: "workspace",
+                    path: self.root.clone(),
+                });
+            }
             let holder = std::fs::read_to_string(&p).unwrap_or_default();
             let holder = holder.trim();
             let who = if holder.is_empty() || holder.parse::<u32>().is_err() {

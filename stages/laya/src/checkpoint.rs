@@ -71,16 +71,14 @@ struct Shard {
     bytes: ShardBytes,
 }
 
-/// A safetensors file's bytes: mapped from a directory, or copied from memory.
+/// A safetensors file's bytes, read from a directory or copied from memory.
 enum ShardBytes {
-    Mapped(memmap2::Mmap),
     Owned(Vec<u8>),
 }
 
 impl ShardBytes {
     fn as_slice(&self) -> &[u8] {
         match self {
-            ShardBytes::Mapped(m) => m,
             ShardBytes::Owned(v) => v,
         }
     }
@@ -291,21 +289,22 @@ fn weight_files(dir: &Path) -> Result<Vec<PathBuf>> {
     Ok(files.into_iter().map(|f| dir.join(f)).collect())
 }
 
-/// Map the safetensors files of a checkpoint directory.
+/// Read the safetensors files of a checkpoint directory.
 fn map_shards(dir: &Path) -> Vec<Result<Shard>> {
     let paths = match weight_files(dir) {
         Ok(p) => p,
         Err(e) => return vec![Err(e)],
     };
     let map = |path: PathBuf| -> Result<Shard> {
-        let file = File::open(&path).map_err(|e| LayaError::io(&path, e))?;
-        // SAFETY: the map is read-only and private to this process; the checkpoint is an
-        // input we do not modify. A concurrent writer truncating the file could fault, as
-        // with any mmap reader; the safetensors crate and llama.cpp accept the same.
-        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| LayaError::io(&path, e))?;
+        let mut file = File::open(&path).map_err(|e| LayaError::io(&path, e))?;
+        // Read, not mapped: a checkpoint truncated while we convert it (a trainer writing it
+        // anew) would kill the process with SIGBUS, the whole build with it; read, it is a
+        // short file, which the safetensors header check names.
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut file, &mut bytes).map_err(|e| LayaError::io(&path, e))?;
         Ok(Shard {
             path,
-            bytes: ShardBytes::Mapped(map),
+            bytes: ShardBytes::Owned(bytes),
         })
     };
     paths.into_iter().map(map).collect()

@@ -14,7 +14,7 @@
 //! The format part (configs and their limits, tensor names, the type policy, the tokenizer
 //! to and from GGUF) builds always. The default `fs` feature adds the file-system part
 //! (checkpoints with safetensors weights, [`convert`], [`random`]) and with it safetensors,
-//! memmap2, rayon and sky-fs; the browser build (sky-web on wasm32) goes without.
+//! rayon and sky-fs; the browser build (sky-web on wasm32) goes without.
 //!
 //! ```no_run
 //! use sky_laya::{convert, ConvertOptions, LayaCheckpoint};

@@ -324,11 +324,25 @@ impl Store {
     pub fn lock(&self, exclusive: bool) -> Result<StoreLock> {
         use rustix::fs::{flock, FlockOperation};
         let (file, p) = self.lock_file()?;
-        let op = if exclusive {
-            FlockOperation::LockExclusive
+        let (op, now) = if exclusive {
+            (
+                FlockOperation::LockExclusive,
+                FlockOperation::NonBlockingLockExclusive,
+            )
         } else {
-            FlockOperation::LockShared
+            (
+                FlockOperation::LockShared,
+                FlockOperation::NonBlockingLockShared,
+            )
         };
+        // Inside a build's node, a store lock that is taken is most likely that build's, held
+        // until the node (and so this process) ends: refused rather than waited for.
+        if crate::interrupt::parent_build().is_some() && flock(&file, now).is_err() {
+            return Err(DagError::InsideItsBuild {
+                what: "store",
+                path: self.root.clone(),
+            });
+        }
         flock(&file, op).map_err(|e| DagError::io("lock", &p, e.into()))?;
         Ok(StoreLock { _file: file })
     }

@@ -98,7 +98,10 @@ pub fn main() -> ExitCode {
         Ok(Outcome::Failed) => ExitCode::from(EXIT_FAILED),
         Ok(Outcome::BadInput) => ExitCode::from(EXIT_USAGE),
         Ok(Outcome::Interrupted(sig)) => ExitCode::from(128u8.saturating_add(sig as u8)),
-        // Output to a closed pipe (`skyctl graph | head -1`) is not an error of ours.
+        // Output to a closed pipe (`skyctl graph | head -1`) is not an error of ours. The
+        // pipeline commands never end here (`outln!` drops what a closed pipe refuses and
+        // they return their real outcome); this is for the direct tools that stream their
+        // whole answer and stop at the first refused write.
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             #[allow(clippy::print_stderr)]

@@ -880,6 +880,54 @@ fn store_push_uploads_what_was_built_before_the_remote() {
     );
 }
 
+/// Issue 32 class 11: `store push` checks each local blob against its digest before the
+/// `PUT`. An emptied blob is named in a warning and never uploaded (nor the record that needs
+/// it), the sound results still go, and the push exits 1 saying how to repair.
+#[test]
+fn store_push_never_uploads_a_damaged_local_blob() {
+    let _turn = nginx::one_at_a_time();
+    let server = Nginx::start(Mode::Open);
+    let a = Ws::new();
+    a.write(
+        "pipeline.toml",
+        "[[command]]\nname = \"good\"\nrun = \"echo good > out/good\"\noutputs = [\"out/good\"]\n\
+         [[command]]\nname = \"bad\"\nrun = \"echo damaged-later > out/bad\"\noutputs = [\"out/bad\"]\n",
+    );
+    let local = parse_build(cmd(&a, &["build", "--json"], &[]).output().unwrap());
+    assert_eq!(local.count("executed"), 2, "{}", local.stderr);
+    let digest = blake3::hash(b"damaged-later\n").to_hex().to_string();
+    let blob = a
+        .p(".skyctl/store-v2/blobs")
+        .join(&digest[..2])
+        .join(&digest[2..]);
+    std::fs::write(&blob, "").unwrap();
+    let out = cmd(&a, &["store", "push", "--remote-cache", &server.url()], &[])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+    assert!(
+        stderr.contains("not uploading node `bad`")
+            && stderr.contains(&blob.display().to_string())
+            && stderr.contains("skyctl store check"),
+        "{stderr}"
+    );
+    assert!(stdout.starts_with("pushed 1 of 2 results"), "{stdout}");
+    let puts: Vec<String> = server
+        .requests()
+        .into_iter()
+        .filter(|r| r.contains("PUT") && r.contains(&digest))
+        .collect();
+    assert!(puts.is_empty(), "{puts:?}");
+    assert!(
+        !server.objects("cas").iter().any(|p| p.ends_with(&digest)),
+        "the emptied blob reached the server"
+    );
+    assert_eq!(server.objects("ac").len(), 1);
+    assert_consistent(&server);
+}
+
 /// Nodes whose outputs share one directory that a fresh clone does not have yet: restored
 /// side by side, every one of them is a hit (one creating the directory while another waits
 /// for it used to make the other run instead, without a word).

@@ -85,8 +85,15 @@ pub fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
-    // Every kernel reads the cap once; a bad one is refused before anything runs.
-    if let Err(e) = sky_quant::IsaLevel::from_env() {
+    // The variables read deep inside (every kernel reads the ISA cap once, every phase mark
+    // the timings switch) are checked here: a bad one is refused before anything runs.
+    let checks = [
+        sky_quant::IsaLevel::from_env()
+            .map(|_| ())
+            .map_err(|e| e.to_string()),
+        sky_dag::timings::init().map_err(|e| e.to_string()),
+    ];
+    if let Some(Err(e)) = checks.into_iter().find(Result::is_err) {
         #[allow(clippy::print_stderr)]
         {
             eprintln!("skyctl: {e}");

@@ -17,11 +17,17 @@ pub struct RemoteArgs {
     /// A shared cache in the Bazel HTTP layout (nginx WebDAV, bazel-remote): asked for what
     /// is missing locally; builds upload what they run (default: SKYCTL_REMOTE_CACHE, else
     /// [cache] remote; `off`: none).
-    #[arg(long, value_name = "URL")]
-    pub remote_cache: Option<String>,
+    #[arg(long, value_name = "URL", value_parser = secret_url)]
+    pub remote_cache: Option<Secret<String>>,
     /// Never upload to the remote cache, only read (default: SKYCTL_REMOTE_CACHE_READ_ONLY=1).
     #[arg(long)]
     pub remote_cache_read_only: bool,
+}
+
+/// `--remote-cache URL`, held as a secret: a URL may carry a password, and the parsed
+/// arguments derive `Debug`.
+fn secret_url(url: &str) -> Result<Secret<String>, std::convert::Infallible> {
+    Ok(Secret::new(url.to_string()))
 }
 
 /// The remote-cache variables, each read once through [`sky_env::Var`]: a variable that is
@@ -77,8 +83,9 @@ impl RemoteArgs {
         let env = RemoteEnv::read()?;
         let url = self
             .remote_cache
-            .clone()
-            .filter(|u| !u.trim().is_empty())
+            .as_ref()
+            .map(|u| u.expose().trim().to_string())
+            .filter(|u| !u.is_empty())
             .or(env.url)
             .or_else(|| configured.map(str::to_string));
         // `off` (flag or variable) turns a configured cache off for this run.
@@ -107,5 +114,33 @@ impl RemoteArgs {
                 .map_err(anyhow::Error::msg)?;
         }
         Ok(Some(config.open()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(clap::Parser, Debug)]
+    struct Cli {
+        #[command(flatten)]
+        remote: RemoteArgs,
+    }
+
+    #[test]
+    fn the_url_flag_is_never_shown_by_debug() {
+        let cli = Cli::try_parse_from(["t", "--remote-cache", "https://u:hunter2@h/x"]).unwrap();
+        let shown = format!("{cli:?}");
+        assert!(
+            !shown.contains("hunter2") && shown.contains("[redacted]"),
+            "{shown}"
+        );
+        let url = cli
+            .remote
+            .remote_cache
+            .as_ref()
+            .map(|u| u.expose().as_str());
+        assert_eq!(url, Some("https://u:hunter2@h/x"));
     }
 }

@@ -42,7 +42,10 @@ use std::path::PathBuf;
 /// let s = sky_env::Secret::new("hunter2".to_string());
 /// let _ = format!("{}", s);
 /// ```
-#[derive(Clone, PartialEq, Eq)]
+///
+/// Nor compared: it has no `PartialEq` (a comparison that stops at the first differing byte
+/// tells a timer how much of a guess was right).
+#[derive(Clone)]
 pub struct Secret<T>(T);
 
 impl<T> Secret<T> {

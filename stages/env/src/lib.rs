@@ -135,7 +135,8 @@ impl<'a> Var<'a> {
     pub fn get(name: &'a str) -> Var<'a> {
         Var {
             name,
-            // The one read of the environment in skyctl's crates (tests/env_reader.rs).
+            // The one read of the environment in skyctl's crates
+            // (skyctl/tests/env_and_secrets.rs checks that it is).
             raw: std::env::var_os(name),
         }
     }

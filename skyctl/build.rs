@@ -15,7 +15,7 @@ use std::process::Command;
 mod wasm_target;
 
 // The workspace crates in sky-web's wasm32 tree (skyctl/tests/layout.rs checks the list).
-const ENGINE_CRATES: [&str; 6] = ["web", "infer", "tokenizer", "quant", "gguf", "laya"];
+const ENGINE_CRATES: [&str; 7] = ["web", "infer", "tokenizer", "quant", "env", "gguf", "laya"];
 
 fn main() {
     println!("cargo::rustc-check-cfg=cfg(skyctl_embedded_wasm)");

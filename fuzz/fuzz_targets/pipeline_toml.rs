@@ -13,7 +13,8 @@ fuzz_target!(|data: &[u8]| {
     let Ok(m) = skyctl::pipeline::Manifest::parse(text, Path::new("pipeline.toml")) else {
         return;
     };
-    let Ok(spec) = skyctl::pipeline::expand::expand(&m, &|_| None) else {
+    let planners = skyctl::kinds::planners();
+    let Ok(spec) = skyctl::pipeline::expand::expand(&m, &|_| Ok(None), &planners) else {
         return;
     };
     let _ = sky_dag::Graph::build(spec, &m.source, Path::new("/nonexistent-fuzz-root"));

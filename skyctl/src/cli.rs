@@ -85,8 +85,15 @@ pub fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
-    // Every kernel reads the cap once; a bad one is refused before anything runs.
-    if let Err(e) = sky_quant::IsaLevel::from_env() {
+    // The variables read deep inside (every kernel reads the ISA cap once, every phase mark
+    // the timings switch) are checked here: a bad one is refused before anything runs.
+    let checks = [
+        sky_quant::IsaLevel::from_env()
+            .map(|_| ())
+            .map_err(|e| e.to_string()),
+        sky_dag::timings::init().map_err(|e| e.to_string()),
+    ];
+    if let Some(Err(e)) = checks.into_iter().find(Result::is_err) {
         #[allow(clippy::print_stderr)]
         {
             eprintln!("skyctl: {e}");
@@ -98,7 +105,10 @@ pub fn main() -> ExitCode {
         Ok(Outcome::Failed) => ExitCode::from(EXIT_FAILED),
         Ok(Outcome::BadInput) => ExitCode::from(EXIT_USAGE),
         Ok(Outcome::Interrupted(sig)) => ExitCode::from(128u8.saturating_add(sig as u8)),
-        // Output to a closed pipe (`skyctl graph | head -1`) is not an error of ours.
+        // Output to a closed pipe (`skyctl graph | head -1`) is not an error of ours. The
+        // pipeline commands never end here (`outln!` drops what a closed pipe refuses and
+        // they return their real outcome); this is for the direct tools that stream their
+        // whole answer and stop at the first refused write.
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             #[allow(clippy::print_stderr)]

@@ -8,21 +8,20 @@
 //! `stages/`. Arrows point down: cli -> commands -> {pipeline, kinds, ops}; pipeline -> kinds
 //! -> ops; nothing points at `cli` or `commands`.
 
-/// `println!` that hands a failed write back (`?`) instead of panicking: a closed pipe
-/// (`skyctl graph | head -1`) then ends the command as an `io::ErrorKind::BrokenPipe` error,
-/// which [`cli::main`] turns into a quiet exit 0, as ripgrep does.
+/// `println!` that hands a failed write back (`?`) instead of panicking. A closed pipe
+/// (`skyctl graph | head -1`, `skyctl verify | true`) is not a failure: the line is dropped,
+/// the command runs on to its real outcome, and that outcome is the exit code
+/// ([`outcome::print`]).
 macro_rules! outln {
     ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        writeln!(std::io::stdout().lock(), $($arg)*)?
+        $crate::outcome::print(format_args!("{}\n", format_args!($($arg)*)))?
     }};
 }
 
 /// `print!` the same way as [`outln!`].
 macro_rules! out {
     ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        write!(std::io::stdout().lock(), $($arg)*)?
+        $crate::outcome::print(format_args!($($arg)*))?
     }};
 }
 

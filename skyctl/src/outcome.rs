@@ -12,3 +12,26 @@ pub enum Outcome {
     /// A signal (SIGINT, SIGTERM) stopped it; exits with 128 + the signal number.
     Interrupted(i32),
 }
+
+/// Set once a write to stdout found the reader gone.
+static STDOUT_CLOSED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Write to stdout (what `outln!` and `out!` expand to). A reader that went away
+/// (`io::ErrorKind::BrokenPipe`) is not an error: this and every later write are dropped, so
+/// the command runs on and its [`Outcome`] (a failed suite, a damaged store, a stale node) is
+/// still the exit code; `skyctl verify | true` never turns a failure into success. Any other
+/// write error is handed back.
+pub fn print(args: std::fmt::Arguments<'_>) -> std::io::Result<()> {
+    use std::io::Write as _;
+    use std::sync::atomic::Ordering;
+    if STDOUT_CLOSED.load(Ordering::Relaxed) {
+        return Ok(());
+    }
+    match std::io::stdout().lock().write_fmt(args) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+            STDOUT_CLOSED.store(true, Ordering::Relaxed);
+            Ok(())
+        }
+        other => other,
+    }
+}

@@ -23,7 +23,7 @@ impl WorkspaceArgs {
         Pipeline::open(
             &cwd,
             self.manifest.as_deref(),
-            self.store_override(),
+            self.store_override()?,
             crate::kinds::planners(),
         )
     }
@@ -37,7 +37,7 @@ impl WorkspaceArgs {
     ) -> anyhow::Result<crate::pipeline::cache::Compiled> {
         crate::pipeline::cache::open(
             file,
-            self.store_override(),
+            self.store_override()?,
             registry,
             crate::kinds::planners(),
         )
@@ -49,12 +49,9 @@ impl WorkspaceArgs {
         crate::pipeline::ManifestFile::find(&cwd, self.manifest.as_deref())
     }
 
-    /// `--store`, else `SKYCTL_STORE`.
-    fn store_override(&self) -> Option<PathBuf> {
-        self.store.clone().or_else(|| {
-            std::env::var_os("SKYCTL_STORE")
-                .filter(|s| !s.is_empty())
-                .map(PathBuf::from)
-        })
+    /// `--store`, else `SKYCTL_STORE` (set but blank: an error, never the manifest's store).
+    fn store_override(&self) -> anyhow::Result<Option<PathBuf>> {
+        let var = sky_env::Var::get("SKYCTL_STORE").path("a folder for the content store")?;
+        Ok(self.store.clone().or(var))
     }
 }

@@ -1,6 +1,7 @@
 //! The repository's layout rules (README, "Layout"): no crate has an import circle between its
 //! top-level modules, nothing in skyctl points at `cli` or `commands` but the front end itself,
-//! and sky-dag depends on no `sky-*` crate but sky-fs.
+//! and sky-dag depends on no `sky-*` crate but sky-fs and sky-env (the one writer of files and
+//! the one reader of the environment, both leaves).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -179,12 +180,13 @@ fn nothing_points_at_the_front_end() {
 }
 
 #[test]
-fn sky_dag_depends_on_no_stage_crate_but_sky_fs() {
+fn sky_dag_depends_on_no_stage_crate_but_sky_fs_and_sky_env() {
     let manifest = std::fs::read_to_string(repo_root().join("stages/dag/Cargo.toml")).unwrap();
     let doc: toml::Table = manifest.parse().unwrap();
     let deps = doc["dependencies"].as_table().unwrap();
-    let sky: Vec<&String> = deps.keys().filter(|k| k.starts_with("sky")).collect();
-    assert_eq!(sky, ["sky-fs"]);
+    let mut sky: Vec<&String> = deps.keys().filter(|k| k.starts_with("sky")).collect();
+    sky.sort();
+    assert_eq!(sky, ["sky-env", "sky-fs"]);
 }
 
 /// Every package sky-dag can pull in as a normal or build dependency, read from `Cargo.lock`

@@ -544,6 +544,53 @@ fn signed_records_are_required_when_a_signing_key_is_set() {
     );
 }
 
+/// Issue 32 class 3: a signing key that is not UTF-8, or only spaces, used to be read as no
+/// key at all (unsigned records restored without a word); a read-only switch that is not
+/// UTF-8 as read-write (two PUTs). Each is now exit 2 naming the variable, with no request
+/// that writes.
+#[test]
+fn unusable_guard_settings_are_exit_2_and_nothing_is_uploaded() {
+    use std::os::unix::ffi::OsStrExt;
+    let _turn = nginx::one_at_a_time();
+    let server = Nginx::start(Mode::Open);
+    // Unsigned records on the server.
+    let a = model_workspace(&MODELS);
+    assert_eq!(build(&a, &server.url(), &[], &[]).code, 0);
+    let before = server.objects("cas").len() + server.objects("ac").len();
+    let b = model_workspace(&MODELS);
+    let spaces = " ".repeat(17);
+    let cases: [(&str, &[u8]); 3] = [
+        (
+            "SKYCTL_REMOTE_CACHE_SIGNING_KEY",
+            b"a signing key \xff of the team",
+        ),
+        ("SKYCTL_REMOTE_CACHE_SIGNING_KEY", spaces.as_bytes()),
+        ("SKYCTL_REMOTE_CACHE_READ_ONLY", b"1\xff"),
+    ];
+    for (var, value) in cases {
+        let puts = |s: &Nginx| s.requests().iter().filter(|r| r.contains("PUT")).count();
+        let put_before = puts(&server);
+        let out = cmd(
+            &b,
+            &["build", "--json", "--remote-cache", &server.url()],
+            &[],
+        )
+        .env(var, std::ffi::OsStr::from_bytes(value))
+        .output()
+        .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{var}={value:?}: {stderr}");
+        assert!(stderr.contains(var), "{stderr}");
+        assert!(!stderr.contains("signing key \u{fffd}"), "{stderr}");
+        assert_eq!(puts(&server), put_before, "{var}={value:?} uploaded");
+        assert!(!b.p("out").exists() && !b.p("build").exists(), "it built");
+    }
+    assert_eq!(
+        server.objects("cas").len() + server.objects("ac").len(),
+        before
+    );
+}
+
 #[test]
 fn the_cache_section_status_and_bad_urls() {
     let _turn = nginx::one_at_a_time();
@@ -878,6 +925,54 @@ fn store_push_uploads_what_was_built_before_the_remote() {
         String::from_utf8_lossy(&err.stderr).trim(),
         "skyctl: no remote cache: give --remote-cache URL, SKYCTL_REMOTE_CACHE or [cache] remote"
     );
+}
+
+/// Issue 32 class 11: `store push` checks each local blob against its digest before the
+/// `PUT`. An emptied blob is named in a warning and never uploaded (nor the record that needs
+/// it), the sound results still go, and the push exits 1 saying how to repair.
+#[test]
+fn store_push_never_uploads_a_damaged_local_blob() {
+    let _turn = nginx::one_at_a_time();
+    let server = Nginx::start(Mode::Open);
+    let a = Ws::new();
+    a.write(
+        "pipeline.toml",
+        "[[command]]\nname = \"good\"\nrun = \"echo good > out/good\"\noutputs = [\"out/good\"]\n\
+         [[command]]\nname = \"bad\"\nrun = \"echo damaged-later > out/bad\"\noutputs = [\"out/bad\"]\n",
+    );
+    let local = parse_build(cmd(&a, &["build", "--json"], &[]).output().unwrap());
+    assert_eq!(local.count("executed"), 2, "{}", local.stderr);
+    let digest = blake3::hash(b"damaged-later\n").to_hex().to_string();
+    let blob = a
+        .p(".skyctl/store-v2/blobs")
+        .join(&digest[..2])
+        .join(&digest[2..]);
+    std::fs::write(&blob, "").unwrap();
+    let out = cmd(&a, &["store", "push", "--remote-cache", &server.url()], &[])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+    assert!(
+        stderr.contains("not uploading node `bad`")
+            && stderr.contains(&blob.display().to_string())
+            && stderr.contains("skyctl store check"),
+        "{stderr}"
+    );
+    assert!(stdout.starts_with("pushed 1 of 2 results"), "{stdout}");
+    let puts: Vec<String> = server
+        .requests()
+        .into_iter()
+        .filter(|r| r.contains("PUT") && r.contains(&digest))
+        .collect();
+    assert!(puts.is_empty(), "{puts:?}");
+    assert!(
+        !server.objects("cas").iter().any(|p| p.ends_with(&digest)),
+        "the emptied blob reached the server"
+    );
+    assert_eq!(server.objects("ac").len(), 1);
+    assert_consistent(&server);
 }
 
 /// Nodes whose outputs share one directory that a fresh clone does not have yet: restored

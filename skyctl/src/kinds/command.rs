@@ -39,11 +39,7 @@ fn plan(cx: &Plan<'_>, out: &mut Planned) -> Result<()> {
         let params = Params {
             run,
             cwd,
-            env: c
-                .env
-                .iter()
-                .map(|e| (e.get_ref().clone(), (cx.env)(e.get_ref())))
-                .collect(),
+            env: crate::pipeline::plan::declared_env(cx.m, cx.env, &c.env)?,
             outputs: c.outputs.iter().map(|o| o.get_ref().clone()).collect(),
         };
         let mut node = NodeSpec::new::<Command>(c.name.get_ref(), &params, c.name.span())?;

@@ -75,11 +75,7 @@ pub fn node(
     let g = cx.golden;
     let params = Params {
         harness: g.harness.as_ref().map(|h| h.get_ref().clone()),
-        env: g
-            .env
-            .iter()
-            .map(|e| (e.get_ref().clone(), (cx.env)(e.get_ref())))
-            .collect(),
+        env: crate::pipeline::plan::declared_env(cx.m, cx.env, &g.env)?,
     };
     let mut run =
         NodeSpec::new::<KernelHarness>(format!("{}/run", cx.id), &params, cx.span.clone())?
@@ -235,7 +231,7 @@ fn run_shell(
 ) -> anyhow::Result<()> {
     let start = log.len();
     let args = ["-c".to_string(), script.to_string()];
-    let sh = resolve("sh", std::env::var_os("PATH").as_deref(), cwd);
+    let sh = resolve("sh", sky_env::Var::get("PATH").os().as_deref(), cwd);
     let status = Child {
         program: &sh,
         arg0: "sh",

@@ -68,7 +68,10 @@ fn missing_reason(code: &str) -> &'static str {
 /// the tests reach the `[site]` message without building a second skyctl. It is read when the
 /// manifest expands: a workspace's compiled graph (`graph.bin`) keeps the earlier answer.
 pub fn embedded_modules() -> Result<[&'static [u8]; 2], &'static str> {
-    if std::env::var_os("SKYCTL_TEST_NO_WASM_TARGET").is_some_and(|v| v == "1") {
+    if sky_env::Var::get("SKYCTL_TEST_NO_WASM_TARGET")
+        .os()
+        .is_some_and(|v| v == "1")
+    {
         return Err(missing_reason("target"));
     }
     match EMBEDDED {

@@ -180,9 +180,9 @@ pub fn open(
     let pipeline = Pipeline::from_file(file, store_override, planners)?;
     let read = RefCell::new(Vec::new());
     let env = |name: &str| {
-        let value = std::env::var(name).ok();
+        let value = super::read_declared(name)?;
         read.borrow_mut().push((name.to_string(), value.clone()));
-        value
+        Ok(value)
     };
     let mut graph = pipeline.graph_with_env(&env)?;
     let extra = Extra {
@@ -288,7 +288,7 @@ fn check(
     if extra
         .env
         .iter()
-        .any(|(name, value)| std::env::var(name).ok() != *value)
+        .any(|(name, value)| super::read_declared(name).ok().as_ref() != Some(value))
     {
         return None;
     }

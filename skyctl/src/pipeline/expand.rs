@@ -20,7 +20,7 @@ use super::schema::Manifest;
 /// reads the values of declared environment variables (they enter command keys).
 pub fn expand(
     m: &Manifest,
-    env: &dyn Fn(&str) -> Option<String>,
+    env: &super::plan::EnvReader<'_>,
     planners: &[Planner],
 ) -> Result<GraphSpec> {
     let models = models(m);
@@ -142,7 +142,7 @@ mod tests {
     fn graph(src: &str) -> Result<sky_dag::Graph> {
         let m = Manifest::parse(src, Path::new("pipeline.toml"))?;
         sky_dag::Graph::build(
-            expand(&m, &|_| None, &crate::kinds::kinds().planners)?,
+            expand(&m, &|_| Ok(None), &crate::kinds::kinds().planners)?,
             &m.source,
             Path::new("/nonexistent-root"),
         )

@@ -13,6 +13,12 @@ use sky_dag::{DagError, Graph, Result, Workspace};
 
 use plan::Planner;
 
+/// A variable a node declares (`env = [...]`), read from this process: its value may be any
+/// text, even empty; set but not UTF-8 is an error.
+pub fn read_declared(name: &str) -> std::result::Result<Option<String>, sky_env::EnvError> {
+    sky_env::Var::get(name).text("UTF-8 text (its value enters the node's key)")
+}
+
 pub use schema::{Manifest, EXAMPLE};
 
 /// Manifest file name.
@@ -114,11 +120,11 @@ impl Pipeline {
 
     /// Expand the manifest into the checked graph (reading declared environment variables).
     pub fn graph(&self) -> Result<Graph> {
-        self.graph_with_env(&|v| std::env::var(v).ok())
+        self.graph_with_env(&read_declared)
     }
 
     /// [`Pipeline::graph`], with `env` reading the declared environment variables.
-    pub fn graph_with_env(&self, env: &dyn Fn(&str) -> Option<String>) -> Result<Graph> {
+    pub fn graph_with_env(&self, env: &plan::EnvReader<'_>) -> Result<Graph> {
         let folders = self.project_folders()?;
         self.check_folders(&folders)?;
         self.check_confined()?;

@@ -5,9 +5,11 @@
 //! (one `[[model]]`) or [`GoldenPlan`] (one `[[golden]]` suite). The file names every planner
 //! shares are here, so one place decides where a node writes.
 
+use std::collections::BTreeMap;
 use std::ops::Range;
 
 use sky_dag::{NodeSpec, ReleaseSpec, Result};
+use toml::Spanned;
 
 use super::schema::{Golden, Manifest, Model, Variant};
 
@@ -49,12 +51,34 @@ impl Planned {
     }
 }
 
+/// Reads a declared environment variable: `Ok(None)` when unset, an error when it is set but
+/// not UTF-8 ([`sky_env::Var::text`]).
+pub type EnvReader<'m> =
+    dyn Fn(&str) -> std::result::Result<Option<String>, sky_env::EnvError> + 'm;
+
+/// The values of the variables an `env` list declares (None: unset), read with `env`; one set
+/// but not UTF-8 is refused where the list names it.
+pub fn declared_env(
+    m: &Manifest,
+    env: &EnvReader<'_>,
+    names: &[Spanned<String>],
+) -> Result<BTreeMap<String, Option<String>>> {
+    names
+        .iter()
+        .map(|e| {
+            let name = e.get_ref();
+            let value = env(name).map_err(|err| m.error_at(e.span(), format!("env: {err}")))?;
+            Ok((name.clone(), value))
+        })
+        .collect()
+}
+
 /// The whole pipeline, for [`Planner::Pipeline`].
 pub struct Plan<'m> {
     /// The manifest.
     pub m: &'m Manifest,
     /// Reads the values of declared environment variables (they enter command keys).
-    pub env: &'m dyn Fn(&str) -> Option<String>,
+    pub env: &'m EnvReader<'m>,
 }
 
 /// One `[[model]]` with a checkpoint, for [`Planner::Model`].
@@ -122,7 +146,7 @@ pub struct GoldenPlan<'m> {
     /// Where it is declared: its `name`.
     pub span: Range<usize>,
     /// Reads the values of declared environment variables (they enter harness keys).
-    pub env: &'m dyn Fn(&str) -> Option<String>,
+    pub env: &'m EnvReader<'m>,
 }
 
 impl GoldenPlan<'_> {

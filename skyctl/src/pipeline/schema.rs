@@ -564,6 +564,17 @@ impl Manifest {
                     ),
                 ));
             }
+            // A declared variable's value enters the node's key, `explain`, the state files:
+            // never a secret's.
+            if sky_remote::SECRET_VARS.contains(&v.as_str()) {
+                return Err(self.error_at(
+                    e.span(),
+                    format!(
+                        "`{v}` holds a secret of the remote cache: it cannot be passed to a node \
+                         (its value would enter the node's key and `skyctl explain`)"
+                    ),
+                ));
+            }
         }
         Ok(())
     }

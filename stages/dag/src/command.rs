@@ -56,7 +56,7 @@ impl Kind for Command {
         let program = if Some(prog.as_str()) == self.self_name {
             std::env::current_exe().context("locating the running executable")?
         } else {
-            resolve(prog, std::env::var_os("PATH").as_deref(), &cwd)
+            resolve(prog, sky_env::Var::get("PATH").os().as_deref(), &cwd)
         };
         let env = set_vars(&p.env);
         let child = Child {

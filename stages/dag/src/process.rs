@@ -45,7 +45,7 @@ impl Child<'_> {
             .env_clear()
             .stdin(Stdio::null());
         for var in ["PATH", "HOME"] {
-            if let Some(v) = std::env::var_os(var) {
+            if let Some(v) = sky_env::Var::get(var).os() {
                 cmd.env(var, v);
             }
         }

@@ -1,6 +1,7 @@
 //! Phase timers for profiling a build: with `SKYCTL_TIMINGS=1` in the environment, each
 //! [`mark`] records how long the phase that ends there took, and [`report`] returns one line
 //! per phase (the CLI prints it on stderr). Without the variable, a mark is one relaxed load.
+//! The CLI calls [`init`] first, so a value that is not `1` or `0` is refused (exit 2).
 
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Mutex;
@@ -10,14 +11,24 @@ use std::time::Instant;
 static STATE: AtomicU8 = AtomicU8::new(0);
 static MARKS: Mutex<Vec<(&'static str, Instant)>> = Mutex::new(Vec::new());
 
+/// The variable that turns the timers on.
+pub const TIMINGS_ENV: &str = "SKYCTL_TIMINGS";
+
+/// Read `SKYCTL_TIMINGS` (`1` or `0`; unset: off). A value that is neither is an error for the
+/// caller to report; the timers are then off.
+pub fn init() -> Result<(), sky_env::EnvError> {
+    let on = sky_env::Var::get(TIMINGS_ENV).flag();
+    STATE.store(if on == Ok(Some(true)) { 2 } else { 1 }, Ordering::Relaxed);
+    on.map(|_| ())
+}
+
 fn enabled() -> bool {
     match STATE.load(Ordering::Relaxed) {
         1 => false,
         2 => true,
         _ => {
-            let on = std::env::var_os("SKYCTL_TIMINGS").is_some_and(|v| !v.is_empty() && v != "0");
-            STATE.store(if on { 2 } else { 1 }, Ordering::Relaxed);
-            on
+            let _ = init();
+            STATE.load(Ordering::Relaxed) == 2
         }
     }
 }

@@ -38,6 +38,8 @@ pub enum IsaEnvError {
     Unknown(String),
     /// A level this CPU (or build target) cannot run.
     Unavailable(IsaLevel),
+    /// Not text at all.
+    Env(sky_env::EnvError),
 }
 
 impl fmt::Display for IsaEnvError {
@@ -55,6 +57,7 @@ impl fmt::Display for IsaEnvError {
                 l.name(),
                 have.join(", ")
             ),
+            IsaEnvError::Env(e) => write!(f, "{e}"),
         }
     }
 }
@@ -127,12 +130,10 @@ impl IsaLevel {
 
     /// `SKYCTL_ISA` read and checked: `None` when unset, empty or `auto`.
     pub fn from_env() -> Result<Option<IsaLevel>, IsaEnvError> {
-        match std::env::var(ISA_ENV) {
-            Ok(v) => IsaLevel::from_setting(&v),
-            Err(std::env::VarError::NotPresent) => Ok(None),
-            Err(std::env::VarError::NotUnicode(v)) => {
-                Err(IsaEnvError::Unknown(v.to_string_lossy().into_owned()))
-            }
+        match sky_env::Var::get(ISA_ENV).text("an instruction set name or auto") {
+            Ok(Some(v)) => IsaLevel::from_setting(&v),
+            Ok(None) => Ok(None),
+            Err(e) => Err(IsaEnvError::Env(e)),
         }
     }
 

@@ -527,7 +527,8 @@ mod tests {
 
     #[test]
     fn plain_and_exact_cols_are_standard_q8_0_for_gguf_py() {
-        let python = std::env::var_os("SKYCTL_TEST_PYTHON")
+        let python = sky_env::Var::get("SKYCTL_TEST_PYTHON")
+            .os()
             .map(std::path::PathBuf::from)
             .unwrap_or_else(|| {
                 std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin/python")

@@ -15,6 +15,7 @@ use ureq::http::{HeaderName, HeaderValue};
 
 use sky_dag::key::Digest;
 use sky_dag::remote::{Failure, Found, Transport};
+use sky_env::Secret;
 
 /// The slowest transfer rate accepted, in bytes per second: a transfer of `n` bytes may take
 /// the timeout plus `n / MIN_RATE` seconds in all ([`Client::budget`]), so a server that
@@ -26,7 +27,8 @@ pub const MIN_RATE: u64 = 1 << 20;
 pub struct Client {
     agent: ureq::Agent,
     base: String,
-    header: Option<(HeaderName, HeaderValue)>,
+    /// Sent with every request (the auth header, the URL's credentials); never shown.
+    headers: Vec<(HeaderName, Secret<HeaderValue>)>,
     timeout: Duration,
 }
 
@@ -35,7 +37,7 @@ impl Client {
     /// replace the built-in CA roots for `https://`.
     pub fn new(
         base: &str,
-        header: Option<(HeaderName, HeaderValue)>,
+        headers: Vec<(HeaderName, Secret<HeaderValue>)>,
         timeout: Duration,
         roots: Option<&[ureq::tls::Certificate<'static>]>,
     ) -> Self {
@@ -60,7 +62,7 @@ impl Client {
         Client {
             agent: ureq::Agent::new_with_config(config),
             base: base.to_string(),
-            header,
+            headers,
             timeout,
         }
     }
@@ -85,8 +87,8 @@ impl Client {
     }
 
     fn with_header<B>(&self, mut req: ureq::RequestBuilder<B>) -> ureq::RequestBuilder<B> {
-        if let Some((name, value)) = &self.header {
-            req = req.header(name.clone(), value.clone());
+        for (name, value) in &self.headers {
+            req = req.header(name.clone(), value.expose().clone());
         }
         req
     }

@@ -24,12 +24,37 @@ use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
 use sky_dag::key::Digest;
 use sky_dag::remote::{Failure, Found, RemoteCache, RemoteSettings, Signer, Transport};
+use sky_env::Secret;
 
 /// Default per-phase timeout (connect, send, first byte, each read and write).
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Why a [`RemoteConfig`] setting was refused. The messages never hold a password, a header
-/// value or a key.
+/// The variables whose values are secrets (a URL may carry a password): never a node's
+/// declared `env`, so they never enter a key, `explain` or a state file.
+pub const SECRET_VARS: [&str; 3] = [
+    "SKYCTL_REMOTE_CACHE",
+    "SKYCTL_REMOTE_CACHE_HEADER",
+    "SKYCTL_REMOTE_CACHE_SIGNING_KEY",
+];
+
+/// Headers that frame the request or the connection: never the auth header (one would
+/// change how the server reads the request, not who sends it).
+pub const FRAMING_HEADERS: [&str; 11] = [
+    "host",
+    "content-length",
+    "transfer-encoding",
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "upgrade",
+    "te",
+    "trailer",
+    "expect",
+    "content-type",
+];
+
+/// Why a [`RemoteConfig`] setting was refused. The messages never hold a password, a query,
+/// a header value or a key: URLs are shown through [`redact`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ConfigError {
     /// The URL does not start with `http://` or `https://` (shown without credentials).
@@ -41,12 +66,31 @@ pub enum ConfigError {
     /// The URL has a query, a fragment or white space.
     #[error("remote cache URL `{0}` must be a plain base URL (no query, fragment or spaces)")]
     NotPlain(String),
+    /// An `@` after the first `/`: a password holding a `/` (base64 tokens do), or an `@` in
+    /// the path. Either reading could be meant, so neither is guessed.
+    #[error(
+        "remote cache URL `{0}` has an `@` after a `/`: percent-encode a `/` in its password \
+         as %2F (or an `@` in its path as %40)"
+    )]
+    Ambiguous(String),
     /// The header line is not `Name: value` with a valid name and a non-empty value.
     #[error(
         "SKYCTL_REMOTE_CACHE_HEADER must look like `Name: value` \
          (for example `Authorization: Bearer TOKEN`)"
     )]
     Header,
+    /// The header is one that frames the request ([`FRAMING_HEADERS`]).
+    #[error(
+        "SKYCTL_REMOTE_CACHE_HEADER names `{0}`, which frames the request: it cannot be the \
+         auth header (for example `Authorization: Bearer TOKEN`)"
+    )]
+    FramingHeader(String),
+    /// The URL carries credentials and the header is `Authorization` too.
+    #[error(
+        "the remote cache URL carries credentials and SKYCTL_REMOTE_CACHE_HEADER is an \
+         `Authorization` header: give only one of them"
+    )]
+    TwoAuthorizations,
     /// The signing key is shorter than [`MIN_SIGNING_KEY`] bytes.
     #[error("SKYCTL_REMOTE_CACHE_SIGNING_KEY must be at least {MIN_SIGNING_KEY} bytes, not {0}")]
     ShortSigningKey(usize),
@@ -61,17 +105,23 @@ pub enum ConfigError {
 /// The shortest signing key accepted, in bytes.
 pub const MIN_SIGNING_KEY: usize = 16;
 
+/// A header sent with every request, its value a secret.
+pub type SecretHeader = (ureq::http::HeaderName, Secret<ureq::http::HeaderValue>);
+
 /// How to reach the remote cache.
 #[derive(Clone)]
 pub struct RemoteConfig {
-    /// Base URL, `http://` or `https://`, without a trailing slash.
-    pub url: String,
+    /// Base URL, `http://` or `https://`, without credentials and without a trailing slash.
+    url: String,
     /// Never `PUT` (pull-request builds).
     pub read_only: bool,
+    /// The URL's credentials (`user:password@`), as the `Authorization: Basic` header they
+    /// stand for; never shown.
+    credentials: Option<Secret<ureq::http::HeaderValue>>,
     /// A header sent with every request (`Authorization: Bearer ...`); never shown.
-    header: Option<(ureq::http::HeaderName, ureq::http::HeaderValue)>,
+    header: Option<SecretHeader>,
     /// Action records are signed with this and unsigned or badly signed ones ignored.
-    signing_key: Option<Vec<u8>>,
+    signing_key: Option<Secret<Vec<u8>>>,
     /// Per-phase timeout.
     pub timeout: Duration,
     /// For `https://`: trust these CA certificates instead of the built-in (Mozilla) roots.
@@ -81,7 +131,7 @@ pub struct RemoteConfig {
 impl std::fmt::Debug for RemoteConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RemoteConfig")
-            .field("url", &redact(&self.url))
+            .field("url", &self.shown_url())
             .field("read_only", &self.read_only)
             .field("header", &self.header.as_ref().map(|(n, _)| n.as_str()))
             .field("signed", &self.signing_key.is_some())
@@ -92,24 +142,22 @@ impl std::fmt::Debug for RemoteConfig {
 }
 
 impl RemoteConfig {
-    /// Check a base URL: `http://` or `https://` with a host. `Err` is a message for the user.
+    /// Check a base URL: `http://` or `https://` with a host, credentials (if any) parsed out
+    /// of it. `Err` is a message for the user, showing the URL only through [`redact`].
     pub fn new(url: &str) -> Result<RemoteConfig, ConfigError> {
-        let trimmed = url.trim().trim_end_matches('/');
-        let rest = trimmed
-            .strip_prefix("http://")
-            .or_else(|| trimmed.strip_prefix("https://"))
-            .ok_or_else(|| ConfigError::Scheme(redact(url)))?;
-        let host = rest.split('/').next().unwrap_or("");
-        let host = host.rsplit('@').next().unwrap_or("");
-        if host.is_empty() || host.starts_with(':') {
-            return Err(ConfigError::NoHost(redact(url)));
-        }
-        if trimmed.contains(['?', '#']) || trimmed.chars().any(|c| c.is_whitespace()) {
-            return Err(ConfigError::NotPlain(redact(url)));
-        }
+        let (base, userinfo) = parse_url(url)?;
+        let credentials = userinfo.map(|u| {
+            let value = format!("Basic {}", base64(&percent_decode(u.expose())));
+            // Base64 text is always a valid header value.
+            let mut value = ureq::http::HeaderValue::from_str(&value)
+                .unwrap_or_else(|_| ureq::http::HeaderValue::from_static("Basic"));
+            value.set_sensitive(true);
+            Secret::new(value)
+        });
         Ok(RemoteConfig {
-            url: trimmed.to_string(),
+            url: base,
             read_only: false,
+            credentials,
             header: None,
             signing_key: None,
             timeout: DEFAULT_TIMEOUT,
@@ -117,27 +165,39 @@ impl RemoteConfig {
         })
     }
 
+    /// The base URL requests go to (never with credentials).
+    pub fn base_url(&self) -> &str {
+        &self.url
+    }
+
     /// Send `Name: value` with every request. `Err` (a message that never contains the
-    /// value) when it is not a valid header line.
-    pub fn with_header(mut self, line: &str) -> Result<RemoteConfig, ConfigError> {
+    /// value) when it is not a valid header line, or names a header that frames the request
+    /// ([`FRAMING_HEADERS`]).
+    pub fn with_header(mut self, line: &Secret<String>) -> Result<RemoteConfig, ConfigError> {
         let bad = || ConfigError::Header;
-        let (name, value) = line.split_once(':').ok_or_else(bad)?;
+        let (name, value) = line.expose().split_once(':').ok_or_else(bad)?;
         let name = ureq::http::HeaderName::from_bytes(name.trim().as_bytes()).map_err(|_| bad())?;
+        if FRAMING_HEADERS.contains(&name.as_str()) {
+            return Err(ConfigError::FramingHeader(name.as_str().to_string()));
+        }
+        if name == ureq::http::header::AUTHORIZATION && self.credentials.is_some() {
+            return Err(ConfigError::TwoAuthorizations);
+        }
         let mut value = ureq::http::HeaderValue::from_str(value.trim()).map_err(|_| bad())?;
         if value.is_empty() {
             return Err(bad());
         }
         value.set_sensitive(true);
-        self.header = Some((name, value));
+        self.header = Some((name, Secret::new(value)));
         Ok(self)
     }
 
     /// Sign action records with `key` and accept only records signed with it.
-    pub fn with_signing_key(mut self, key: &[u8]) -> Result<RemoteConfig, ConfigError> {
-        if key.len() < MIN_SIGNING_KEY {
-            return Err(ConfigError::ShortSigningKey(key.len()));
+    pub fn with_signing_key(mut self, key: Secret<Vec<u8>>) -> Result<RemoteConfig, ConfigError> {
+        if key.expose().len() < MIN_SIGNING_KEY {
+            return Err(ConfigError::ShortSigningKey(key.expose().len()));
         }
-        self.signing_key = Some(key.to_vec());
+        self.signing_key = Some(key);
         Ok(self)
     }
 
@@ -158,9 +218,21 @@ impl RemoteConfig {
         Ok(self)
     }
 
-    /// The URL as shown to people (no credentials).
+    /// The URL as shown to people: `***@` where it had credentials.
     pub fn shown_url(&self) -> String {
-        redact(&self.url)
+        match (&self.credentials, self.url.split_once("://")) {
+            (Some(_), Some((scheme, rest))) => format!("{scheme}://***@{rest}"),
+            _ => self.url.clone(),
+        }
+    }
+
+    /// The headers every request carries: the URL's credentials, then the auth header.
+    fn headers(&self) -> Vec<SecretHeader> {
+        let basic = self
+            .credentials
+            .clone()
+            .map(|v| (ureq::http::header::AUTHORIZATION, v));
+        basic.into_iter().chain(self.header.clone()).collect()
     }
 
     /// The engine's cache over HTTP for this configuration (no request is sent, and no agent
@@ -182,19 +254,91 @@ impl RemoteConfig {
     }
 }
 
-/// `scheme://user:pass@host/...` without the `user:pass@`.
-fn redact(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_string();
+/// A URL as it may be shown, whatever it holds: everything between the scheme and the last
+/// `@` (credentials, even ones holding a `/`, `?` or `#`) becomes `***`, and what follows a
+/// `?` or `#` (a query token) becomes `***`. It hides too much rather than too little.
+pub fn redact(url: &str) -> String {
+    let (scheme, rest) = match url.find("://") {
+        Some(i) => url.split_at(i + 3),
+        None => ("", url),
     };
+    let rest = match rest.rfind('@') {
+        Some(i) => format!("***{}", &rest[i..]),
+        None => rest.to_string(),
+    };
+    let rest = match rest.find(['?', '#']) {
+        Some(i) => format!("{}***", &rest[..=i]),
+        None => rest,
+    };
+    format!("{scheme}{rest}")
+}
+
+/// `scheme://[userinfo@]host[:port][/path]`, parsed as RFC 3986 reads it: the authority ends
+/// at the first `/`, and the userinfo is what comes before its last `@`. An `@` after the
+/// first `/` is refused ([`ConfigError::Ambiguous`]) rather than guessed at. Returns the base
+/// URL without the userinfo (and without a trailing `/`), and the userinfo.
+fn parse_url(url: &str) -> Result<(String, Option<Secret<String>>), ConfigError> {
+    let trimmed = url.trim().trim_end_matches('/');
+    let (scheme, rest) = ["http://", "https://"]
+        .into_iter()
+        .find_map(|s| trimmed.strip_prefix(s).map(|r| (s, r)))
+        .ok_or_else(|| ConfigError::Scheme(redact(url)))?;
+    if trimmed.contains(['?', '#']) || trimmed.chars().any(char::is_whitespace) {
+        return Err(ConfigError::NotPlain(redact(url)));
+    }
     let (authority, path) = match rest.find('/') {
         Some(i) => rest.split_at(i),
         None => (rest, ""),
     };
-    match authority.rsplit_once('@') {
-        Some((_, host)) => format!("{scheme}://***@{host}{path}"),
-        None => url.to_string(),
+    if path.contains('@') {
+        return Err(ConfigError::Ambiguous(redact(url)));
     }
+    let (userinfo, host) = match authority.rsplit_once('@') {
+        Some((u, h)) => (Some(Secret::new(u.to_string())), h),
+        None => (None, authority),
+    };
+    if host.is_empty() || host.starts_with(':') {
+        return Err(ConfigError::NoHost(redact(url)));
+    }
+    Ok((format!("{scheme}{host}{path}"), userinfo))
+}
+
+/// `%XX` sequences decoded (a `%` not followed by two hex digits is kept as it is).
+fn percent_decode(s: &str) -> Vec<u8> {
+    let b = s.as_bytes();
+    let hex = |i: usize| b.get(i).and_then(|&c| (c as char).to_digit(16));
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' {
+            if let (Some(h), Some(l)) = (hex(i + 1), hex(i + 2)) {
+                out.push((h * 16 + l) as u8);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    out
+}
+
+/// Standard base64 with padding (RFC 4648), for `Authorization: Basic`.
+fn base64(bytes: &[u8]) -> String {
+    const ABC: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let byte = |k: usize| u32::from(chunk.get(k).copied().unwrap_or(0));
+        let v = (byte(0) << 16) | (byte(1) << 8) | byte(2);
+        for k in 0..4 {
+            if k <= chunk.len() {
+                out.push(ABC[((v >> (18 - 6 * k)) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
 }
 
 /// The HTTP client, made on the first request: a no-op build never builds the agent or its
@@ -207,9 +351,8 @@ struct Lazy {
 impl Lazy {
     fn client(&self) -> &http::Client {
         let c = &self.config;
-        self.client.get_or_init(|| {
-            http::Client::new(&c.url, c.header.clone(), c.timeout, c.roots.as_deref())
-        })
+        self.client
+            .get_or_init(|| http::Client::new(&c.url, c.headers(), c.timeout, c.roots.as_deref()))
     }
 }
 
@@ -234,11 +377,11 @@ impl Transport for Lazy {
 /// HMAC-SHA256 with the signing key. HMAC-SHA256 and not blake3's keyed mode: it is what other
 /// caches (Turborepo) use for the same purpose, and anyone can check or produce a signature
 /// with standard tools (`openssl dgst -sha256 -hmac`).
-pub struct HmacSigner(Vec<u8>);
+pub struct HmacSigner(Secret<Vec<u8>>);
 
 impl HmacSigner {
     fn mac(&self, message: &[u8]) -> Option<Hmac<Sha256>> {
-        let mut m = <Hmac<Sha256> as KeyInit>::new_from_slice(&self.0).ok()?;
+        let mut m = <Hmac<Sha256> as KeyInit>::new_from_slice(self.0.expose()).ok()?;
         m.update(message);
         Some(m)
     }
@@ -267,7 +410,7 @@ mod tests {
     #[test]
     fn urls_are_checked_and_shown_without_credentials() {
         let c = RemoteConfig::new("https://u:secret@cache.example/base/").unwrap();
-        assert_eq!(c.url, "https://u:secret@cache.example/base");
+        assert_eq!(c.base_url(), "https://cache.example/base");
         assert_eq!(c.shown_url(), "https://***@cache.example/base");
         assert!(!format!("{c:?}").contains("secret"));
         let scheme = RemoteConfig::new("ftp://u:secret@x").unwrap_err();
@@ -280,10 +423,6 @@ mod tests {
             RemoteConfig::new("http:///x").unwrap_err().to_string(),
             "remote cache URL `http:///x` has no host name"
         );
-        assert_eq!(
-            RemoteConfig::new("http://h/x?y=1").unwrap_err(),
-            ConfigError::NotPlain("http://h/x?y=1".into())
-        );
         let cache = RemoteConfig::new("https://u:secret@cache.example/base/")
             .unwrap()
             .open();
@@ -291,11 +430,80 @@ mod tests {
         assert_eq!(cache.shown_url(), "https://***@cache.example/base");
     }
 
+    /// Issue 32 class 4: a base64 password (`a/b+c==`) holds a `/`; the URL is refused, and
+    /// no part of the password is shown.
+    #[test]
+    fn a_password_with_a_slash_is_never_shown() {
+        for url in [
+            "http://user:a/b+c==@cache.example:8080/skyctl",
+            "https://:a/b+c==@cache.example/",
+            "user:a/b+c==@cache.example/x",
+        ] {
+            let e = RemoteConfig::new(url).unwrap_err();
+            let shown = e.to_string();
+            assert!(!shown.contains("b+c") && !shown.contains("a/b"), "{shown}");
+            assert!(!format!("{e:?}").contains("b+c"), "{e:?}");
+            assert!(shown.contains("***@cache.example"), "{shown}");
+        }
+        assert!(matches!(
+            RemoteConfig::new("http://user:a/b+c==@cache.example/skyctl"),
+            Err(ConfigError::Ambiguous(_))
+        ));
+        // Percent-encoded, it is a password like any other: sent as Basic credentials.
+        let c = RemoteConfig::new("http://user:a%2Fb+c==@cache.example/skyctl").unwrap();
+        assert_eq!(c.base_url(), "http://cache.example/skyctl");
+        assert_eq!(c.shown_url(), "http://***@cache.example/skyctl");
+        let h = c.headers();
+        assert_eq!(h.len(), 1);
+        assert_eq!(h[0].0, ureq::http::header::AUTHORIZATION);
+        assert_eq!(
+            h[0].1.expose().to_str().unwrap(),
+            format!("Basic {}", base64(b"user:a/b+c=="))
+        );
+        // The last `@` of the authority ends the userinfo.
+        let c = RemoteConfig::new("http://me@corp:p@ss@cache.example/x").unwrap();
+        assert_eq!(c.base_url(), "http://cache.example/x");
+    }
+
+    /// Issue 32 class 4: a query token is never echoed.
+    #[test]
+    fn a_query_token_is_never_shown() {
+        for url in [
+            "http://h/x?token=hunter2",
+            "http://h/x#token=hunter2",
+            "http://u:hunter2?x@h/x?token=hunter2",
+        ] {
+            let e = RemoteConfig::new(url).unwrap_err();
+            assert!(!e.to_string().contains("hunter2"), "{e}");
+        }
+        assert_eq!(
+            RemoteConfig::new("http://h/x?y=1").unwrap_err(),
+            ConfigError::NotPlain("http://h/x?***".into())
+        );
+        assert_eq!(redact("https://h/p?a=1#f"), "https://h/p?***");
+        assert_eq!(redact("http://h/p"), "http://h/p");
+    }
+
+    #[test]
+    fn base64_and_percent_decoding() {
+        assert_eq!(base64(b"martin:secret"), "bWFydGluOnNlY3JldA==");
+        assert_eq!(base64(b""), "");
+        assert_eq!(base64(b"f"), "Zg==");
+        assert_eq!(base64(b"fo"), "Zm8=");
+        assert_eq!(base64(b"foo"), "Zm9v");
+        assert_eq!(base64(&[0xfb, 0xff]), "+/8=");
+        assert_eq!(percent_decode("a%2Fb%40%zz%4"), b"a/b@%zz%4");
+    }
+
+    fn secret(s: &str) -> Secret<String> {
+        Secret::new(s.to_string())
+    }
+
     #[test]
     fn the_header_is_checked_and_never_shown() {
         let c = RemoteConfig::new("http://h")
             .unwrap()
-            .with_header("Authorization: Bearer hunter2")
+            .with_header(&secret("Authorization: Bearer hunter2"))
             .unwrap();
         let shown = format!("{c:?}");
         assert!(
@@ -304,27 +512,59 @@ mod tests {
         );
         let e = RemoteConfig::new("http://h")
             .unwrap()
-            .with_header("Bearer hunter2")
+            .with_header(&secret("Bearer hunter2"))
             .unwrap_err();
         assert_eq!(e, ConfigError::Header);
         let shown = e.to_string();
         assert!(shown.contains("`Name: value`"), "{shown}");
         for line in ["Bad Name: x", "Name:", "Name:  "] {
-            let got = RemoteConfig::new("http://h").unwrap().with_header(line);
+            let got = RemoteConfig::new("http://h")
+                .unwrap()
+                .with_header(&secret(line));
             assert_eq!(got.err(), Some(ConfigError::Header), "{line:?}");
         }
+    }
+
+    /// Issue 32 class 4: a header that frames the request is never the auth header.
+    #[test]
+    fn framing_headers_are_refused() {
+        for line in [
+            "Host: evil.example",
+            "Content-Length: 0",
+            "Transfer-Encoding: chunked",
+            "connection: close",
+            "Upgrade: h2c",
+            "TE: trailers",
+        ] {
+            let e = RemoteConfig::new("http://h")
+                .unwrap()
+                .with_header(&secret(line))
+                .unwrap_err();
+            assert!(matches!(e, ConfigError::FramingHeader(_)), "{line}: {e}");
+            assert!(e.to_string().contains("frames the request"), "{e}");
+        }
+        let e = RemoteConfig::new("http://u:p@h")
+            .unwrap()
+            .with_header(&secret("Authorization: Bearer x"))
+            .unwrap_err();
+        assert_eq!(e, ConfigError::TwoAuthorizations);
+        assert!(RemoteConfig::new("http://h")
+            .unwrap()
+            .with_header(&secret("X-Cache-Token: x"))
+            .is_ok());
     }
 
     #[test]
     fn short_keys_and_files_without_certificates_are_refused() {
         let c = || RemoteConfig::new("http://h").unwrap();
-        let e = c().with_signing_key(&[7; MIN_SIGNING_KEY - 1]).err();
+        let key = |n: usize| Secret::new(vec![7; n]);
+        let e = c().with_signing_key(key(MIN_SIGNING_KEY - 1)).err();
         assert_eq!(e, Some(ConfigError::ShortSigningKey(MIN_SIGNING_KEY - 1)));
         assert_eq!(
             e.map(|e| e.to_string()).as_deref(),
             Some("SKYCTL_REMOTE_CACHE_SIGNING_KEY must be at least 16 bytes, not 15")
         );
-        assert!(c().with_signing_key(&[7; MIN_SIGNING_KEY]).is_ok());
+        assert!(c().with_signing_key(key(MIN_SIGNING_KEY)).is_ok());
         assert_eq!(
             c().with_ca_pem(b"no certificate here\n").err(),
             Some(ConfigError::NoCertificate)
@@ -340,7 +580,7 @@ mod tests {
     fn pinned_signature() {
         // The value Python's `hmac.new(b"key", msg, hashlib.sha256)` (or `openssl dgst -sha256
         // -hmac key`) gives for msg = "skyctl-action-v1\0" + 32 bytes of 7 + the JSON.
-        let s = HmacSigner(b"key".to_vec());
+        let s = HmacSigner(Secret::new(b"key".to_vec()));
         let msg = record::signed_message(&Digest([7; 32]), br#"{"a":1}"#);
         let tag = s.sign(&msg);
         assert_eq!(
@@ -348,7 +588,7 @@ mod tests {
             "e453797bcc7ce47deb31b177cf022b09bd67aeede800041a6986652c81999159"
         );
         assert!(s.verify(&msg, &tag));
-        assert!(!HmacSigner(b"other".to_vec()).verify(&msg, &tag));
+        assert!(!HmacSigner(Secret::new(b"other".to_vec())).verify(&msg, &tag));
     }
 
     #[test]

@@ -527,8 +527,28 @@ impl RemoteCache {
                     Err(f) => return self.write_failed(&format!("HEAD {path}"), &f),
                 }
             }
+            // What goes to the cache is checked: a local blob that no longer hashes to its
+            // digest (emptied, truncated, edited) is never uploaded, nor the record that
+            // needs it.
+            let file = u.store.blob_path(&d);
+            match crate::fsutil::hash_regular(&file) {
+                Ok(actual) if actual == d => {}
+                found => {
+                    let what = match found {
+                        Ok(actual) => format!("hashes to {}", actual.short()),
+                        Err(e) => format!("cannot be read ({e})"),
+                    };
+                    return self.warn(format!(
+                        "not uploading node `{}`: its local blob {} {what}, not {}; \
+                         run `skyctl store check`, then `skyctl gc` and a build to repair it",
+                        u.record.node,
+                        file.display(),
+                        d.short()
+                    ));
+                }
+            }
             self.count();
-            match self.client().put_file(&path, &u.store.blob_path(&d)) {
+            match self.client().put_file(&path, &file) {
                 Ok(n) => {
                     self.inner.up.fetch_add(n, Ordering::Relaxed);
                 }

@@ -85,7 +85,9 @@ fn journal() -> std::sync::MutexGuard<'static, Option<Journal>> {
 /// The mark of the build this process runs inside ([`CHILD_OF_VAR`]: the journal path of that
 /// build's workspace), when a node of a build started it.
 pub fn parent_build() -> Option<std::path::PathBuf> {
-    std::env::var_os(CHILD_OF_VAR)
+    // Any bytes: the mark is a path, compared as it was set.
+    sky_env::Var::get(CHILD_OF_VAR)
+        .os()
         .filter(|v| !v.is_empty())
         .map(std::path::PathBuf::from)
 }

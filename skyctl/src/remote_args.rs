@@ -74,8 +74,8 @@ impl RemoteArgs {
             config = config.with_header(&h).map_err(anyhow::Error::msg)?;
         }
         if let Some(file) = env("SKYCTL_REMOTE_CACHE_CA") {
-            let pem = std::fs::read(&file)
-                .with_context(|| format!("SKYCTL_REMOTE_CACHE_CA: cannot read `{file}`"))?;
+            let pem = sky_fs::read(std::path::Path::new(&file), sky_fs::CA_BUNDLE)
+                .context("SKYCTL_REMOTE_CACHE_CA")?;
             config = config
                 .with_ca_pem(&pem)
                 .map_err(|e| anyhow::anyhow!("SKYCTL_REMOTE_CACHE_CA `{file}`: {e}"))?;

@@ -3,7 +3,6 @@
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
-use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use safetensors::{Dtype, SafeTensors};
@@ -11,7 +10,7 @@ use serde_json::Value as Json;
 
 use crate::config::{
     parse_json_object, read_file, read_json_object, read_optional, AgentConfig, EncoderConfig,
-    AGENT_WHAT, ENCODER_WHAT,
+    Size, AGENT_WHAT, ENCODER_WHAT,
 };
 use crate::error::{LayaError, Result};
 use crate::names::{gguf_name, is_dropped};
@@ -298,7 +297,8 @@ fn map_shards(dir: &Path) -> Vec<Result<Shard>> {
         Err(e) => return vec![Err(e)],
     };
     let map = |path: PathBuf| -> Result<Shard> {
-        let file = File::open(&path).map_err(|e| LayaError::io(&path, e))?;
+        let file =
+            sky_fs::open(&path, sky_fs::MODEL).map_err(|e| LayaError::io(&path, e.into()))?;
         // SAFETY: the map is read-only and private to this process; the checkpoint is an
         // input we do not modify. A concurrent writer truncating the file could fault, as
         // with any mmap reader; the safetensors crate and llama.cpp accept the same.
@@ -327,9 +327,14 @@ impl LayaCheckpoint {
         LayaCheckpoint::from_sources(
             dir,
             Sources {
-                encoder: read_file(&dir.join("encoder").join("config.json"), ENCODER_WHAT)
+                encoder: read_file(
+                    &dir.join("encoder").join("config.json"),
+                    ENCODER_WHAT,
+                    Size::Config,
+                )
+                .map(Cow::Owned),
+                agent: read_file(&dir.join("rl_agent_config.json"), AGENT_WHAT, Size::Config)
                     .map(Cow::Owned),
-                agent: read_file(&dir.join("rl_agent_config.json"), AGENT_WHAT).map(Cow::Owned),
                 root_config: owned(read_optional(&dir.join("config.json"), "config.json")),
                 tokenizer: TokenizerFiles::read(&dir.join("tokenizer")),
                 shards: map_shards(dir),

@@ -489,6 +489,60 @@ mod tests {
     }
 
     #[test]
+    fn reading_a_file_agrees_with_parsing_its_bytes_on_random_files() {
+        // The reader looks at the header, then at the file's length, then reads only the
+        // payload the header declares: on any file it must decide as parsing the whole file
+        // does, with the same error.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.bin");
+        let mut rng = crate::rng::XorShift32::new(0x5EED_0001);
+        let seeds = [
+            sample().to_bytes(),
+            GoldenFile::new("i", Payload::I32(vec![5, -7])).to_bytes(),
+            GoldenFile::new("u", Payload::U8(vec![1; 300])).to_bytes(),
+        ];
+        for round in 0..3_000 {
+            let mut b = seeds[round % 3].clone();
+            for _ in 0..=(rng.next_u32() % 3) {
+                let at = rng.next_u32() as usize % (b.len() + 1);
+                match rng.next_u32() % 5 {
+                    0 if at < b.len() => b[at] ^= 1 << (rng.next_u32() % 8),
+                    1 => b.insert(at, rng.byte()),
+                    2 if at < b.len() => {
+                        b.remove(at);
+                    }
+                    3 => b.extend((0..rng.next_u32() % 300).map(|_| rng.byte())),
+                    _ => b.truncate(at),
+                }
+            }
+            std::fs::write(&path, &b).unwrap();
+            let read = GoldenFile::read_file(&path, "m").map_err(|e| e.to_string());
+            let parsed = GoldenFile::parse(&b, "m").map_err(|e| e.to_string());
+            assert_eq!(
+                read,
+                parsed,
+                "round {round}: {:?}",
+                String::from_utf8_lossy(&b)
+            );
+        }
+    }
+
+    #[test]
+    fn a_huge_file_is_judged_by_its_header_and_length_unread() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("big.bin");
+        std::fs::write(&path, sample().header()).unwrap();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(3 << 30)
+            .unwrap();
+        let e = GoldenFile::read_file(&path, "big").unwrap_err().to_string();
+        assert!(e.contains("(trailing bytes)"), "{e}");
+    }
+
+    #[test]
     fn random_mutations_never_panic_and_accepted_files_are_exact() {
         // A deterministic stand-in for a fuzzer: flip, insert, delete and truncate bytes of
         // valid files; parsing must return Ok or Err, and Ok must re-encode to the input (up to hex case).

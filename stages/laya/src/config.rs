@@ -475,6 +475,44 @@ mod tests {
     use super::*;
 
     #[test]
+    fn random_mutations_of_real_configs_never_panic() {
+        // A deterministic stand-in for the fuzz target (fuzz/fuzz_targets/laya_checkpoint.rs):
+        // flip, insert, delete and truncate bytes of s1-pico's two configs; parsing returns Ok
+        // or Err, never panics, and never sizes an allocation by a field.
+        let seeds: [&[u8]; 2] = [
+            include_bytes!("../../../models/s1-pico/encoder/config.json"),
+            include_bytes!("../../../models/s1-pico/rl_agent_config.json"),
+        ];
+        let mut state = 0x9E37_79B9_u32;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 17;
+            state ^= state << 5;
+            state
+        };
+        let digits = b"0123456789-.e\"{}[],: ";
+        let path = Path::new("config.json");
+        for round in 0..20_000 {
+            let mut b = seeds[round % 2].to_vec();
+            for _ in 0..=(next() % 4) {
+                let at = next() as usize % (b.len() + 1);
+                match next() % 5 {
+                    0 if at < b.len() => b[at] ^= 1 << (next() % 8),
+                    1 => b.insert(at, next() as u8),
+                    2 => b.insert(at, digits[next() as usize % digits.len()]),
+                    3 if at < b.len() => {
+                        b.remove(at);
+                    }
+                    _ => b.truncate(at),
+                }
+            }
+            let _ = EncoderConfig::parse(path, &b);
+            let _ = AgentConfig::parse(path, &b);
+            let _ = parse_json_object(path, &b);
+        }
+    }
+
+    #[test]
     fn bucket_keys_as_llama_cpp() {
         assert_eq!(temperature_bucket_key("choice:3-5"), "choice.3_5");
         assert_eq!(temperature_bucket_key("choice:11+"), "choice.11");

@@ -193,3 +193,45 @@ fn the_walk_skips_test_modules_and_comments_only() {
     assert!(is_the_reader("sky_fs::read(p)", 4));
     assert!(!is_the_reader("std::fs::read(p)", 3));
 }
+
+#[test]
+fn the_readme_states_each_limit() {
+    let readme = std::fs::read_to_string(workspace().join("README.md")).expect("README.md");
+    let rows = [
+        ("checkpoint config", vec![sky_fs::CONFIG]),
+        (
+            "`tokenizer.json`",
+            vec![
+                sky_fs::TOKENIZER,
+                sky_fs::REQUEST,
+                sky_fs::CASES,
+                sky_fs::PROMPTS,
+                sky_fs::CALIBRATION,
+                sky_fs::REPORT,
+            ],
+        ),
+        ("`pipeline.toml`", vec![sky_fs::PIPELINE, sky_fs::TEXT]),
+        ("policy file", vec![sky_fs::POLICY, sky_fs::CA_BUNDLE]),
+        ("kernel source", vec![sky_fs::SOURCE]),
+        ("skyctl's own state", vec![sky_fs::STATE]),
+    ];
+    for (row, limits) in rows {
+        let line = readme
+            .lines()
+            .map(str::trim)
+            .find(|l| l.starts_with(&format!("| {row}")))
+            .unwrap_or_else(|| panic!("README: no limits row for {row}"));
+        for l in limits {
+            let max = l.max.expect("a bounded kind");
+            let want = format!("| {} |", sky_fs::size_in_words(max));
+            assert!(
+                line.ends_with(&want),
+                "README row {line:?}: {} is {want}",
+                l.what
+            );
+        }
+    }
+    for any in [sky_fs::MODEL, sky_fs::GOLDEN, sky_fs::CONTENT] {
+        assert_eq!(any.max, None);
+    }
+}

@@ -196,7 +196,7 @@ pub fn size_in_words(n: u64) -> String {
     for (unit, shift) in UNITS {
         let one = 1u64 << shift;
         if n >= one {
-            return if n % one == 0 {
+            return if n.is_multiple_of(one) {
                 format!("{} {unit}", n >> shift)
             } else {
                 format!("{:.1} {unit}", n as f64 / one as f64)

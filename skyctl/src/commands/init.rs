@@ -198,7 +198,7 @@ fn copy_dir(src: &Path, dst: &Path) -> anyhow::Result<()> {
         if ty.is_dir() {
             copy_dir(&from, &to)?;
         } else if ty.is_file() {
-            std::fs::copy(&from, &to)
+            sky_fs::copy(&from, &to, sky_fs::CONTENT)
                 .with_context(|| format!("copying `{}` to `{}`", from.display(), to.display()))?;
         } else {
             bail!(

@@ -373,6 +373,23 @@ pub fn read_open(file: File, path: &Path, limit: Limit) -> Result<Vec<u8>, ReadE
     Ok(bytes)
 }
 
+/// Copy the regular file `src` (opened as [`open`] does, within `limit`) to `dst`, created or
+/// truncated; returns the bytes copied. An error writing names `dst`.
+pub fn copy(src: &Path, dst: &Path, limit: Limit) -> Result<u64, ReadError> {
+    let file = open(src, limit)?;
+    let at = |path: &Path| {
+        let path = path.to_path_buf();
+        move |e| ReadError {
+            path,
+            what: limit.what,
+            problem: Problem::Io(e),
+        }
+    };
+    let mut out = File::create(dst).map_err(at(dst))?;
+    let copied = io::copy(&mut file.take(limit.max.unwrap_or(u64::MAX)), &mut out);
+    copied.map_err(at(src))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -468,6 +485,11 @@ mod tests {
         assert_eq!(io::Error::from(e).kind(), ErrorKind::InvalidData);
         // A file of any size opens; its reader decides what to look at.
         assert!(open(&p, MODEL).is_ok());
+        let e = copy(&p, &dir.path().join("copy"), TOKENIZER).unwrap_err();
+        assert!(e.to_string().contains("over the 64 MiB limit"), "{e}");
+        std::fs::write(&p, b"small").unwrap();
+        assert_eq!(copy(&p, &dir.path().join("copy"), TOKENIZER).unwrap(), 5);
+        assert_eq!(std::fs::read(dir.path().join("copy")).unwrap(), b"small");
     }
 
     #[test]

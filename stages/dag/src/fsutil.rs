@@ -292,8 +292,7 @@ fn regular_error(e: sky_fs::ReadError) -> std::io::Error {
 
 /// The content of a regular file, opened as [`open_regular`] does, at most `limit.max` bytes.
 pub fn read_regular(path: &Path, limit: sky_fs::Limit) -> std::io::Result<Vec<u8>> {
-    let file = sky_fs::open_nofollow(path, limit).map_err(regular_error)?;
-    sky_fs::read_open(file, path, limit).map_err(regular_error)
+    sky_fs::read_nofollow(path, limit).map_err(regular_error)
 }
 
 /// blake3 of a regular file's content, opened with [`open_regular`].

@@ -29,9 +29,9 @@
 mod read;
 
 pub use read::{
-    copy, open, open_nofollow, read, read_open, read_to_string, size_in_words, type_in_words,
-    Limit, ReadError, CALIBRATION, CASES, CA_BUNDLE, CONFIG, CONTENT, GOLDEN, MODEL, PIPELINE,
-    POLICY, PROMPTS, REPORT, REQUEST, SOURCE, STATE, TEXT, TOKENIZER,
+    copy, open, open_nofollow, read, read_nofollow, read_open, read_to_string, size_in_words,
+    type_in_words, Limit, ReadError, CALIBRATION, CASES, CA_BUNDLE, CONFIG, CONTENT, GOLDEN, MODEL,
+    PIPELINE, POLICY, PROMPTS, REPORT, REQUEST, SOURCE, STATE, TEXT, TOKENIZER,
 };
 
 use std::io::{self, ErrorKind, Write};

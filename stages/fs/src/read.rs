@@ -243,16 +243,17 @@ pub fn type_in_words(ft: std::fs::FileType) -> &'static str {
 /// Open `path` (following links) for reading if it is a regular file within `limit` (a FIFO
 /// or pipe too where `limit.pipes`). Never blocks: see the module's documentation.
 pub fn open(path: &Path, limit: Limit) -> Result<File, ReadError> {
-    open_with(path, limit, true)
+    open_with(path, limit, true).map(|(file, _)| file)
 }
 
 /// [`open`], refusing a symlink at `path` itself (`O_NOFOLLOW`): for skyctl's own store,
 /// where a link is damage.
 pub fn open_nofollow(path: &Path, limit: Limit) -> Result<File, ReadError> {
-    open_with(path, limit, false)
+    open_with(path, limit, false).map(|(file, _)| file)
 }
 
-fn open_with(path: &Path, limit: Limit, follow: bool) -> Result<File, ReadError> {
+/// The file, and its size as its `fstat` said (0 for a pipe).
+fn open_with(path: &Path, limit: Limit, follow: bool) -> Result<(File, u64), ReadError> {
     let err = |problem| ReadError {
         path: path.to_path_buf(),
         what: limit.what,
@@ -276,12 +277,12 @@ fn open_with(path: &Path, limit: Limit, follow: bool) -> Result<File, ReadError>
                 }));
             }
         }
-        return Ok(file);
+        return Ok((file, meta.len()));
     }
     if limit.pipes && is_fifo(ft) {
         // Opened without blocking; reads of a pipe from here on wait for its writer.
         set_blocking(&file).map_err(|e| err(Problem::Io(e)))?;
-        return Ok(file);
+        return Ok((file, 0));
     }
     Err(err(Problem::NotRegular(type_in_words(ft))))
 }
@@ -340,8 +341,14 @@ fn set_blocking(_: &File) -> io::Result<()> {
 
 /// The bytes of the regular file at `path`, at most `limit.max` of them.
 pub fn read(path: &Path, limit: Limit) -> Result<Vec<u8>, ReadError> {
-    let file = open(path, limit)?;
-    read_open(file, path, limit)
+    let (file, size) = open_with(path, limit, true)?;
+    read_sized(file, size, path, limit)
+}
+
+/// [`read`], refusing a symlink at `path` itself ([`open_nofollow`]).
+pub fn read_nofollow(path: &Path, limit: Limit) -> Result<Vec<u8>, ReadError> {
+    let (file, size) = open_with(path, limit, false)?;
+    read_sized(file, size, path, limit)
 }
 
 /// The text of the regular file at `path` ([`read`], then UTF-8).
@@ -356,12 +363,17 @@ pub fn read_to_string(path: &Path, limit: Limit) -> Result<String, ReadError> {
 
 /// Read a file [`open`]ed with `limit` to its end, stopping one byte past `limit.max`.
 pub fn read_open(file: File, path: &Path, limit: Limit) -> Result<Vec<u8>, ReadError> {
+    let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+    read_sized(file, size, path, limit)
+}
+
+/// [`read_open`] of a file whose `fstat` said `size` (the capacity first allocated).
+fn read_sized(file: File, size: u64, path: &Path, limit: Limit) -> Result<Vec<u8>, ReadError> {
     let err = |problem| ReadError {
         path: path.to_path_buf(),
         what: limit.what,
         problem,
     };
-    let size = file.metadata().map(|m| m.len()).unwrap_or(0);
     let max = limit.max.unwrap_or(u64::MAX);
     let mut bytes = Vec::with_capacity(size.min(max).min(64 * MIB) as usize);
     file.take(max.saturating_add(1))

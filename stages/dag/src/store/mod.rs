@@ -242,7 +242,9 @@ impl Store {
     /// are still here.
     pub fn id(&self) -> String {
         match fsutil::read_regular(&self.id_path(), sky_fs::STATE) {
-            Ok(id) => String::from_utf8_lossy(&id).trim().to_string(),
+            Ok(id) => String::from_utf8(id)
+                .map(|id| id.trim().to_string())
+                .unwrap_or_default(),
             Err(_) => String::new(),
         }
     }

@@ -102,8 +102,7 @@ impl RemoteArgs {
         }
         if let Some(file) = env.ca {
             let shown = file.display();
-            let pem = std::fs::read(&file)
-                .with_context(|| format!("SKYCTL_REMOTE_CACHE_CA: cannot read `{shown}`"))?;
+            let pem = sky_fs::read(&file, sky_fs::CA_BUNDLE).context("SKYCTL_REMOTE_CACHE_CA")?;
             config = config
                 .with_ca_pem(&pem)
                 .map_err(|e| anyhow::anyhow!("SKYCTL_REMOTE_CACHE_CA `{shown}`: {e}"))?;

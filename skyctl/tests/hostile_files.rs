@@ -104,7 +104,7 @@ fn a_request_that_never_ends_is_cut_at_its_limit() {
     refused(
         dir.path(),
         &["ask", model, "--request", "/dev/zero"],
-        "/dev/zero: not a request file (a directory, device or socket)",
+        "/dev/zero: not a regular file (a character device); a request must be one",
     );
     // A stream (standard input here) is read up to the limit and no further.
     let mut child = Command::new(env!("CARGO_BIN_EXE_skyctl"))

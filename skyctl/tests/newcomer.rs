@@ -287,7 +287,10 @@ fn messages_say_each_thing_once() {
         "{e}"
     );
     let e = ws.fails(&["inspect", "models"], 2);
-    assert_eq!(e.trim(), "skyctl: models: is a directory");
+    assert_eq!(
+        e.trim(),
+        "skyctl: models: not a regular file (a directory); a model file must be one"
+    );
     let e = ws.fails(&["golden", "check", "models", "nope"], 2);
     assert_eq!(e.trim(), "skyctl: nope: candidate directory does not exist");
     let e = ws.fails(&["kernels", "run", "--impl", "cpu", "models", "out"], 2);

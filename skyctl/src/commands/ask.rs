@@ -38,38 +38,26 @@ pub struct Args {
 }
 
 /// The largest request file `ask` reads (a request is a few kilobytes; a device or a runaway
-/// pipe stops here instead of filling memory).
+/// pipe stops here instead of filling memory): [`sky_fs::REQUEST`].
 pub const MAX_REQUEST_BYTES: u64 = 64 << 20;
+const _: () = assert!(matches!(sky_fs::REQUEST.max, Some(MAX_REQUEST_BYTES)));
 
-/// The bytes of `path`, or of standard input for `-`, at most [`MAX_REQUEST_BYTES`].
-fn read(path: &PathBuf) -> anyhow::Result<Vec<u8>> {
+/// The bytes of `path` (a regular file, a FIFO or a pipe: `--request <(...)`), or of standard
+/// input for `-`, at most [`MAX_REQUEST_BYTES`].
+fn read(path: &std::path::Path) -> anyhow::Result<Vec<u8>> {
     use std::io::Read as _;
-    let (name, source): (String, Box<dyn std::io::Read>) = if path.as_os_str() == "-" {
-        ("standard input".into(), Box::new(std::io::stdin().lock()))
-    } else {
-        let name = path.display().to_string();
-        // A device or a socket is no request file (a FIFO is: `--request <(...)`).
-        {
-            use std::os::unix::fs::FileTypeExt;
-            let t = std::fs::metadata(path)
-                .map_err(|e| anyhow::anyhow!("{name}: {e}"))?
-                .file_type();
-            anyhow::ensure!(
-                !(t.is_char_device() || t.is_block_device() || t.is_socket() || t.is_dir()),
-                "{name}: not a request file (a directory, device or socket)"
-            );
-        }
-        let file = std::fs::File::open(path).map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
-        (name, Box::new(file))
-    };
+    if path.as_os_str() != "-" {
+        return Ok(sky_fs::read(path, sky_fs::REQUEST)?);
+    }
     let mut bytes = Vec::new();
-    source
+    std::io::stdin()
+        .lock()
         .take(MAX_REQUEST_BYTES + 1)
         .read_to_end(&mut bytes)
-        .map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
+        .map_err(|e| anyhow::anyhow!("standard input: {e}"))?;
     anyhow::ensure!(
         bytes.len() as u64 <= MAX_REQUEST_BYTES,
-        "{name}: a request larger than {} MiB",
+        "standard input: a request larger than {} MiB",
         MAX_REQUEST_BYTES >> 20
     );
     Ok(bytes)

@@ -76,8 +76,8 @@ fn compile(
     let sources = expand_dirs(sources)?;
     let tc = sky_cuda::Toolchain::from_venv(venv)?;
     if let Some(pin) = pin {
-        let text = std::fs::read_to_string(pin)
-            .with_context(|| format!("reading the toolchain pin `{}`", pin.display()))?;
+        let text =
+            sky_fs::read_to_string(pin, sky_fs::TEXT).context("reading the toolchain pin")?;
         tc.check_pin(&text, &pin.display().to_string())?;
     }
     let nvrtc = sky_cuda::nvrtc::Nvrtc::open(&tc.nvrtc)?;
@@ -92,10 +92,10 @@ fn compile(
     let mut errors = Vec::new();
     for src in &sources {
         let label = src.to_string_lossy();
-        let text = match std::fs::read_to_string(src) {
+        let text = match sky_fs::read_to_string(src, sky_fs::SOURCE) {
             Ok(t) => t,
             Err(e) => {
-                errors.push(format!("{label}: {e}"));
+                errors.push(e.to_string());
                 continue;
             }
         };

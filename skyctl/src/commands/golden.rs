@@ -90,8 +90,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
             compute,
         } => {
             let (engine, report) = ComputePath::new(compute).open(&model)?;
-            let text = std::fs::read_to_string(&cases)
-                .with_context(|| format!("reading `{}`", cases.display()))?;
+            let text = sky_fs::read_to_string(&cases, sky_fs::CASES)?;
             let case_list = sky_infer::golden::parse_cases(&text)
                 .with_context(|| format!("`{}`", cases.display()))?;
             let lines = sky_infer::golden::record(&engine, &case_list)

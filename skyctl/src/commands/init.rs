@@ -123,10 +123,10 @@ const IGNORED: [&str; 3] = ["/.skyctl/", "/build/", "/site/public/"];
 /// Write `.gitignore`, or add the lines it lacks to an existing one; what to print about it.
 fn gitignore(dir: &Path) -> anyhow::Result<String> {
     let path = dir.join(".gitignore");
-    let old = match std::fs::read_to_string(&path) {
+    let old = match sky_fs::read_to_string(&path, sky_fs::TEXT) {
         Ok(text) => Some(text),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => return Err(e).with_context(|| format!("reading `{}`", path.display())),
+        Err(e) if e.is_not_found() => None,
+        Err(e) => return Err(e.into()),
     };
     let have = old.as_deref().unwrap_or_default();
     let missing: Vec<&str> = IGNORED
@@ -198,7 +198,7 @@ fn copy_dir(src: &Path, dst: &Path) -> anyhow::Result<()> {
         if ty.is_dir() {
             copy_dir(&from, &to)?;
         } else if ty.is_file() {
-            std::fs::copy(&from, &to)
+            sky_fs::copy(&from, &to, sky_fs::CONTENT)
                 .with_context(|| format!("copying `{}` to `{}`", from.display(), to.display()))?;
         } else {
             bail!(

@@ -118,7 +118,7 @@ fn rows(
                 .as_ref()
                 .and_then(|g| g.by_id.get(id).map(|&n| &g.nodes[n]))
                 .and_then(|n| n.outputs.first())
-                .and_then(|o| std::fs::read(ws.root.join(&o.path)).ok())
+                .and_then(|o| sky_fs::read(&ws.root.join(&o.path), sky_fs::REPORT).ok())
                 .and_then(|b| serde_json::from_slice::<Value>(&b).ok());
             match (finished.get(id), report) {
                 (Some((NodeStatus::Skipped, _)), _) | (None, _) => Row::missing(suite, "not run"),

@@ -129,7 +129,8 @@ impl Kind for GoldenModel {
             );
         };
         let read = |rel: &str, path: &std::path::Path| {
-            std::fs::read_to_string(path).with_context(|| format!("node `{node}`: reading `{rel}`"))
+            sky_fs::read_to_string(path, sky_fs::CASES)
+                .with_context(|| format!("node `{node}`: reading `{rel}`"))
         };
         let case_list = sky_infer::golden::parse_cases(&read(&cases.rel, &cases.path)?)
             .with_context(|| format!("node `{node}`: `{}`", cases.rel))?;

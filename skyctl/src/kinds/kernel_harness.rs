@@ -141,7 +141,7 @@ fn stage_inputs(gold: &Path, gold_rel: &str, dir: &Path) -> anyhow::Result<Vec<P
     for spec in sky_kernels::input_files() {
         let src = sky_kernels::format::file_path(gold, spec.name);
         let dst = sky_kernels::format::file_path(dir, spec.name);
-        std::fs::copy(&src, &dst).with_context(|| {
+        sky_fs::copy(&src, &dst, sky_fs::GOLDEN).with_context(|| {
             format!(
                 "golden input `{}.bin` missing or unreadable in `{gold_rel}`",
                 spec.name

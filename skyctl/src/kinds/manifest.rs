@@ -175,8 +175,8 @@ fn next_json<'a>(
     let input = inputs
         .next()
         .with_context(|| format!("node `{node}`: missing {what} of {model}"))?;
-    let text =
-        std::fs::read_to_string(&input.path).with_context(|| format!("reading {}", input.rel))?;
+    let text = sky_fs::read_to_string(&input.path, sky_fs::REPORT)
+        .with_context(|| format!("reading {}", input.rel))?;
     serde_json::from_str(&text).with_context(|| format!("node `{node}`: {} is not JSON", input.rel))
 }
 
@@ -225,8 +225,8 @@ impl Kind for Manifest {
                 let input = inputs
                     .next()
                     .with_context(|| format!("node `{node}`: missing input for {}.{v}", m.name))?;
-                let bytes =
-                    std::fs::read(&input.path).with_context(|| format!("reading {}", input.rel))?;
+                let bytes = sky_fs::read(&input.path, sky_fs::MODEL)
+                    .with_context(|| format!("reading {}", input.rel))?;
                 let published = m.publish.iter().find(|p| p.variant == *v);
                 let rel = match published {
                     Some(p) => p.path.clone(),

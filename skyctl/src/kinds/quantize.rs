@@ -88,7 +88,7 @@ impl Kind for Quantize {
         let Some(out) = ctx.outputs.first() else {
             bail!("node `{node}`: expects one output");
         };
-        let text = std::fs::read_to_string(&calib.path)
+        let text = sky_fs::read_to_string(&calib.path, sky_fs::CALIBRATION)
             .with_context(|| format!("reading {}", calib.rel))?;
         let calibration = sky_quant::Calibration::from_json(&text)
             .with_context(|| format!("node `{node}`: {}", calib.rel))?;

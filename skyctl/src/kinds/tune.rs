@@ -118,9 +118,9 @@ impl Kind for Tune {
         let [policy_out, report_out] = ctx.outputs.as_slice() else {
             bail!("node `{node}`: expects the policy and the report as outputs");
         };
-        let reference =
-            std::fs::read(&model.path).with_context(|| format!("reading {}", model.rel))?;
-        let text = std::fs::read_to_string(&calib.path)
+        let reference = sky_fs::read(&model.path, sky_fs::MODEL)
+            .with_context(|| format!("reading {}", model.rel))?;
+        let text = sky_fs::read_to_string(&calib.path, sky_fs::CALIBRATION)
             .with_context(|| format!("reading {}", calib.rel))?;
         let calibration = sky_quant::Calibration::from_json(&text)
             .with_context(|| format!("node `{node}`: {}", calib.rel))?;

@@ -11,8 +11,7 @@ use sky_quant::calibration_prompts;
 pub fn calibrate_model(model: &Path, prompts: Option<&Path>) -> anyhow::Result<CalibrationRun> {
     let set = match prompts {
         Some(p) => {
-            let text = std::fs::read_to_string(p)
-                .with_context(|| format!("reading prompt set {}", p.display()))?;
+            let text = sky_fs::read_to_string(p, sky_fs::PROMPTS)?;
             parse_prompts(&text).with_context(|| format!("prompt set {}", p.display()))?
         }
         None => calibration_prompts(),
@@ -33,8 +32,7 @@ pub fn calibration_for(
     prompts: Option<&Path>,
 ) -> anyhow::Result<(sky_quant::Calibration, Vec<String>)> {
     if let Some(p) = calibration {
-        let text = std::fs::read_to_string(p)
-            .with_context(|| format!("reading calibration {}", p.display()))?;
+        let text = sky_fs::read_to_string(p, sky_fs::CALIBRATION)?;
         let c = sky_quant::Calibration::from_json(&text)
             .with_context(|| format!("calibration {}", p.display()))?;
         return Ok((c, Vec::new()));

@@ -11,7 +11,6 @@ use std::fmt::Write as _;
 use std::ops::Range;
 use std::path::Path;
 
-use anyhow::Context;
 use serde::Deserialize;
 use sky_dag::glob::Glob;
 use sky_dag::source::{did_you_mean, Source};
@@ -192,8 +191,7 @@ impl PolicyFile {
         path: &Path,
         names: impl IntoIterator<Item = &'a str> + Clone,
     ) -> anyhow::Result<PolicyFile> {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("reading policy {}", path.display()))?;
+        let text = sky_fs::read_to_string(path, sky_fs::POLICY)?;
         PolicyFile::parse(&text, path, names)
     }
 

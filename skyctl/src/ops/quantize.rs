@@ -16,7 +16,7 @@ pub fn reference_bytes(model: &Path) -> anyhow::Result<Vec<u8>> {
     if model.is_dir() {
         Ok(f32_reference_from_dir(model)?)
     } else {
-        std::fs::read(model).with_context(|| format!("reading {}", model.display()))
+        Ok(sky_fs::read(model, sky_fs::MODEL)?)
     }
 }
 

@@ -909,8 +909,7 @@ pub fn tune(spec: &Spec<'_>) -> anyhow::Result<Tuned> {
 
 /// Read a cases file.
 pub fn read_cases(path: &Path) -> anyhow::Result<Vec<serde_json::Value>> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading `{}`", path.display()))?;
+    let text = sky_fs::read_to_string(path, sky_fs::CASES)?;
     let cases =
         sky_infer::golden::parse_cases(&text).with_context(|| format!("`{}`", path.display()))?;
     anyhow::ensure!(!cases.is_empty(), "`{}` holds no cases", path.display());

@@ -65,7 +65,8 @@ impl ManifestFile {
             .strip_prefix(start)
             .map(Path::to_path_buf)
             .unwrap_or_else(|_| file.clone());
-        let text = std::fs::read_to_string(&file).map_err(|e| DagError::io("read", &file, e))?;
+        let text = sky_fs::read_to_string(&file, sky_fs::PIPELINE)
+            .map_err(|e| DagError::io("read", &file, e.into()))?;
         let root = std::path::absolute(&root).map_err(|e| DagError::io("resolve", &root, e))?;
         let manifest_rel = file
             .file_name()

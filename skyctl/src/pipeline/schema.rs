@@ -438,7 +438,8 @@ pub struct Publish {
 impl Manifest {
     /// Read and parse `path`.
     pub fn load(path: &Path) -> Result<Manifest> {
-        let source = std::fs::read_to_string(path).map_err(|e| DagError::io("read", path, e))?;
+        let source = sky_fs::read_to_string(path, sky_fs::PIPELINE)
+            .map_err(|e| DagError::io("read", path, e.into()))?;
         Manifest::parse(&source, path)
     }
 

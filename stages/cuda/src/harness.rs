@@ -36,9 +36,12 @@ pub fn run_cuda(ptx_dir: &Path, in_dir: &Path, out_dir: &Path) -> Result<Run> {
     let inp = Inputs::read(in_dir)?;
     let load = |stem: &str| -> Result<Module<'_>> {
         let path = ptx_dir.join(format!("{stem}.ptx"));
-        let text = std::fs::read_to_string(&path).map_err(|e| Error::Ptx {
+        let text = sky_fs::read_to_string(&path, sky_fs::SOURCE).map_err(|e| Error::Ptx {
             path: path.clone(),
-            reason: format!("{e} (compile the kernels first: `skyctl cuda compile`)"),
+            reason: format!(
+                "{} (compile the kernels first: `skyctl cuda compile`)",
+                e.problem()
+            ),
         })?;
         gpu.load_ptx(&text)
     };

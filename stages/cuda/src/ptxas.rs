@@ -26,7 +26,8 @@ pub fn assemble(
         return Ok(());
     }
     let stderr = String::from_utf8_lossy(&out.stderr);
-    let ptx = std::fs::read_to_string(ptx_path).map_err(|e| Error::io(ptx_path, e))?;
+    let ptx = sky_fs::read_to_string(ptx_path, sky_fs::SOURCE)
+        .map_err(|e| Error::io(ptx_path, e.into()))?;
     Err(locate(&stderr, &ptx, source, arch))
 }
 

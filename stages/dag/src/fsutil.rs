@@ -274,35 +274,25 @@ pub fn is_not_regular(e: &std::io::Error) -> bool {
 
 /// Open `path` for reading only if it is a regular file: never follows a symlink
 /// (`O_NOFOLLOW`), never blocks on a FIFO (`O_NONBLOCK`: the open returns at once, and the
-/// `fstat` that follows refuses it), never reads a directory or a device. What the store
-/// reads goes through here, so a blob replaced by something else is an error, not a hang.
+/// `fstat` that follows refuses it), never reads a directory or a device
+/// ([`sky_fs::open_nofollow`]). What the store reads goes through here, so a blob replaced by
+/// something else is an error, not a hang.
 pub fn open_regular(path: &Path) -> std::io::Result<std::fs::File> {
-    use rustix::fs::OFlags;
-    use std::os::unix::fs::OpenOptionsExt;
-    let flags = (OFlags::NONBLOCK | OFlags::NOFOLLOW | OFlags::NOCTTY).bits();
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(flags as i32)
-        .open(path)
-        .map_err(|e| {
-            if e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) {
-                not_regular("a symlink")
-            } else {
-                e
-            }
-        })?;
-    let ft = file.metadata()?.file_type();
-    if !ft.is_file() {
-        return Err(not_regular(kind_name(ft)));
-    }
-    Ok(file)
+    sky_fs::open_nofollow(path, sky_fs::CONTENT).map_err(regular_error)
 }
 
-/// The content of a regular file, opened with [`open_regular`].
-pub fn read_regular(path: &Path) -> std::io::Result<Vec<u8>> {
-    let mut bytes = Vec::new();
-    open_regular(path)?.read_to_end(&mut bytes)?;
-    Ok(bytes)
+/// A read error as the `io::Error` of this module: [`not_regular`] for a file of the wrong
+/// type, the error without its path otherwise.
+fn regular_error(e: sky_fs::ReadError) -> std::io::Error {
+    match e.not_regular() {
+        Some(what) => not_regular(what),
+        None => e.into(),
+    }
+}
+
+/// The content of a regular file, opened as [`open_regular`] does, at most `limit.max` bytes.
+pub fn read_regular(path: &Path, limit: sky_fs::Limit) -> std::io::Result<Vec<u8>> {
+    sky_fs::read_nofollow(path, limit).map_err(regular_error)
 }
 
 /// blake3 of a regular file's content, opened with [`open_regular`].

@@ -7,8 +7,12 @@
 //! ([`crate::process::Child`]), so a terminal's Ctrl-C reaches only skyctl, and skyctl ends
 //! them.
 
+use std::path::Path;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Mutex;
+
+/// A `/proc` file (`stat`, `environ`): it reports no size, so its read is cut here.
+const PROC: sky_fs::Limit = sky_fs::Limit::new("a /proc file", 16 << 20);
 
 /// The signal that asked the build to stop (0: none).
 static REQUESTED: AtomicI32 = AtomicI32::new(0);
@@ -49,7 +53,7 @@ pub fn track_children(path: &std::path::Path) {
 /// is absent: that build ended normally, or never started a child).
 fn end_leftovers(path: &std::path::Path) {
     let mut leftovers = Vec::new();
-    if let Ok(text) = std::fs::read_to_string(path) {
+    if let Ok(text) = sky_fs::read_to_string(path, sky_fs::STATE) {
         for line in text.lines() {
             let mut parts = line.split(' ');
             let (Some(pid), Some(start)) = (parts.next(), parts.next()) else {
@@ -131,7 +135,7 @@ fn kill_marked(mark: &std::ffi::OsStr) -> Vec<i32> {
             continue;
         }
         // Other users' processes are not readable, and not ours to end.
-        let Ok(environ) = std::fs::read(entry.path().join("environ")) else {
+        let Ok(environ) = sky_fs::read(&entry.path().join("environ"), PROC) else {
             continue;
         };
         if !environ.split(|&b| b == 0).any(|kv| kv == needle.as_slice()) {
@@ -164,7 +168,7 @@ fn wait_gone(pids: &[i32]) {
 
 /// Whether `pid` still runs (a zombie has stopped running).
 fn is_alive(pid: i32) -> bool {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+    let Ok(stat) = sky_fs::read_to_string(Path::new(&format!("/proc/{pid}/stat")), PROC) else {
         return false;
     };
     let state = stat
@@ -175,7 +179,7 @@ fn is_alive(pid: i32) -> bool {
 
 /// Field 22 of `/proc/<pid>/stat`: the start time, in clock ticks since boot.
 fn start_time(pid: i32) -> Option<String> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let stat = sky_fs::read_to_string(Path::new(&format!("/proc/{pid}/stat")), PROC).ok()?;
     // The command name (field 2) may hold spaces and parentheses; fields follow the last ')'.
     let rest = &stat[stat.rfind(')')? + 2..];
     rest.split(' ').nth(19).map(str::to_string)

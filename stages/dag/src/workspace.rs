@@ -1,8 +1,15 @@
 //! A workspace: the folder a pipeline is declared in, where its store lives, its own state,
 //! and the lock that keeps two builds in it from interleaving.
 
+use std::io::Read as _;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+
+/// The most of the lock file read ([`sky_fs::STATE`]).
+const STATE_MAX: u64 = match sky_fs::STATE.max {
+    Some(m) => m,
+    None => u64::MAX,
+};
 
 use crate::error::{DagError, Result};
 use crate::graph::Graph;
@@ -174,7 +181,7 @@ impl Workspace {
                 }
             }
         }
-        let mut file = std::fs::OpenOptions::new()
+        let file = std::fs::OpenOptions::new()
             .create(true)
             .truncate(false)
             .read(true)
@@ -190,7 +197,7 @@ impl Workspace {
                     path: self.root.clone(),
                 });
             }
-            let holder = std::fs::read_to_string(&p).unwrap_or_default();
+            let holder = sky_fs::read_to_string(&p, sky_fs::STATE).unwrap_or_default();
             let holder = holder.trim();
             let who = if holder.is_empty() || holder.parse::<u32>().is_err() {
                 String::new()
@@ -204,7 +211,8 @@ impl Workspace {
                 .map_err(|e| DagError::io("lock", &p, e.into()))?;
         }
         let mut before = String::new();
-        let _ = std::io::Read::read_to_string(&mut file, &mut before);
+        // The lock file, open already (it is what is locked): read no more than a state file.
+        let _ = std::io::Read::read_to_string(&mut (&file).take(STATE_MAX), &mut before);
         let settled = parse_settled(&before);
         let _ = file.set_len(0);
         let _ = file.write_all_at(std::process::id().to_string().as_bytes(), 0);

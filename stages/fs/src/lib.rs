@@ -1,4 +1,6 @@
-//! Atomic file replacement, the one way the workspace's crates write a file that readers may
+//! The one way the workspace's crates read a file ([`read`], [`open`]: a regular file, a
+//! size limit per kind of file, a located error; see the `read` module), and atomic file
+//! replacement, the one way the workspace's crates write a file that readers may
 //! see: the bytes go to a temp file beside the destination (same file system), which is
 //! flushed, given mode 0644, fsynced, and renamed over the destination. A reader sees the old
 //! file or the new one, never half of one; a crash leaves at most a temp file named
@@ -23,6 +25,14 @@
 //! assert_eq!(std::fs::read(&path)?, b"{\"v\": 2}\n");
 //! # Ok::<(), std::io::Error>(())
 //! ```
+
+mod read;
+
+pub use read::{
+    copy, open, open_nofollow, read, read_nofollow, read_open, read_to_string, size_in_words,
+    type_in_words, Limit, ReadError, CALIBRATION, CASES, CA_BUNDLE, CONFIG, CONTENT, GOLDEN, MODEL,
+    PIPELINE, POLICY, PROMPTS, REPORT, REQUEST, SOURCE, STATE, TEXT, TOKENIZER,
+};
 
 use std::io::{self, ErrorKind, Write};
 use std::path::{Path, PathBuf};

@@ -476,22 +476,9 @@ impl GgufMmap {
     /// Map a file read-only.
     pub fn open(path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref().to_path_buf();
-        let io = |err| Error::Io {
-            path: path.clone(),
-            err,
-        };
         // A FIFO would block the open, and a device or a pipe could stream without end: only
-        // a regular file is mapped (its header says how much of it is read).
-        let meta = std::fs::metadata(&path).map_err(io)?;
-        if meta.is_dir() {
-            return Err(io(std::io::Error::from(std::io::ErrorKind::IsADirectory)));
-        }
-        if !meta.is_file() {
-            return Err(io(std::io::Error::new(
-                std::io::ErrorKind::InvalidInput,
-                format!("not a regular file ({})", special_kind(&meta)),
-            )));
-        }
+        // a regular file is mapped (its header says how much of it is read): sky_fs::open
+        // checks the type on the opened file, without blocking.
         let bytes = Backing::Map(mmap_file(&path)?);
         Ok(GgufMmap { path, bytes })
     }
@@ -514,30 +501,6 @@ impl GgufMmap {
     }
 }
 
-/// What a file that is neither a regular file nor a directory is, for messages.
-#[cfg(feature = "fs")]
-fn special_kind(meta: &std::fs::Metadata) -> &'static str {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::FileTypeExt;
-        let t = meta.file_type();
-        if t.is_fifo() {
-            return "a FIFO";
-        }
-        if t.is_socket() {
-            return "a socket";
-        }
-        if t.is_char_device() {
-            return "a character device";
-        }
-        if t.is_block_device() {
-            return "a block device";
-        }
-    }
-    let _ = meta;
-    "a special file"
-}
-
 /// Map a file read-only into memory.
 #[cfg(feature = "fs")]
 pub fn mmap_file(path: &Path) -> Result<memmap2::Mmap> {
@@ -545,7 +508,7 @@ pub fn mmap_file(path: &Path) -> Result<memmap2::Mmap> {
         path: path.to_path_buf(),
         err,
     };
-    let file = std::fs::File::open(path).map_err(io)?;
+    let file = sky_fs::open(path, sky_fs::MODEL).map_err(|e| io(e.into()))?;
     // SAFETY: the map is read-only and every byte of it is treated as untrusted input. The
     // one hazard left is another process truncating or rewriting the file while it is
     // mapped; skyctl only replaces files by atomic rename (a new inode), never in place, so

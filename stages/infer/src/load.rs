@@ -278,7 +278,7 @@ mod fs {
     pub fn engine_from_laya_dir(dir: &Path) -> Result<Engine> {
         let read = |rel: &str| {
             let p = dir.join(rel);
-            std::fs::read(&p).map_err(|e| io(&p, e))
+            sky_fs::read(&p, sky_fs::CONFIG).map_err(|e| io(&p, std::io::Error::from(e)))
         };
         let (enc, agent) = (read("encoder/config.json"), read("rl_agent_config.json"));
         engine_from_laya(dir, enc, agent, || sky_laya::LayaCheckpoint::open(dir))

@@ -116,24 +116,45 @@ impl GoldenFile {
 
     /// Parse a whole file. `label` names the file in error messages.
     pub fn parse(bytes: &[u8], label: &str) -> Result<Self> {
+        let header = Header::parse(&bytes[..bytes.len().min(MAX_HEADER_LEN)], label)?;
+        header.check_size(bytes.len() as u64, label)?;
+        let offset = header.offset;
+        Ok(header.decode(&bytes[offset..]))
+    }
+}
+
+/// A parsed header line: what the payload after it must be.
+#[derive(Debug, Clone, PartialEq)]
+struct Header {
+    name: String,
+    dtype: Dtype,
+    count: u64,
+    seed: u32,
+    /// Where the payload starts (the byte after the newline).
+    offset: usize,
+}
+
+impl Header {
+    /// Parse the header line at the start of `window`, the first [`MAX_HEADER_LEN`] bytes of
+    /// the file (all of them when it is shorter).
+    fn parse(window: &[u8], label: &str) -> Result<Header> {
         let bad = |offset: usize, reason: String| Error::BadHeader {
             file: label.to_string(),
             offset,
             reason,
         };
-        let window = &bytes[..bytes.len().min(MAX_HEADER_LEN)];
         let Some(newline) = window.iter().position(|&b| b == b'\n') else {
-            let reason = if bytes.len() < MAX_HEADER_LEN {
+            let reason = if window.len() < MAX_HEADER_LEN {
                 format!(
                     "no newline in the {} bytes of the file (the header line must end with \\n)",
-                    bytes.len()
+                    window.len()
                 )
             } else {
                 format!("no newline in the first {MAX_HEADER_LEN} bytes (the header line must end with \\n)")
             };
-            return Err(bad(bytes.len().min(MAX_HEADER_LEN), reason));
+            return Err(bad(window.len(), reason));
         };
-        let line = &bytes[..newline];
+        let line = &window[..newline];
         if let Some(pos) = line.iter().position(|&b| !(0x20..0x7f).contains(&b)) {
             return Err(bad(
                 pos,
@@ -220,25 +241,45 @@ impl GoldenFile {
                 )
             })?;
 
-        let offset = newline + 1;
-        let payload = &bytes[offset..];
-        let expected = count.checked_mul(dtype.size());
-        if expected != Some(payload.len() as u64) {
-            let hint = match expected {
-                Some(e) if (payload.len() as u64) > e => " (trailing bytes)",
-                _ => " (truncated)",
-            };
-            return Err(Error::PayloadSize {
-                file: label.to_string(),
-                offset,
-                count,
-                dtype,
-                expected: expected.map_or_else(|| "more than 2^64".to_string(), |e| e.to_string()),
-                found: payload.len() as u64,
-                hint,
-            });
+        Ok(Header {
+            name: name.to_string(),
+            dtype,
+            count,
+            seed,
+            offset: newline + 1,
+        })
+    }
+
+    /// The payload's size in bytes, when it fits in 64 bits.
+    fn payload_len(&self) -> Option<u64> {
+        self.count.checked_mul(self.dtype.size())
+    }
+
+    /// `Err` unless a file of `file_len` bytes holds exactly the payload the header declares.
+    fn check_size(&self, file_len: u64, label: &str) -> Result<()> {
+        let found = file_len.saturating_sub(self.offset as u64);
+        let expected = self.payload_len();
+        if expected == Some(found) {
+            return Ok(());
         }
-        let payload = match dtype {
+        let hint = match expected {
+            Some(e) if found > e => " (trailing bytes)",
+            _ => " (truncated)",
+        };
+        Err(Error::PayloadSize {
+            file: label.to_string(),
+            offset: self.offset,
+            count: self.count,
+            dtype: self.dtype,
+            expected: expected.map_or_else(|| "more than 2^64".to_string(), |e| e.to_string()),
+            found,
+            hint,
+        })
+    }
+
+    /// The file of this header and `payload` (of the size [`Header::check_size`] accepted).
+    fn decode(self, payload: &[u8]) -> GoldenFile {
+        let payload = match self.dtype {
             Dtype::F32 => Payload::F32(
                 payload
                     .chunks_exact(4)
@@ -253,19 +294,20 @@ impl GoldenFile {
             ),
             Dtype::U8 => Payload::U8(payload.to_vec()),
         };
-        Ok(GoldenFile {
-            name: name.to_string(),
-            seed,
+        GoldenFile {
+            name: self.name,
+            seed: self.seed,
             payload,
-        })
+        }
     }
+}
 
+impl GoldenFile {
     /// Read and parse `<dir>/<name>.bin`, requiring the header name to equal `name`.
     pub fn read(dir: &Path, name: &str) -> Result<Self> {
         let path = file_path(dir, name);
-        let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
         let label = path.display().to_string();
-        let file = GoldenFile::parse(&bytes, &label)?;
+        let file = GoldenFile::read_file(&path, &label)?;
         if file.name != name {
             return Err(Error::Mismatch {
                 file: label,
@@ -275,6 +317,36 @@ impl GoldenFile {
             });
         }
         Ok(file)
+    }
+
+    /// Read and parse the golden file at `path` as far as its header declares: the header line
+    /// (at most [`MAX_HEADER_LEN`] bytes), then, once the file's length is the header's plus
+    /// the payload it declares, exactly that payload. A file of the wrong size is refused
+    /// unread; a FIFO or a device is refused unopened ([`sky_fs::open`]).
+    pub fn read_file(path: &Path, label: &str) -> Result<Self> {
+        use std::io::Read as _;
+        let io = |e: std::io::Error| Error::io(path, e);
+        let mut file = sky_fs::open(path, sky_fs::GOLDEN).map_err(|e| io(e.into()))?;
+        let len = file.metadata().map_err(io)?.len();
+        let mut window = Vec::with_capacity(MAX_HEADER_LEN);
+        (&mut file)
+            .take(MAX_HEADER_LEN as u64)
+            .read_to_end(&mut window)
+            .map_err(io)?;
+        let header = Header::parse(&window, label)?;
+        header.check_size(len, label)?;
+        let mut payload = window.split_off(header.offset.min(window.len()));
+        let want = (len - header.offset as u64) as usize;
+        if payload.len() < want {
+            payload.reserve_exact(want - payload.len());
+            (&mut file)
+                .take((want - payload.len()) as u64)
+                .read_to_end(&mut payload)
+                .map_err(io)?;
+        }
+        // The file changed size under us: the same error as a file of that size.
+        header.check_size(header.offset as u64 + payload.len() as u64, label)?;
+        Ok(header.decode(&payload))
     }
 
     /// Write `<dir>/<name>.bin` atomically; returns the path and the bytes written.
@@ -414,6 +486,60 @@ mod tests {
         assert!(parse_err(&b).contains("is 11 bytes") && parse_err(&b).contains("(truncated)"));
         let huge = b"PNGOLDEN1 x f32 18446744073709551615 seed=0x9E3779B9\n";
         assert!(parse_err(huge).contains("more than 2^64"));
+    }
+
+    #[test]
+    fn reading_a_file_agrees_with_parsing_its_bytes_on_random_files() {
+        // The reader looks at the header, then at the file's length, then reads only the
+        // payload the header declares: on any file it must decide as parsing the whole file
+        // does, with the same error.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.bin");
+        let mut rng = crate::rng::XorShift32::new(0x5EED_0001);
+        let seeds = [
+            sample().to_bytes(),
+            GoldenFile::new("i", Payload::I32(vec![5, -7])).to_bytes(),
+            GoldenFile::new("u", Payload::U8(vec![1; 300])).to_bytes(),
+        ];
+        for round in 0..3_000 {
+            let mut b = seeds[round % 3].clone();
+            for _ in 0..=(rng.next_u32() % 3) {
+                let at = rng.next_u32() as usize % (b.len() + 1);
+                match rng.next_u32() % 5 {
+                    0 if at < b.len() => b[at] ^= 1 << (rng.next_u32() % 8),
+                    1 => b.insert(at, rng.byte()),
+                    2 if at < b.len() => {
+                        b.remove(at);
+                    }
+                    3 => b.extend((0..rng.next_u32() % 300).map(|_| rng.byte())),
+                    _ => b.truncate(at),
+                }
+            }
+            std::fs::write(&path, &b).unwrap();
+            let read = GoldenFile::read_file(&path, "m").map_err(|e| e.to_string());
+            let parsed = GoldenFile::parse(&b, "m").map_err(|e| e.to_string());
+            assert_eq!(
+                read,
+                parsed,
+                "round {round}: {:?}",
+                String::from_utf8_lossy(&b)
+            );
+        }
+    }
+
+    #[test]
+    fn a_huge_file_is_judged_by_its_header_and_length_unread() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("big.bin");
+        std::fs::write(&path, sample().header()).unwrap();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(3 << 30)
+            .unwrap();
+        let e = GoldenFile::read_file(&path, "big").unwrap_err().to_string();
+        assert!(e.contains("(trailing bytes)"), "{e}");
     }
 
     #[test]

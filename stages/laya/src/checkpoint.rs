@@ -3,7 +3,6 @@
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
-use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use safetensors::{Dtype, SafeTensors};
@@ -11,7 +10,7 @@ use serde_json::Value as Json;
 
 use crate::config::{
     parse_json_object, read_file, read_json_object, read_optional, AgentConfig, EncoderConfig,
-    AGENT_WHAT, ENCODER_WHAT,
+    Size, AGENT_WHAT, ENCODER_WHAT,
 };
 use crate::error::{LayaError, Result};
 use crate::names::{gguf_name, is_dropped};
@@ -296,12 +295,11 @@ fn map_shards(dir: &Path) -> Vec<Result<Shard>> {
         Err(e) => return vec![Err(e)],
     };
     let map = |path: PathBuf| -> Result<Shard> {
-        let mut file = File::open(&path).map_err(|e| LayaError::io(&path, e))?;
         // Read, not mapped: a checkpoint truncated while we convert it (a trainer writing it
         // anew) would kill the process with SIGBUS, the whole build with it; read, it is a
-        // short file, which the safetensors header check names.
-        let mut bytes = Vec::new();
-        std::io::Read::read_to_end(&mut file, &mut bytes).map_err(|e| LayaError::io(&path, e))?;
+        // short file, which the reader or the safetensors header check names.
+        let bytes =
+            sky_fs::read(&path, sky_fs::MODEL).map_err(|e| LayaError::io(&path, e.into()))?;
         Ok(Shard {
             path,
             bytes: ShardBytes::Owned(bytes),
@@ -326,9 +324,14 @@ impl LayaCheckpoint {
         LayaCheckpoint::from_sources(
             dir,
             Sources {
-                encoder: read_file(&dir.join("encoder").join("config.json"), ENCODER_WHAT)
+                encoder: read_file(
+                    &dir.join("encoder").join("config.json"),
+                    ENCODER_WHAT,
+                    Size::Config,
+                )
+                .map(Cow::Owned),
+                agent: read_file(&dir.join("rl_agent_config.json"), AGENT_WHAT, Size::Config)
                     .map(Cow::Owned),
-                agent: read_file(&dir.join("rl_agent_config.json"), AGENT_WHAT).map(Cow::Owned),
                 root_config: owned(read_optional(&dir.join("config.json"), "config.json")),
                 tokenizer: TokenizerFiles::read(&dir.join("tokenizer")),
                 shards: map_shards(dir),

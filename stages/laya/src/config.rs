@@ -7,24 +7,51 @@ use serde_json::{Map, Value};
 
 use crate::error::{LayaError, Result};
 
-/// Read a file's bytes (missing: [`LayaError::MissingFile`] saying `what` it is for).
-pub(crate) fn read_file(path: &Path, what: &'static str) -> Result<Vec<u8>> {
-    match std::fs::read(path) {
+/// The size limit a checkpoint file is read under ([`sky_fs::CONFIG`], [`sky_fs::TOKENIZER`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Size {
+    /// A JSON config (`encoder/config.json`, `rl_agent_config.json`, ...).
+    Config,
+    /// `tokenizer/tokenizer.json`.
+    Tokenizer,
+}
+
+/// Read a file's bytes (missing: [`LayaError::MissingFile`] saying `what` it is for) with
+/// [`sky_fs::read`]: a regular file after following links, within the limit of its `size`.
+#[cfg(feature = "fs")]
+pub(crate) fn read_file(path: &Path, what: &'static str, size: Size) -> Result<Vec<u8>> {
+    let limit = match size {
+        Size::Config => sky_fs::CONFIG,
+        Size::Tokenizer => sky_fs::TOKENIZER,
+    };
+    match sky_fs::read(path, limit) {
         Ok(b) => Ok(b),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(LayaError::MissingFile {
+        Err(e) if e.is_not_found() => Err(LayaError::MissingFile {
             path: path.to_path_buf(),
             what,
         }),
-        Err(e) => Err(LayaError::io(path, e)),
+        Err(e) => Err(LayaError::io(path, e.into())),
     }
 }
 
-/// Read a file that may be absent (not a file: `None`).
+/// Without the file-system part there are no files to read.
+#[cfg(not(feature = "fs"))]
+pub(crate) fn read_file(path: &Path, _what: &'static str, _size: Size) -> Result<Vec<u8>> {
+    Err(LayaError::io(
+        path,
+        std::io::Error::new(
+            std::io::ErrorKind::Unsupported,
+            "sky-laya was built without its file-system part",
+        ),
+    ))
+}
+
+/// Read a file that may be absent (absent: `None`; present, it must be a regular file).
 pub(crate) fn read_optional(path: &Path, what: &'static str) -> Result<Option<Vec<u8>>> {
-    if !path.is_file() {
+    if std::fs::symlink_metadata(path).is_err() {
         return Ok(None);
     }
-    read_file(path, what).map(Some)
+    read_file(path, what, Size::Config).map(Some)
 }
 
 /// A file's bytes as text (the error `std::fs::read_to_string` gives).
@@ -59,7 +86,7 @@ pub(crate) fn parse_json_object(path: &Path, bytes: &[u8]) -> Result<Map<String,
 /// Read and parse a JSON file whose top level must be an object.
 #[cfg_attr(not(feature = "fs"), allow(dead_code))] // used by the file-system part
 pub(crate) fn read_json_object(path: &Path, what: &'static str) -> Result<Map<String, Value>> {
-    parse_json_object(path, &read_file(path, what)?)
+    parse_json_object(path, &read_file(path, what, Size::Config)?)
 }
 
 /// What `encoder/config.json` is for, when it is missing.
@@ -168,7 +195,7 @@ impl EncoderConfig {
 
     /// Parse `encoder/config.json`.
     pub fn load(path: &Path) -> Result<EncoderConfig> {
-        EncoderConfig::parse(path, &read_file(path, ENCODER_WHAT)?)
+        EncoderConfig::parse(path, &read_file(path, ENCODER_WHAT, Size::Config)?)
     }
 
     /// Parse the bytes of `encoder/config.json` (`path` names it in errors).
@@ -334,7 +361,7 @@ pub const QUESTION_TYPES: [&str; 3] = ["choice", "score", "noul"];
 impl AgentConfig {
     /// Parse `rl_agent_config.json`.
     pub fn load(path: &Path) -> Result<AgentConfig> {
-        AgentConfig::parse(path, &read_file(path, AGENT_WHAT)?)
+        AgentConfig::parse(path, &read_file(path, AGENT_WHAT, Size::Config)?)
     }
 
     /// Parse the bytes of `rl_agent_config.json` (`path` names it in errors).
@@ -446,6 +473,44 @@ pub fn temperature_bucket_key(bucket: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn random_mutations_of_real_configs_never_panic() {
+        // A deterministic stand-in for the fuzz target (fuzz/fuzz_targets/laya_checkpoint.rs):
+        // flip, insert, delete and truncate bytes of s1-pico's two configs; parsing returns Ok
+        // or Err, never panics, and never sizes an allocation by a field.
+        let seeds: [&[u8]; 2] = [
+            include_bytes!("../../../models/s1-pico/encoder/config.json"),
+            include_bytes!("../../../models/s1-pico/rl_agent_config.json"),
+        ];
+        let mut state = 0x9E37_79B9_u32;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 17;
+            state ^= state << 5;
+            state
+        };
+        let digits = b"0123456789-.e\"{}[],: ";
+        let path = Path::new("config.json");
+        for round in 0..20_000 {
+            let mut b = seeds[round % 2].to_vec();
+            for _ in 0..=(next() % 4) {
+                let at = next() as usize % (b.len() + 1);
+                match next() % 5 {
+                    0 if at < b.len() => b[at] ^= 1 << (next() % 8),
+                    1 => b.insert(at, next() as u8),
+                    2 => b.insert(at, digits[next() as usize % digits.len()]),
+                    3 if at < b.len() => {
+                        b.remove(at);
+                    }
+                    _ => b.truncate(at),
+                }
+            }
+            let _ = EncoderConfig::parse(path, &b);
+            let _ = AgentConfig::parse(path, &b);
+            let _ = parse_json_object(path, &b);
+        }
+    }
 
     #[test]
     fn bucket_keys_as_llama_cpp() {

@@ -9,7 +9,7 @@ use serde_json::{json, Map, Value as Json};
 use sky_gguf::{GgufFile, GgufWriter, Value, ValueType};
 use sky_tokenizer::AddedToken;
 
-use crate::config::{parse_json_object, read_file, read_optional, utf8};
+use crate::config::{parse_json_object, read_file, read_optional, utf8, Size};
 use crate::error::{LayaError, Result};
 
 /// ggml token types (llama.cpp `llama_token_type`).
@@ -67,11 +67,13 @@ impl TokenizerFiles<'_> {
             json: read_file(
                 &dir.join("tokenizer.json"),
                 "the Hugging Face tokenizer of the checkpoint",
+                Size::Tokenizer,
             )
             .map(Cow::Owned),
             config: read_file(
                 &dir.join("tokenizer_config.json"),
                 "tokenizer/tokenizer_config.json, the special token names",
+                Size::Config,
             )
             .map(Cow::Owned),
             model_config: read_optional(&dir.join("config.json"), "tokenizer/config.json")

@@ -185,8 +185,8 @@ impl Transport for Client {
 
     /// `PUT` a file (streamed, with its length).
     fn put_file(&self, path: &str, file: &Path) -> Result<u64, Failure> {
-        let f = std::fs::File::open(file)
-            .map_err(|e| Failure::Transport(format!("cannot read `{}`: {e}", file.display())))?;
+        let f = sky_fs::open(file, sky_fs::CONTENT)
+            .map_err(|e| Failure::Transport(format!("cannot read {e}")))?;
         let len = f.metadata().map(|m| m.len()).unwrap_or(0);
         let resp = self
             .bounded(self.agent.put(self.url(path)), len)

@@ -108,8 +108,8 @@ impl Transport for MemoryRemote {
     }
 
     fn put_file(&self, path: &str, file: &Path) -> std::result::Result<u64, Failure> {
-        let bytes = std::fs::read(file)
-            .map_err(|e| Failure::Transport(format!("cannot read `{}`: {e}", file.display())))?;
+        let bytes = sky_fs::read(file, sky_fs::CONTENT)
+            .map_err(|e| Failure::Transport(format!("cannot read {e}")))?;
         self.put(path, bytes)
     }
 

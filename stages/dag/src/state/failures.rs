@@ -8,7 +8,7 @@ use crate::failure::NodeFailure;
 /// The last failure of each node that failed the last time it ran (see the module doc);
 /// empty when there is none, or the file is missing or damaged.
 pub fn load_failures(paths: &StatePaths) -> BTreeMap<String, NodeFailure> {
-    std::fs::read(paths.failures())
+    sky_fs::read(&paths.failures(), sky_fs::STATE)
         .ok()
         .and_then(|b| serde_json::from_slice(&b).ok())
         .unwrap_or_default()

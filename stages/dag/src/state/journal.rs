@@ -23,7 +23,7 @@ impl Journal {
 
     /// The paths noted by builds that did not end normally.
     pub fn read(&self) -> std::collections::BTreeSet<String> {
-        std::fs::read_to_string(&self.path)
+        sky_fs::read_to_string(&self.path, sky_fs::STATE)
             .map(|t| {
                 t.lines()
                     .filter(|l| !l.is_empty())

@@ -277,7 +277,7 @@ impl LastBuild {
             return LastBuild::default();
         };
         last.materials = Some(paths.materials());
-        if let Ok(log) = crate::fsutil::read_regular(&paths.last_build_log()) {
+        if let Ok(log) = crate::fsutil::read_regular(&paths.last_build_log(), sky_fs::STATE) {
             let mut rest = log.as_slice();
             while let Some((body, after)) = next_frame(DELTA_MAGIC, rest) {
                 if last.apply(body).is_none() {
@@ -422,12 +422,13 @@ impl LastBuild {
         if let (Some(loaded), false) = (self.loaded, compacted) {
             let delta = self.encode_changes(&loaded.base_id, changed);
             // The base on disk must be the one loaded (the workspace lock is held: it is).
-            let same_base = std::fs::File::open(paths.last_build()).is_ok_and(|f| {
-                let mut head = [0u8; 32];
-                std::os::unix::fs::FileExt::read_exact_at(&f, &mut head, 0).is_ok()
-                    && head[16..32] == loaded.base_id
-                    && f.metadata().is_ok_and(|m| m.len() == loaded.base_len)
-            });
+            let same_base =
+                sky_fs::open_nofollow(&paths.last_build(), sky_fs::STATE).is_ok_and(|f| {
+                    let mut head = [0u8; 32];
+                    std::os::unix::fs::FileExt::read_exact_at(&f, &mut head, 0).is_ok()
+                        && head[16..32] == loaded.base_id
+                        && f.metadata().is_ok_and(|m| m.len() == loaded.base_len)
+                });
             let limit = (loaded.base_len / 4).max(16 << 10);
             if same_base && loaded.log_len + delta.len() as u64 <= limit {
                 use std::io::Write;
@@ -521,7 +522,7 @@ impl LastBuild {
 
     /// Rewrite `materials.log` with only the materials this record references.
     fn compact(&mut self, log: &Path) -> std::io::Result<()> {
-        let old = crate::fsutil::read_regular(log).unwrap_or_default();
+        let old = crate::fsutil::read_regular(log, sky_fs::STATE).unwrap_or_default();
         let mut out = Vec::new();
         for st in self.nodes.values_mut() {
             if let Material::Stored { offset, len, check } = st.material.clone() {

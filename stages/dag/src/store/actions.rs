@@ -19,8 +19,7 @@ impl Store {
     }
 
     pub(super) fn read_log(path: &Path) -> std::io::Result<LogContent> {
-        let mut bytes = Vec::new();
-        std::io::Read::read_to_end(&mut fsutil::open_regular(path)?, &mut bytes)?;
+        let bytes = fsutil::read_regular(path, sky_fs::STATE)?;
         let mut out = LogContent::default();
         let mut rest = bytes.as_slice();
         let mut line_no = 0;

@@ -241,11 +241,10 @@ impl Store {
     /// records. A workspace whose last build recorded the same id may trust that its records
     /// are still here.
     pub fn id(&self) -> String {
-        let mut id = String::new();
-        match fsutil::open_regular(&self.id_path())
-            .and_then(|mut f| std::io::Read::read_to_string(&mut f, &mut id))
-        {
-            Ok(_) => id.trim().to_string(),
+        match fsutil::read_regular(&self.id_path(), sky_fs::STATE) {
+            Ok(id) => String::from_utf8(id)
+                .map(|id| id.trim().to_string())
+                .unwrap_or_default(),
             Err(_) => String::new(),
         }
     }

@@ -43,7 +43,7 @@ impl WorkspaceArgs {
 
     /// `--store`, else `SKYCTL_STORE` (set but blank: an error, never the manifest's store).
     /// Either must name a store, or a folder a store may be made in: by the same rule as
-    /// `store_dir` ([`store_folder_problem`]), before anything is read or written. One inside
+    /// `store_dir` ([`crate::pipeline::store_folder_problem`]), before anything is read or written. One inside
     /// the workspace `root` is a project folder, checked with the others and located
     /// ([`Pipeline::graph`]).
     fn store_override(&self, root: &std::path::Path) -> anyhow::Result<Option<PathBuf>> {
@@ -54,29 +54,9 @@ impl WorkspaceArgs {
             (None, None) => return Ok(None),
         };
         let inside = std::path::absolute(&dir).is_ok_and(|abs| abs.starts_with(root));
-        if let Some(problem) = store_folder_problem(&dir).filter(|_| !inside) {
+        if let Some(problem) = crate::pipeline::store_folder_problem(&dir).filter(|_| !inside) {
             anyhow::bail!("{what} `{}` {problem}", dir.display());
         }
         Ok(Some(dir))
     }
-}
-
-/// Why no store may be made in `dir` (given as `--store` or `SKYCTL_STORE`), if so: it holds
-/// no store yet, and it lies in version control's folder, or holds files that are not a
-/// store's ([`sky_dag::store::foreign_entry`], the rule `store_dir` follows too). A folder
-/// that already holds a store is used as it is.
-pub fn store_folder_problem(dir: &std::path::Path) -> Option<String> {
-    if dir.join(sky_dag::store::STORE_VERSION_DIR).is_dir() {
-        return None;
-    }
-    if let Err(refusal) = sky_dag::writable::may_write(&sky_dag::writable::resolved(dir), &[]) {
-        return Some(format!(
-            "{refusal}, which is not skyctl's; choose a folder of its own"
-        ));
-    }
-    let name = sky_dag::store::foreign_entry(dir)?;
-    Some(format!(
-        "already exists and holds `{}`, which is not the store's; choose a folder of its own (the store writes `CACHEDIR.TAG` and `.gitignore` into it)",
-        dir.join(name).display()
-    ))
 }

@@ -8,10 +8,11 @@ use std::path::Path;
 
 use sky_dag::writable::{may_write, resolved, Protected};
 
-/// Refuse `out` (the file or folder `tool` writes) when skyctl may not write it, or when it is,
-/// lies inside or holds one of `reads`: the paths the tool reads, each with what it is in
-/// messages ("the checkpoint"). An input that does not exist is skipped (reading it fails on
-/// its own).
+/// Refuse `out` (the file or folder `tool` writes) when skyctl may not write it, or when it is
+/// or lies inside one of `reads`: the paths the tool reads, each with what it is in messages
+/// ("the checkpoint"). An input that does not exist is skipped (reading it fails on its own).
+/// An output holding an input is left to the writer: a tool writes files into an output
+/// folder (never replacing it whole), and refuses to replace a folder with a file.
 pub fn check(tool: &str, out: &Path, reads: &[(&Path, &str)]) -> anyhow::Result<()> {
     let target = resolved(out);
     let inputs: Vec<(&Path, &str, std::path::PathBuf)> = reads
@@ -20,7 +21,7 @@ pub fn check(tool: &str, out: &Path, reads: &[(&Path, &str)]) -> anyhow::Result<
         .collect();
     let protected: Vec<Protected> = inputs
         .iter()
-        .map(|(_, what, real)| Protected::new(real, *what))
+        .map(|(_, what, real)| Protected::new(real, *what).may_be_held())
         .collect();
     let Err(refusal) = may_write(&target, &protected) else {
         return Ok(());

@@ -230,6 +230,26 @@ pub fn folder_on_disk(root: &Path, what: &str, rel: &str) -> Option<String> {
     None
 }
 
+/// Why no store may be made in `dir` (given as `--store` or `SKYCTL_STORE`), if so: it holds
+/// no store yet, and it lies in version control's folder, or holds files that are not a
+/// store's ([`sky_dag::store::foreign_entry`], the rule `store_dir` follows too). A folder
+/// that already holds a store is used as it is.
+pub fn store_folder_problem(dir: &std::path::Path) -> Option<String> {
+    if dir.join(sky_dag::store::STORE_VERSION_DIR).is_dir() {
+        return None;
+    }
+    if let Err(refusal) = sky_dag::writable::may_write(&sky_dag::writable::resolved(dir), &[]) {
+        return Some(format!(
+            "{refusal}, which is not skyctl's; choose a folder of its own"
+        ));
+    }
+    let name = sky_dag::store::foreign_entry(dir)?;
+    Some(format!(
+        "already exists and holds `{}`, which is not the store's; choose a folder of its own (the store writes `CACHEDIR.TAG` and `.gitignore` into it)",
+        dir.join(name).display()
+    ))
+}
+
 impl Pipeline {
     /// The project folders in use, normalised: `[project] release_dir`, `build_dir`, and the
     /// store (`store_dir`, or `--store` / `SKYCTL_STORE` when that lies inside the workspace).
@@ -334,8 +354,7 @@ impl Pipeline {
         }
         for f in folders {
             let problem = if f.what == "--store" {
-                crate::pipeline_args::store_folder_problem(&self.ws.store_dir)
-                    .map(|p| format!("--store `{}` {p}", f.rel))
+                store_folder_problem(&self.ws.store_dir).map(|p| format!("--store `{}` {p}", f.rel))
             } else {
                 folder_on_disk(&self.ws.root, f.what, &f.rel)
             };

@@ -298,6 +298,23 @@ fn issue53_7_a_tool_never_writes_over_what_it_reads() {
     );
     let e = ws.fails(&["calibrate", "ck", "ck/calibration.json"], 2);
     assert!(e.contains("lies inside the model `ck`"), "{e}");
+    let e = ws.fails(
+        &[
+            "tune",
+            "m.gguf",
+            "--cases",
+            "c.jsonl",
+            "--tolerance",
+            "0.1",
+            "--out",
+            "m.gguf",
+        ],
+        2,
+    );
+    assert!(
+        e.contains("skyctl: tune: the output `m.gguf` is the model `m.gguf`, which tune reads"),
+        "{e}"
+    );
     // golden record: never over the cases or the model.
     ws.write("cases.jsonl", "{}\n");
     let e = ws.fails(

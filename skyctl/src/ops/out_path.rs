@@ -1,4 +1,4 @@
-//! Where a direct tool (`convert`, `random`, `golden`, `quantize`, `calibrate`) may write the
+//! Where a direct tool (`convert`, `random`, `golden`, `quantize`, `calibrate`, `tune`) may write the
 //! path it is given: by the build's own rule ([`sky_dag::writable::may_write`]: never in
 //! version control's folder, at any depth), and never over, inside or around a file or folder
 //! the tool reads. The paths are compared where they land: the output's folder resolved

@@ -440,6 +440,36 @@ mod tests {
     use super::*;
 
     #[test]
+    fn no_store_is_made_in_a_folder_of_other_files_or_in_git() {
+        let dir = tempfile::tempdir().unwrap();
+        let mine = dir.path().join("mine");
+        std::fs::create_dir_all(&mine).unwrap();
+        std::fs::write(mine.join("notes.txt"), "mine\n").unwrap();
+        let e = Store::open(&mine).unwrap_err().to_string();
+        assert!(
+            e.contains("not a store, and it holds `notes.txt`, which is not the store's"),
+            "{e}"
+        );
+        let left: Vec<_> = std::fs::read_dir(&mine).unwrap().flatten().collect();
+        assert_eq!(left.len(), 1, "nothing written beside the user's file");
+        let e = Store::open(&dir.path().join("repo/.git/cache"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("lies inside version control's folder"), "{e}");
+        assert!(!dir.path().join("repo").exists());
+        // A store already there is used, whatever lies beside it; a missing or empty folder,
+        // or one holding only the store's own files, gets one.
+        let s = dir.path().join("s");
+        Store::open(&s).unwrap();
+        std::fs::write(s.join("README"), "about this cache\n").unwrap();
+        Store::open(&s).unwrap();
+        assert_eq!(foreign_entry(&s).as_deref(), Some("README".as_ref()));
+        let state = dir.path().join("dot");
+        std::fs::create_dir_all(state.join("state-v1")).unwrap();
+        Store::open(&state).unwrap();
+    }
+
+    #[test]
     fn open_sweeps_a_killed_marker_write_and_writes_each_missing_marker() {
         let dir = tempfile::tempdir().unwrap();
         let s = dir.path().join("s");

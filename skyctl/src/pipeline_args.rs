@@ -19,13 +19,9 @@ pub struct WorkspaceArgs {
 impl WorkspaceArgs {
     /// Open the pipeline these arguments name.
     pub fn open(&self) -> anyhow::Result<Pipeline> {
-        let cwd = std::env::current_dir()?;
-        Pipeline::open(
-            &cwd,
-            self.manifest.as_deref(),
-            self.store_override()?,
-            crate::kinds::planners(),
-        )
+        let file = self.find()?;
+        let store = self.store_override(&file.root)?;
+        Pipeline::from_file(file, store, crate::kinds::planners())
     }
 
     /// The graph of the pipeline these arguments name, from the compiled cache when nothing it
@@ -35,12 +31,8 @@ impl WorkspaceArgs {
         file: crate::pipeline::ManifestFile,
         registry: &sky_dag::Registry,
     ) -> anyhow::Result<crate::pipeline::cache::Compiled> {
-        crate::pipeline::cache::open(
-            file,
-            self.store_override()?,
-            registry,
-            crate::kinds::planners(),
-        )
+        let store = self.store_override(&file.root)?;
+        crate::pipeline::cache::open(file, store, registry, crate::kinds::planners())
     }
 
     /// Find and read the manifest these arguments name.
@@ -50,8 +42,21 @@ impl WorkspaceArgs {
     }
 
     /// `--store`, else `SKYCTL_STORE` (set but blank: an error, never the manifest's store).
-    fn store_override(&self) -> anyhow::Result<Option<PathBuf>> {
+    /// Either must name a store, or a folder a store may be made in: by the same rule as
+    /// `store_dir` ([`crate::pipeline::store_folder_problem`]), before anything is read or written. One inside
+    /// the workspace `root` is a project folder, checked with the others and located
+    /// ([`Pipeline::graph`]).
+    fn store_override(&self, root: &std::path::Path) -> anyhow::Result<Option<PathBuf>> {
         let var = sky_env::Var::get("SKYCTL_STORE").path("a folder for the content store")?;
-        Ok(self.store.clone().or(var))
+        let (dir, what) = match (&self.store, var) {
+            (Some(dir), _) => (dir.clone(), "--store"),
+            (None, Some(dir)) => (dir, "SKYCTL_STORE"),
+            (None, None) => return Ok(None),
+        };
+        let inside = std::path::absolute(&dir).is_ok_and(|abs| abs.starts_with(root));
+        if let Some(problem) = crate::pipeline::store_folder_problem(&dir).filter(|_| !inside) {
+            anyhow::bail!("{what} `{}` {problem}", dir.display());
+        }
+        Ok(Some(dir))
     }
 }

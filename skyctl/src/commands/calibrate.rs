@@ -22,6 +22,11 @@ pub struct Args {
 
 /// Run `skyctl calibrate`.
 pub fn run(args: Args) -> anyhow::Result<Outcome> {
+    let mut reads = vec![(args.model.as_path(), "the model")];
+    if let Some(p) = &args.prompts {
+        reads.push((p.as_path(), "the prompts file"));
+    }
+    crate::ops::out_path::check("calibrate", &args.out, &reads)?;
     let run = crate::ops::calibrate::calibrate_model(&args.model, args.prompts.as_deref())?;
     sky_fs::write(&args.out, run.calibration.to_json().as_bytes())
         .with_context(|| format!("writing {}", args.out.display()))?;

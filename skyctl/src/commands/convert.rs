@@ -45,6 +45,11 @@ pub struct Args {
 
 /// Run `skyctl convert`.
 pub fn run(args: Args) -> anyhow::Result<Outcome> {
+    let mut reads = vec![(args.laya_dir.as_path(), "the checkpoint")];
+    if let Some(p) = &args.policy {
+        reads.push((p.as_path(), "the policy file"));
+    }
+    crate::ops::out_path::check("convert", &args.out, &reads)?;
     let ckpt = LayaCheckpoint::open(&args.laya_dir)?;
     let policy = match &args.policy {
         Some(p) => {

@@ -67,6 +67,7 @@ pub enum Command {
 pub fn run(args: Args) -> anyhow::Result<Outcome> {
     match args.command {
         Command::Gen { out_dir, json } => {
+            crate::ops::out_path::check("golden gen", &out_dir, &[])?;
             let files = sky_kernels::generate(&out_dir)?;
             let digest = sky_kernels::set_digest(&files);
             let total: u64 = files.iter().map(|f| f.bytes).sum();
@@ -89,6 +90,11 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
             out,
             compute,
         } => {
+            crate::ops::out_path::check(
+                "golden record",
+                &out,
+                &[(&model, "the model"), (&cases, "the cases file")],
+            )?;
             let (engine, report) = ComputePath::new(compute).open(&model)?;
             let text = sky_fs::read_to_string(&cases, sky_fs::CASES)?;
             let case_list = sky_infer::golden::parse_cases(&text)

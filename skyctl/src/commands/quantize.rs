@@ -28,6 +28,17 @@ pub struct Args {
 
 /// Run `skyctl quantize`.
 pub fn run(args: Args) -> anyhow::Result<Outcome> {
+    let mut reads = vec![(args.model.as_path(), "the model")];
+    for (p, what) in [
+        (&args.policy, "the policy file"),
+        (&args.calib.calibration, "the calibration"),
+        (&args.calib.prompts, "the prompts file"),
+    ] {
+        if let Some(p) = p {
+            reads.push((p.as_path(), what));
+        }
+    }
+    crate::ops::out_path::check("quantize", &args.out, &reads)?;
     let (calib, notes) = args.calib.load(&args.model)?;
     let mut err = std::io::stderr().lock();
     for note in notes {

@@ -41,6 +41,8 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         Dtype::F16 => WeightDtype::F16,
         Dtype::Bf16 => WeightDtype::BF16,
     };
+    crate::ops::out_path::check("random", &args.dir, &[])?;
+    refuse_other_files(&args.dir)?;
     let params = write_random(&p, &args.dir, seed, dtype)?;
     writeln!(
         std::io::stdout().lock(),
@@ -49,4 +51,33 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         p.name
     )?;
     Ok(Outcome::Success)
+}
+
+/// The files `random` writes, relative to its folder (as `sky_laya::random::write_random`
+/// lays out a checkpoint).
+const WRITES: [&str; 5] = [
+    "model.safetensors",
+    "rl_agent_config.json",
+    "encoder/config.json",
+    "tokenizer/tokenizer.json",
+    "tokenizer/tokenizer_config.json",
+];
+
+/// `random` replaces the files of a checkpoint (one it wrote before, say), never those of a
+/// folder that is not one: a file there that it would write over is the user's.
+fn refuse_other_files(dir: &std::path::Path) -> anyhow::Result<()> {
+    let Some(taken) = WRITES
+        .iter()
+        .find(|f| std::fs::symlink_metadata(dir.join(f)).is_ok())
+    else {
+        return Ok(());
+    };
+    if sky_laya::LayaCheckpoint::open(dir).is_ok() {
+        return Ok(());
+    }
+    anyhow::bail!(
+        "random: `{}` is not a Laya checkpoint, and it holds `{}`, which random would write over; give a new folder (or a checkpoint, whose files are replaced)",
+        dir.display(),
+        dir.join(taken).display()
+    )
 }

@@ -34,6 +34,16 @@ pub enum Action {
 /// Run `skyctl store`.
 pub fn run(args: Args) -> anyhow::Result<Outcome> {
     let ws = args.workspace.open()?;
+    if let Action::Path = args.action {
+        // A query: it names the store, and never makes one.
+        outln!(
+            "{}",
+            ws.store_dir
+                .join(sky_dag::store::STORE_VERSION_DIR)
+                .display()
+        );
+        return Ok(Outcome::Success);
+    }
     let store = ws.store()?;
     match args.action {
         Action::Push { remote } => {
@@ -66,10 +76,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
                 Outcome::Success
             })
         }
-        Action::Path => {
-            outln!("{}", store.root().display());
-            Ok(Outcome::Success)
-        }
+        Action::Path => Ok(Outcome::Success),
         Action::Check => {
             let mut problems: Vec<(String, String)> = store
                 .check()

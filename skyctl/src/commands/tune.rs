@@ -68,11 +68,26 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         .iter()
         .map(|t| sky_laya::parse_type(t.trim()).context("--types"))
         .collect::<anyhow::Result<Vec<GgmlType>>>()?;
-    // The search can take a minute: refuse an output folder that is not there before it.
+    // The search can take a minute: refuse an output folder that is not there, or an output
+    // over what the search reads, before it.
+    let mut reads = vec![
+        (args.model.as_path(), "the model"),
+        (args.cases.as_path(), "the cases file"),
+    ];
+    for (p, what) in [
+        (&args.holdout, "the held-out cases file"),
+        (&args.calib.calibration, "the calibration"),
+        (&args.calib.prompts, "the prompts file"),
+    ] {
+        if let Some(p) = p {
+            reads.push((p.as_path(), what));
+        }
+    }
     for out in std::iter::once(&args.out)
         .chain(&args.report)
         .chain(&args.gguf)
     {
+        crate::ops::out_path::check("tune", out, &reads)?;
         let dir = out.parent().filter(|d| !d.as_os_str().is_empty());
         if let Some(d) = dir.filter(|d| !d.is_dir()) {
             anyhow::bail!(

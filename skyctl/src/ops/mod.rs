@@ -8,6 +8,7 @@ pub mod compute;
 pub mod golden_table;
 pub mod kernels;
 pub mod names;
+pub mod out_path;
 pub mod policy;
 pub mod quantize;
 pub mod tune;

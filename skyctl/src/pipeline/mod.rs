@@ -131,7 +131,10 @@ impl Pipeline {
         self.check_confined()?;
         let mut spec = expand::expand(&self.manifest, env, &self.planners)?;
         // The manifest is never an output (nor a folder holding it).
-        spec.protected.push(self.manifest_rel.clone());
+        spec.protected.push(sky_dag::writable::Protected::new(
+            &self.manifest_rel,
+            "the pipeline file",
+        ));
         // Nor is anything inside the store in use (`--store` inside the workspace too).
         if let Some(store) = folders.iter().find(|f| f.is_store()) {
             spec.store_dir = store.rel.clone();
@@ -170,22 +173,19 @@ impl Folder {
     }
 }
 
-/// The workspace paths no project folder may be, hold or lie inside, and what each is.
-fn reserved(manifest_rel: &str, folder: &Folder) -> Vec<(String, &'static str)> {
-    let mut v = vec![
-        (".git".to_string(), "version control's folder"),
-        (manifest_rel.to_string(), "the pipeline file"),
-    ];
-    // The store may be `.skyctl` (the default) or lie in it, but never be the state.
-    v.push(if folder.is_store() {
-        (".skyctl/state-v1".to_string(), "skyctl's workspace state")
-    } else {
-        (
-            ".skyctl".to_string(),
-            "skyctl's workspace state and store folder",
-        )
-    });
-    v
+/// The workspace paths no project folder may be, hold or lie inside, and what each is (`.git`
+/// at any depth is refused by [`sky_dag::writable::may_write`] itself).
+fn reserved(manifest_rel: &str, folder: &Folder) -> Vec<sky_dag::writable::Protected> {
+    use sky_dag::writable::Protected;
+    vec![
+        Protected::new(manifest_rel, "the pipeline file"),
+        // The store may be `.skyctl` (the default) or lie in it, but never be the state.
+        if folder.is_store() {
+            Protected::new(".skyctl/state-v1", "skyctl's workspace state").may_be_held()
+        } else {
+            Protected::new(".skyctl", "skyctl's workspace state and store folder")
+        },
+    ]
 }
 
 /// What is wrong on the disk with project folder `rel` (named by `what`), if anything: a
@@ -220,23 +220,34 @@ pub fn folder_on_disk(root: &Path, what: &str, rel: &str) -> Option<String> {
         ));
     }
     if what == "store_dir" {
-        let foreign = std::fs::read_dir(&abs).ok()?.flatten().find(|e| {
-            let name = e.file_name();
-            let name = name.to_string_lossy();
-            !(name.starts_with("store-v")
-                || name.starts_with("state-v")
-                || name.starts_with(sky_fs::TEMP_PREFIX)
-                || name == "CACHEDIR.TAG"
-                || name == ".gitignore")
-        });
-        if let Some(e) = foreign {
+        if let Some(name) = sky_dag::store::foreign_entry(&abs) {
             return Some(format!(
                 "{what} `{rel}` already exists and holds `{rel}/{}`, which is not the store's; choose a folder of its own (the store writes `CACHEDIR.TAG` and `.gitignore` into it)",
-                e.file_name().to_string_lossy()
+                name.to_string_lossy()
             ));
         }
     }
     None
+}
+
+/// Why no store may be made in `dir` (given as `--store` or `SKYCTL_STORE`), if so: it holds
+/// no store yet, and it lies in version control's folder, or holds files that are not a
+/// store's ([`sky_dag::store::foreign_entry`], the rule `store_dir` follows too). A folder
+/// that already holds a store is used as it is.
+pub fn store_folder_problem(dir: &std::path::Path) -> Option<String> {
+    if dir.join(sky_dag::store::STORE_VERSION_DIR).is_dir() {
+        return None;
+    }
+    if let Err(refusal) = sky_dag::writable::may_write(&sky_dag::writable::resolved(dir), &[]) {
+        return Some(format!(
+            "{refusal}, which is not skyctl's; choose a folder of its own"
+        ));
+    }
+    let name = sky_dag::store::foreign_entry(dir)?;
+    Some(format!(
+        "already exists and holds `{}`, which is not the store's; choose a folder of its own (the store writes `CACHEDIR.TAG` and `.gitignore` into it)",
+        dir.join(name).display()
+    ))
 }
 
 impl Pipeline {
@@ -294,19 +305,9 @@ impl Pipeline {
                     ),
                 ));
             }
-            for (p, desc) in reserved(&self.manifest_rel, f) {
-                // The store holds the state when it is `.skyctl` (the default).
-                let may_hold = f.is_store() && p.starts_with(".skyctl/");
-                let relation = if f.rel == p {
-                    "is"
-                } else if sky_dag::graph::under(&f.rel, &p) {
-                    "lies inside"
-                } else if sky_dag::graph::under(&p, &f.rel) && !may_hold {
-                    "contains"
-                } else {
-                    continue;
-                };
-                let whose = if p.starts_with(".skyctl") {
+            let rules = reserved(&self.manifest_rel, f);
+            if let Err(refusal) = sky_dag::writable::may_write(Path::new(&f.rel), &rules) {
+                let whose = if refusal.path.starts_with(".skyctl") {
                     "which nothing else may share"
                 } else {
                     "which is not skyctl's"
@@ -314,7 +315,7 @@ impl Pipeline {
                 return Err(m.error_at(
                     f.span.clone(),
                     format!(
-                        "{} `{}` {relation} {desc} `{p}`, {whose}; choose a folder of its own",
+                        "{} `{}` {refusal}, {whose}; choose a folder of its own",
                         f.what, f.rel
                     ),
                 ));
@@ -351,8 +352,13 @@ impl Pipeline {
                 ));
             }
         }
-        for f in folders.iter().filter(|f| f.what != "--store") {
-            if let Some(problem) = folder_on_disk(&self.ws.root, f.what, &f.rel) {
+        for f in folders {
+            let problem = if f.what == "--store" {
+                store_folder_problem(&self.ws.store_dir).map(|p| format!("--store `{}` {p}", f.rel))
+            } else {
+                folder_on_disk(&self.ws.root, f.what, &f.rel)
+            };
+            if let Some(problem) = problem {
                 return Err(m.error_at(f.span.clone(), problem));
             }
         }

@@ -23,6 +23,7 @@ use crate::glob::Glob;
 use crate::kind::Kind;
 use crate::source::{did_you_mean, Located, Source};
 use crate::statcache::FileStat;
+use crate::writable::Protected;
 
 /// Index of a node in [`Graph::nodes`].
 pub type NodeIdx = usize;
@@ -350,9 +351,10 @@ pub struct GraphSpec {
     pub store_dir: String,
     /// What a group is called in messages ("model").
     pub group_noun: String,
-    /// Workspace paths no output may be, contain or lie inside (the declaration file itself,
-    /// version control metadata). `.git` is always protected.
-    pub protected: Vec<String>,
+    /// Workspace paths no output (nor the release directory) may be, contain or lie inside
+    /// (the declaration file itself), with what each is in messages. A `.git` component at any
+    /// depth is always refused ([`crate::writable::may_write`]).
+    pub protected: Vec<Protected>,
 }
 
 impl Default for GraphSpec {
@@ -472,6 +474,14 @@ impl Graph {
         self.output_stats.lock().ok()?.take()
     }
 
+    /// Whether source input `rel` of node `n` is a folder holding declared outputs of the
+    /// nodes it depends on: its digest is only taken once they ran (none of it before).
+    pub fn holds_built(&self, n: NodeIdx, rel: &str) -> bool {
+        self.deps[n]
+            .iter()
+            .any(|&d| self.nodes[d].outputs.iter().any(|o| under(&o.path, rel)))
+    }
+
     /// The node ids a command-line target names: a node id, a group name, or a kind name.
     pub fn resolve_target(&self, name: &str) -> Result<Vec<NodeIdx>> {
         if let Some(&n) = self.by_id.get(name) {
@@ -517,13 +527,13 @@ fn finish(
     release_specs: Vec<ReleaseSpec>,
     release_dir: &Located<String>,
     store_dir: &str,
-    protected: &[String],
+    protected: &[Protected],
     group_noun: String,
     m: &Source,
     root: &Path,
 ) -> Result<Graph> {
     let release_span = release_dir.span.clone();
-    let release_dir = check_release_dir(release_dir, m, root)?;
+    let release_dir = check_release_dir(release_dir, &folder_rules(store_dir, protected), m, root)?;
     let by_id = index_ids(&nodes, m)?;
     let (owners, stats) = check_outputs(&nodes, &release_dir, store_dir, protected, m, root)?;
     for (ni, raw_inputs) in pending.into_iter().enumerate() {
@@ -547,9 +557,15 @@ fn finish(
     })
 }
 
-/// The release directory, normalised: a folder inside the workspace (not its root), reached
-/// through real folders only, since the release tree is replaced whole.
-fn check_release_dir(release_dir: &Located<String>, m: &Source, root: &Path) -> Result<String> {
+/// The release directory, normalised: a folder inside the workspace (not its root), none of
+/// `rules` ([`crate::writable::may_write`]), reached through real folders only, since the
+/// release tree is replaced whole.
+fn check_release_dir(
+    release_dir: &Located<String>,
+    rules: &[Protected],
+    m: &Source,
+    root: &Path,
+) -> Result<String> {
     let release_span = release_dir.span.clone();
     let release_dir = clean_rel(&release_dir.value)
         .map_err(|e| m.error_at(release_span.clone(), format!("release_dir: {e}")))?;
@@ -557,6 +573,12 @@ fn check_release_dir(release_dir: &Located<String>, m: &Source, root: &Path) -> 
         return Err(m.error_at(
             release_span,
             "release_dir `.`: the workspace root cannot be the release directory (it is replaced whole); name a folder inside it",
+        ));
+    }
+    if let Err(refusal) = crate::writable::may_write(Path::new(&release_dir), rules) {
+        return Err(m.error_at(
+            release_span,
+            format!("release_dir `{release_dir}` {refusal}, which is not the build's to write"),
         ));
     }
     // The release tree is replaced whole: it must not lead anywhere else.
@@ -599,7 +621,7 @@ fn check_outputs(
     nodes: &[Node],
     release_dir: &str,
     store_dir: &str,
-    protected: &[String],
+    protected: &[Protected],
     m: &Source,
     root: &Path,
 ) -> Result<(Owners, Vec<Option<FileStat>>)> {
@@ -607,33 +629,21 @@ fn check_outputs(
     let mut stats = Vec::new();
     let root_real = root.canonicalize().ok();
     let mut checked_dirs = std::collections::HashSet::new();
-    let store = clean_rel(store_dir).unwrap_or_default();
+    let rules = output_rules(release_dir, store_dir, protected);
     for (ni, n) in nodes.iter().enumerate() {
         for (oi, o) in n.outputs.iter().enumerate() {
             let at = n.span.clone();
-            if under(&o.path, release_dir) {
-                return Err(m.error_at(at, format!(
-                    "node `{}`: output `{}` is inside the release directory `{release_dir}`; write it elsewhere and publish it with [[release.publish]]",
-                    n.id, o.path)));
-            }
-            let guarded = protected
-                .iter()
-                .map(String::as_str)
-                .chain([".git"])
-                .find(|p| o.path == *p || under(&o.path, p) || under(p, &o.path));
-            if let Some(p) = guarded {
+            if let Err(refusal) = crate::writable::may_write(Path::new(&o.path), &rules) {
+                let hint = if refusal.path.as_os_str() == release_dir
+                    && refusal.relation == crate::writable::Relation::LiesInside
+                {
+                    "; write it elsewhere and publish it with [[release.publish]]"
+                } else {
+                    ", which is not the build's to write"
+                };
                 return Err(m.error_at(
                     at,
-                    format!(
-                        "node `{}`: output `{}` would replace `{p}`, which is not the build's to write",
-                        n.id, o.path
-                    ),
-                ));
-            }
-            if under(&o.path, ".skyctl") || (!store.is_empty() && under(&o.path, &store)) {
-                return Err(m.error_at(
-                    at,
-                    format!("node `{}`: output `{}` is inside the store", n.id, o.path),
+                    format!("node `{}`: output `{}` {refusal}{hint}", n.id, o.path),
                 ));
             }
             let stat = check_output_path(root, root_real.as_deref(), &o.path, &mut checked_dirs)
@@ -662,6 +672,33 @@ fn check_outputs(
         }
     }
     Ok((owners, stats))
+}
+
+/// What no output may be, lie inside or contain ([`crate::writable::may_write`]; `.git` at any
+/// depth besides): the release directory (replaced whole by the release), and what no
+/// folder of the build may be ([`folder_rules`]).
+fn output_rules(release_dir: &str, store_dir: &str, protected: &[Protected]) -> Vec<Protected> {
+    let mut rules = vec![Protected::new(release_dir, "the release directory")];
+    rules.extend(folder_rules(store_dir, protected));
+    rules
+}
+
+/// What neither an output nor the release directory may be, lie inside or contain: the paths
+/// the front end protects (its declaration file), skyctl's folder (the workspace state and the
+/// default store) and the store in use.
+fn folder_rules(store_dir: &str, protected: &[Protected]) -> Vec<Protected> {
+    let mut rules = protected.to_vec();
+    rules.push(Protected::new(
+        ".skyctl",
+        "skyctl's folder (the workspace state and the default store)",
+    ));
+    match clean_rel(store_dir) {
+        Ok(store) if !store.is_empty() && store != ".skyctl" => {
+            rules.push(Protected::new(store, "the store"));
+        }
+        _ => {}
+    }
+    rules
 }
 
 /// Resolve node `ni`'s inputs as written: `node:<id>` (every output of that node), a glob
@@ -758,6 +795,15 @@ fn resolve_inputs(
                         format!("node `{id}`: the whole workspace cannot be an input"),
                     ));
                 }
+                // A folder holding outputs is read once their nodes ran ([`deps_of`]); one
+                // holding the node's own output would change with each of its runs.
+                let inside = owners.range(format!("{path}/")..format!("{path}0"));
+                if let Some((o, _)) = inside.into_iter().find(|(_, &(on, _))| on == ni) {
+                    return Err(m.error_at(
+                        span,
+                        format!("node `{id}`: input `{raw}` holds its own output `{o}`; a node cannot read the folder it writes into (its key would change with every run): read another folder, or write the output elsewhere"),
+                    ));
+                }
                 inputs.push(Input::Source(path));
                 input_spans.push(span.clone());
                 input_roles.push(role.clone());
@@ -828,19 +874,31 @@ fn release_entries(
     Ok(release)
 }
 
-/// Each node's direct dependencies (sorted, unique), from its inputs.
+/// Each node's direct dependencies (sorted, unique), from its inputs: the producer of each
+/// [`Input::Output`], and of every declared output lying inside a source folder it reads (the
+/// folder's digest is taken once they ran, [`Graph::holds_built`]).
 pub(crate) fn deps_of(nodes: &[Node]) -> Vec<Vec<NodeIdx>> {
+    let mut written: BTreeMap<&str, NodeIdx> = BTreeMap::new();
+    for (i, n) in nodes.iter().enumerate() {
+        for o in &n.outputs {
+            written.insert(&o.path, i);
+        }
+    }
     nodes
         .iter()
         .map(|n| {
-            let mut d: Vec<NodeIdx> = n
-                .inputs
-                .iter()
-                .filter_map(|i| match i {
-                    Input::Output { node, .. } => Some(*node),
-                    _ => None,
-                })
-                .collect();
+            let mut d: Vec<NodeIdx> = Vec::new();
+            for i in &n.inputs {
+                match i {
+                    Input::Output { node, .. } => d.push(*node),
+                    Input::Source(p) if !p.is_empty() && !written.is_empty() => {
+                        // Paths inside `p/` sort between "p/" and "p0" ('0' follows '/').
+                        let (lo, hi) = (format!("{p}/"), format!("{p}0"));
+                        d.extend(written.range(lo.as_str()..hi.as_str()).map(|(_, &w)| w));
+                    }
+                    _ => {}
+                }
+            }
             d.sort_unstable();
             d.dedup();
             d
@@ -1226,7 +1284,83 @@ mod tests {
         let e = graph(vec![cmd("a", "true", &[], &["site/public/x"])]).unwrap_err();
         assert!(located(e).2.contains("inside the release directory"));
         let e = graph(vec![cmd("a", "true", &[], &[".skyctl/x"])]).unwrap_err();
-        assert!(located(e).2.contains("is inside the store"));
+        assert_eq!(
+            located(e).2,
+            "node `a`: output `.skyctl/x` lies inside skyctl's folder (the workspace state and the default store) `.skyctl`, which is not the build's to write"
+        );
+        let mut s = spec(vec![cmd("a", "true", &[], &["cache/"])]);
+        s.store_dir = "cache/store".into();
+        let e = Graph::build(s, &Source::default(), Path::new("/x")).unwrap_err();
+        assert_eq!(
+            located(e).2,
+            "node `a`: output `cache` contains the store `cache/store`, which is not the build's to write"
+        );
+    }
+
+    #[test]
+    fn git_at_any_depth_and_protected_paths_are_never_written() {
+        for (out, message) in [
+            (".git/config", "lies inside version control's folder `.git`"),
+            (
+                "sub/.git/hooks/pre-commit",
+                "lies inside version control's folder `sub/.git`",
+            ),
+            ("a/b/.git/", "is version control's folder `a/b/.git`"),
+        ] {
+            let e = graph(vec![cmd("a", "true", &[], &[out])]).unwrap_err();
+            let shown = out.trim_end_matches('/');
+            assert_eq!(
+                located(e).2,
+                format!("node `a`: output `{shown}` {message}, which is not the build's to write")
+            );
+        }
+        let mut s = spec(vec![cmd("a", "true", &[], &["conf/pipeline.toml"])]);
+        s.protected
+            .push(Protected::new("conf/pipeline.toml", "the pipeline file"));
+        let e = Graph::build(s.clone(), &Source::default(), Path::new("/x")).unwrap_err();
+        assert_eq!(
+            located(e).2,
+            "node `a`: output `conf/pipeline.toml` is the pipeline file `conf/pipeline.toml`, which is not the build's to write"
+        );
+        s.nodes[0].outputs[0].value = "conf/".into();
+        let e = Graph::build(s.clone(), &Source::default(), Path::new("/x")).unwrap_err();
+        assert!(located(e)
+            .2
+            .contains("output `conf` contains the pipeline file"));
+        // The release directory by the same rule.
+        s.nodes[0].outputs[0].value = "out/a".into();
+        s.release_dir = Located::new("vendor/.git/public".into(), 0..0);
+        let e = Graph::build(s, &Source::default(), Path::new("/x")).unwrap_err();
+        assert_eq!(
+            located(e).2,
+            "release_dir `vendor/.git/public` lies inside version control's folder `vendor/.git`, which is not the build's to write"
+        );
+    }
+
+    #[test]
+    fn a_folder_input_depends_on_the_nodes_writing_into_it() {
+        let g = graph(vec![
+            cmd("use", "true", &["data", "data/sub", "dat"], &["listing"]),
+            cmd("gen", "true", &[], &["data/gen.txt"]),
+            cmd("deep", "true", &[], &["data/sub/x/"]),
+            cmd("beside", "true", &[], &["data.txt", "dat0"]),
+        ])
+        .unwrap();
+        let (us, gen, deep) = (g.by_id["use"], g.by_id["gen"], g.by_id["deep"]);
+        assert_eq!(g.deps[us], vec![gen, deep]);
+        assert!(matches!(&g.nodes[us].inputs[0], Input::Source(p) if p == "data"));
+        assert!(g.holds_built(us, "data") && g.holds_built(us, "data/sub"));
+        assert!(!g.holds_built(us, "dat"));
+        let pos = |n| g.order.iter().position(|&x| x == n).unwrap();
+        assert!(pos(gen) < pos(us) && pos(deep) < pos(us));
+        // What a compiled graph recomputes from the nodes is the same.
+        assert_eq!(deps_of(&g.nodes), g.deps);
+        // A folder holding the node's own output.
+        let e = graph(vec![cmd("self", "true", &["data"], &["data/list"])]).unwrap_err();
+        assert_eq!(
+            located(e).2,
+            "node `self`: input `data` holds its own output `data/list`; a node cannot read the folder it writes into (its key would change with every run): read another folder, or write the output elsewhere"
+        );
     }
 
     #[test]

@@ -105,6 +105,7 @@ pub mod store;
 pub mod timings;
 pub mod tree;
 pub mod workspace;
+pub mod writable;
 
 #[cfg(test)]
 mod testutil;

@@ -521,6 +521,8 @@ impl<'a> Scanner<'a> {
         let node = &graph.nodes[n];
         for (i, input) in node.inputs.iter().enumerate() {
             match input {
+                // Hashed once the nodes writing into it ran, never before.
+                Input::Source(rel) if graph.holds_built(n, rel) => {}
                 Input::Source(rel) => {
                     self.source(n, i, rel)?;
                 }
@@ -544,6 +546,9 @@ impl<'a> Scanner<'a> {
     ) -> Result<std::result::Result<Digest, NodeIdx>> {
         let graph = self.graph;
         let node = &graph.nodes[n];
+        if let Some(up) = unfinished(graph, n, known) {
+            return Ok(Err(up));
+        }
         // The number of key inputs goes first: a glob stands for every file it matches.
         let mut count = 0;
         for (i, input) in node.inputs.iter().enumerate() {
@@ -588,6 +593,9 @@ impl<'a> Scanner<'a> {
     ) -> Result<std::result::Result<KeyMaterial, NodeIdx>> {
         let graph = self.graph;
         let node = &graph.nodes[n];
+        if let Some(up) = unfinished(graph, n, known) {
+            return Ok(Err(up));
+        }
         let mut inputs = Vec::with_capacity(node.inputs.len());
         for (i, input) in node.inputs.iter().enumerate() {
             match input {
@@ -921,6 +929,15 @@ pub fn diff_all(old: &KeyMaterial, new: &KeyMaterial) -> Vec<DirtyReason> {
         });
     }
     out
+}
+
+/// A node `n` depends on whose outputs are not known yet: its key waits for every one (a
+/// source folder holding their outputs is hashed only after they ran, [`Graph::holds_built`]).
+fn unfinished<K>(graph: &Graph, n: NodeIdx, known: &[Option<K>]) -> Option<NodeIdx> {
+    graph.deps[n]
+        .iter()
+        .copied()
+        .find(|&d| !matches!(known.get(d), Some(Some(_))))
 }
 
 #[cfg(test)]

@@ -172,15 +172,70 @@ pub struct StoreLock {
     _file: std::fs::File,
 }
 
+/// The first entry of folder `dir` that is not a store's: anything but `store-v*/`, the
+/// workspace state (`state-v*/`, beside the default store), a temp file, `CACHEDIR.TAG` and
+/// `.gitignore`. A store is only made in a folder that has none: the markers it writes
+/// (`CACHEDIR.TAG` makes `tar --exclude-caches-all` drop the folder, `.gitignore` hides it from
+/// git) would take the user's files with it. `None` too when `dir` cannot be listed (missing).
+pub fn foreign_entry(dir: &Path) -> Option<std::ffi::OsString> {
+    std::fs::read_dir(dir)
+        .ok()?
+        .flatten()
+        .map(|e| e.file_name())
+        .find(|name| {
+            let name = name.to_string_lossy();
+            !(name.starts_with("store-v")
+                || name.starts_with("state-v")
+                || name.starts_with(sky_fs::TEMP_PREFIX)
+                || name == "CACHEDIR.TAG"
+                || name == ".gitignore")
+        })
+}
+
 impl Store {
-    /// Open (creating if needed) the store under `dir`.
+    /// Open the store under `dir`, creating it when `dir` has none: `dir` must then be missing,
+    /// empty or hold nothing but a store's files ([`foreign_entry`]), and be a place skyctl may
+    /// write ([`crate::writable::may_write`]: no `.git` in it).
     pub fn open(dir: &Path) -> Result<Store> {
         let root = dir.join(STORE_VERSION_DIR);
-        for folder in [dir, root.as_path()] {
-            fsutil::must_be_folder(folder).map_err(|e| DagError::Store {
-                path: folder.to_path_buf(),
-                message: e.to_string(),
-            })?;
+        fsutil::must_be_folder(dir).map_err(|e| DagError::Store {
+            path: dir.to_path_buf(),
+            message: e.to_string(),
+        })?;
+        let refuse = |message: String| DagError::Store {
+            path: dir.to_path_buf(),
+            message,
+        };
+        match std::fs::metadata(&root) {
+            Ok(m) if m.is_dir() => {}
+            Ok(m) => {
+                return Err(DagError::Store {
+                    path: root.clone(),
+                    message: fsutil::NotAFolder {
+                        path: root.clone(),
+                        what: fsutil::kind_name(m.file_type()),
+                    }
+                    .to_string(),
+                })
+            }
+            Err(_) => {
+                fsutil::must_be_folder(&root).map_err(|e| DagError::Store {
+                    path: root.clone(),
+                    message: e.to_string(),
+                })?;
+                // No store here yet: make one only where it takes nothing that is not its own.
+                if let Err(refusal) = crate::writable::may_write(dir, &[]) {
+                    return Err(refuse(format!(
+                        "no store is made here: the folder {refusal}, which is not skyctl's"
+                    )));
+                }
+                if let Some(name) = foreign_entry(dir) {
+                    return Err(refuse(format!(
+                        "not a store, and it holds `{}`, which is not the store's; no store is made in a folder of other files (it writes `CACHEDIR.TAG` and `.gitignore` into it): choose a folder of its own",
+                        name.to_string_lossy()
+                    )));
+                }
+            }
         }
         for sub in ["blobs", "actions", "builds", "tmp"] {
             let p = root.join(sub);
@@ -383,6 +438,36 @@ pub(super) fn statcache_hash(p: &Path) -> std::io::Result<Digest> {
 mod tests {
     use super::actions::format_line;
     use super::*;
+
+    #[test]
+    fn no_store_is_made_in_a_folder_of_other_files_or_in_git() {
+        let dir = tempfile::tempdir().unwrap();
+        let mine = dir.path().join("mine");
+        std::fs::create_dir_all(&mine).unwrap();
+        std::fs::write(mine.join("notes.txt"), "mine\n").unwrap();
+        let e = Store::open(&mine).unwrap_err().to_string();
+        assert!(
+            e.contains("not a store, and it holds `notes.txt`, which is not the store's"),
+            "{e}"
+        );
+        let left: Vec<_> = std::fs::read_dir(&mine).unwrap().flatten().collect();
+        assert_eq!(left.len(), 1, "nothing written beside the user's file");
+        let e = Store::open(&dir.path().join("repo/.git/cache"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("lies inside version control's folder"), "{e}");
+        assert!(!dir.path().join("repo").exists());
+        // A store already there is used, whatever lies beside it; a missing or empty folder,
+        // or one holding only the store's own files, gets one.
+        let s = dir.path().join("s");
+        Store::open(&s).unwrap();
+        std::fs::write(s.join("README"), "about this cache\n").unwrap();
+        Store::open(&s).unwrap();
+        assert_eq!(foreign_entry(&s).as_deref(), Some("README".as_ref()));
+        let state = dir.path().join("dot");
+        std::fs::create_dir_all(state.join("state-v1")).unwrap();
+        Store::open(&state).unwrap();
+    }
 
     #[test]
     fn open_sweeps_a_killed_marker_write_and_writes_each_missing_marker() {

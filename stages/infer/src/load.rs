@@ -183,12 +183,14 @@ pub fn engine_from_gguf(bytes: &[u8], name: String) -> Result<Engine> {
         enc_heads: m.req_u_max("attention.head_count", limits::MAX_HEADS)?,
         intermediate,
         n_head_layers: n_dec,
-        head_heads: (hidden / 64).max(1),
+        head_heads: sky_laya::config::head_heads(hidden),
         eps: eps as f32,
         global_layers: (0..n_enc)
-            .map(|i| window == 0 || i % pattern == 0)
+            .map(|i| sky_laya::config::is_global_layer(i, pattern))
             .collect(),
-        local_attention: if window == 0 { usize::MAX / 4 } else { window },
+        // 0 (or no key) would mean "no window"; the converter never writes it and the
+        // config check refuses it, naming `local_attention`.
+        local_attention: window,
         rope_global: rope_global as f32,
         rope_local: m.opt_f("rope.freq_base_swa")?.unwrap_or(rope_global) as f32,
         max_len: m

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use rayon::prelude::*;
 use sky_gguf::{GgmlType, GgufWriter, Value};
 
-use crate::checkpoint::{first_nonfinite, LayaCheckpoint, TensorEntry};
+use crate::checkpoint::{LayaCheckpoint, TensorEntry};
 use crate::error::{LayaError, Result};
 use crate::policy::{file_type, TypePolicy};
 use crate::stream::{self, Planned};
@@ -98,12 +98,23 @@ fn encode_tensor(
 ) -> Result<Vec<u8>> {
     let values = ckpt.read_f32(t);
     if !allow_nonfinite {
-        if let Some((index, value)) = first_nonfinite(&values) {
-            return Err(LayaError::NonFinite {
-                name: t.pytorch_name.clone(),
+        // The one check every writer runs: finite in the type it is written as.
+        match sky_gguf::check_finite_in(ty, &t.pytorch_name, &values) {
+            Ok(()) => {}
+            Err(sky_gguf::Error::NotFinite {
                 index,
                 value,
-            });
+                reason,
+                ..
+            }) => {
+                return Err(LayaError::NonFinite {
+                    name: t.pytorch_name.clone(),
+                    index,
+                    value,
+                    reason: format!("{reason} (written as {ty})"),
+                })
+            }
+            Err(e) => return Err(LayaError::gguf(format!("tensor {:?}", t.gguf_name), e)),
         }
     }
     let row = t.shape.last().copied().unwrap_or(1);

@@ -97,7 +97,12 @@ fn a_weight_that_overflows_its_target_type_is_refused_by_convert() {
     let q8 = tmp.path().join("big.q8.gguf");
     refused(
         &[&"convert", &src, &q8, &"--type", &"q8_0"],
-        &[WQKV, "flat index 5", "scale of Q8_0 block 0", "--allow-nonfinite"],
+        &[
+            WQKV,
+            "flat index 5",
+            "scale of Q8_0 block 0",
+            "--allow-nonfinite",
+        ],
     );
     assert!(!f16.exists() && !q8.exists());
     // In f32 the value is finite: written, and answered (finite).
@@ -127,8 +132,7 @@ fn ask_refuses_a_file_with_an_infinite_weight() {
     assert!(o.status.success(), "{}", text(&o));
     let cases = case_file(tmp.path());
     for extra in [None, Some("--q8")] {
-        let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> =
-            vec![&"ask", &f16, &"--requests", &cases];
+        let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![&"ask", &f16, &"--requests", &cases];
         if let Some(e) = &extra {
             args.push(e);
         }
@@ -148,8 +152,7 @@ fn a_nan_weight_is_refused_by_every_compute_path_and_by_calibrate() {
     plant(&src, "encoder.layers.1.mlp.Wo.weight", 7, f32::NAN);
     let cases = case_file(tmp.path());
     for path in [None, Some("--q8"), Some("--q8-fast")] {
-        let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> =
-            vec![&"ask", &src, &"--requests", &cases];
+        let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![&"ask", &src, &"--requests", &cases];
         if let Some(p) = &path {
             args.push(p);
         }
@@ -166,7 +169,13 @@ fn a_nan_weight_is_refused_by_every_compute_path_and_by_calibrate() {
     assert!(!calib.exists());
     // And the converter (as before): refused unless allowed.
     refused(
-        &[&"convert", &src, &tmp.path().join("o.gguf"), &"--type", &"f32"],
+        &[
+            &"convert",
+            &src,
+            &tmp.path().join("o.gguf"),
+            &"--type",
+            &"f32",
+        ],
         &[
             "encoder.layers.1.mlp.Wo.weight",
             "flat index 7",
@@ -216,8 +225,16 @@ fn configs_that_ask_refuses_are_refused_by_convert_too() {
         ("encoder/config.json", "norm_eps", serde_json::json!(1e39)),
         ("rl_agent_config.json", "max_len", serde_json::json!(1)),
         ("rl_agent_config.json", "head_max_len", serde_json::json!(0)),
-        ("encoder/config.json", "local_attention", serde_json::json!(0)),
-        ("encoder/config.json", "layer_types", serde_json::json!(["full_attention", "full_attention"])),
+        (
+            "encoder/config.json",
+            "local_attention",
+            serde_json::json!(0),
+        ),
+        (
+            "encoder/config.json",
+            "layer_types",
+            serde_json::json!(["full_attention", "full_attention"]),
+        ),
     ];
     for (i, (file, key, value)) in cases_.into_iter().enumerate() {
         let src = random_pico(tmp.path(), &format!("c{i}"));

@@ -167,7 +167,7 @@ impl ModelConfig {
             local_attention: opt_usize(encoder, "local_attention")?.unwrap_or(128),
             rope_global: rope_global as f32,
             rope_local: rope_local as f32,
-            max_len: opt_usize(agent, "max_len")?.unwrap_or(512),
+            max_len: opt_usize(agent, "max_len")?.unwrap_or(sky_laya::config::DEFAULT_MAX_LEN),
             max_head_tokens: opt_usize(agent, "head_max_len")?.unwrap_or(192),
         };
         cfg.validate()?;

@@ -180,7 +180,8 @@ impl EncoderConfig {
         EncoderConfig::from_map(path, &parse_json_object(path, bytes)?)
     }
 
-    pub(crate) fn from_map(path: &Path, map: &Map<String, Value>) -> Result<EncoderConfig> {
+    /// Parse a parsed `encoder/config.json` (`path` names it in errors).
+    pub fn from_map(path: &Path, map: &Map<String, Value>) -> Result<EncoderConfig> {
         let k = Keys { path, map };
         let (mut global, mut local) = (
             k.opt_f64("global_rope_theta")?,
@@ -587,6 +588,23 @@ pub fn validate(
     agent_path: &Path,
     agent: &AgentConfig,
 ) -> Result<()> {
+    // Both epsilon spellings go into the file (the RMS key from `norm_eps`), whichever one
+    // the engine uses: each must be usable.
+    for (field, eps) in [
+        ("norm_eps", enc.norm_eps),
+        ("layer_norm_eps", enc.layer_norm_eps),
+    ] {
+        if let Some(eps) = eps {
+            let e = eps as f32;
+            if !(e.is_finite() && e > 0.0) {
+                return Err(LayaError::key(
+                    enc_path,
+                    field,
+                    format!("{eps} is not a positive number finite as f32"),
+                ));
+            }
+        }
+    }
     ModelNumbers::from_configs(enc, agent)
         .check()
         .map_err(|issue| {
@@ -596,6 +614,79 @@ pub fn validate(
             };
             LayaError::key(path, issue.field, issue.message)
         })
+}
+
+/// GGUF architecture name of Laya files.
+pub const ARCH: &str = "modern-bert";
+
+/// The model keys of a converted file, from `block_count` to the temperatures, in llama.cpp's
+/// converter order (spec 2.2), with `general.file_type` (`file_type`) in its place among them:
+/// what [`crate::convert`] writes between the `general.*` header keys and the tokenizer, and
+/// what sky-infer's GGUF loader reads back into the numbers [`ModelNumbers::check`] checks.
+/// `encoder_only`: no head blocks and no `decision.*` keys.
+pub fn write_model_keys(
+    w: &mut sky_gguf::GgufWriter,
+    enc: &EncoderConfig,
+    agent: &AgentConfig,
+    file_type: u32,
+    encoder_only: bool,
+) -> Result<()> {
+    use sky_gguf::Value as GValue;
+    let k = |s: &str| format!("{ARCH}.{s}");
+    let u = |n: usize| -> Result<u32> {
+        u32::try_from(n)
+            .map_err(|_| LayaError::Invalid(format!("value {n} does not fit a GGUF u32")))
+    };
+    let head_layers = if encoder_only { 0 } else { agent.head_layers };
+    let n_blocks = enc.num_hidden_layers + head_layers;
+    w.add_kv(k("block_count"), u(n_blocks)?);
+    w.add_kv(k("context_length"), u(enc.max_position_embeddings)?);
+    w.add_kv(k("embedding_length"), u(enc.hidden_size)?);
+    let mut ffn = vec![enc.intermediate_size; enc.num_hidden_layers];
+    ffn.extend(std::iter::repeat_n(4 * enc.hidden_size, head_layers));
+    let ffn: Vec<i32> = ffn
+        .into_iter()
+        .map(|f| {
+            i32::try_from(f).map_err(|_| {
+                LayaError::Invalid(format!("feed_forward_length {f} does not fit i32"))
+            })
+        })
+        .collect::<Result<_>>()?;
+    w.add_kv(k("feed_forward_length"), GValue::i32_array(ffn));
+    w.add_kv(k("attention.head_count"), u(enc.num_attention_heads)?);
+    w.add_kv(k("rope.freq_base"), enc.global_rope_theta as f32);
+    w.add_kv(k("rope.freq_base_swa"), enc.local_rope_theta as f32);
+    if let Some(eps) = enc.norm_eps {
+        // llama.cpp's converter maps the `norm_eps` spelling to the RMS key
+        w.add_kv(k("attention.layer_norm_rms_epsilon"), eps as f32);
+    }
+    // required by llama.cpp's loader; from `norm_eps` when that is the only spelling
+    w.add_kv(k("attention.layer_norm_epsilon"), enc.eps() as f32);
+    w.add_kv("general.file_type", file_type);
+    w.add_kv(k("attention.causal"), false);
+    w.add_kv(k("attention.sliding_window"), u(enc.local_attention)?);
+    w.add_kv(
+        k("attention.sliding_window_pattern"),
+        u(enc.global_attn_every_n_layers)?,
+    );
+    w.add_kv(k("rope.scaling.type"), "none");
+    w.add_kv(k("vocab_size"), u(enc.vocab_size)?);
+    if let Some(act) = &enc.hidden_activation {
+        w.add_kv(k("hidden_activation"), act.as_str());
+    }
+    if !encoder_only {
+        w.add_kv(k("decision.type"), "laya");
+        w.add_kv(k("decision.block_count"), u(agent.head_layers)?);
+        w.add_kv(k("decision.max_head_tokens"), u(agent.head_max_len)?);
+        if let Some(max_len) = agent.max_len {
+            // not read by llama.cpp: Laya's whole-sequence limit
+            w.add_kv(k("decision.max_tokens"), u(max_len)?);
+        }
+        for (name, t) in agent.temperatures() {
+            w.add_kv(k(&format!("decision.temperature.{name}")), t);
+        }
+    }
+    Ok(())
 }
 
 /// Decision-head settings from `rl_agent_config.json`.
@@ -629,7 +720,8 @@ impl AgentConfig {
         AgentConfig::from_map(path, &parse_json_object(path, bytes)?)
     }
 
-    pub(crate) fn from_map(path: &Path, map: &Map<String, Value>) -> Result<AgentConfig> {
+    /// Parse a parsed `rl_agent_config.json` (`path` names it in errors).
+    pub fn from_map(path: &Path, map: &Map<String, Value>) -> Result<AgentConfig> {
         let k = Keys { path, map };
         // Checked in the type it is used in: f32 (finite as f64 is not enough: 1e39 is inf).
         let num = |key: String, v: &Value| -> Result<f32> {

@@ -31,7 +31,9 @@ pub struct ConvertOptions {
     pub name: Option<String>,
     /// `tokenizer.ggml.pre`; [`DEFAULT_PRE`] when `None`.
     pub pre: Option<String>,
-    /// Convert NaN/Inf weights instead of refusing them.
+    /// Write weights that are NaN or infinite, or become so in their type (F16 above 65504,
+    /// a Q8_0 block whose f16 scale overflows), instead of refusing them. The engine refuses
+    /// to answer from such a file.
     pub allow_nonfinite: bool,
     /// Write the encoder alone, for upstream llama.cpp (embeddings): no decision-head blocks,
     /// no `token_types` or `cls.*` tensors, no `decision.*` keys, and `block_count` and

@@ -306,3 +306,56 @@ fn an_outlier_ratio_infinite_as_f32_is_refused_in_pipeline_toml() {
     );
     assert!(!ws.p("build").exists(), "a node ran despite: {e}");
 }
+
+/// Finite weights whose products overflow: the scores (the forward pass's output) are not
+/// finite, and `ask` and `calibrate` refuse to answer instead of printing made-up numbers.
+#[test]
+fn a_forward_pass_that_overflows_gives_no_answer() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = random_pico(tmp.path(), "overflow");
+    for i in 0..64 {
+        plant(&src, "scorer.3.weight", i, 3e38);
+    }
+    let cases = case_file(tmp.path());
+    refused(
+        &[&"ask", &src, &"--requests", &cases],
+        &["scores", "not finite", "no answer"],
+    );
+    let calib = tmp.path().join("calib.json");
+    refused(&[&"calibrate", &src, &calib], &["scores", "not finite"]);
+    assert!(!calib.exists());
+}
+
+/// GGUF load runs the converter's check: a file whose keys say `max_len` 1 or a sliding
+/// window of 0 (written by hand; `convert` refuses such configs) is refused, naming the field.
+#[test]
+fn gguf_load_runs_the_same_config_check() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = random_pico(tmp.path(), "ok");
+    let good = tmp.path().join("ok.gguf");
+    let o = skyctl(&[&"convert", &src, &good, &"--type", &"f32"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let bytes = std::fs::read(&good).unwrap();
+    let cases = case_file(tmp.path());
+    for (i, (key, field)) in [
+        ("modern-bert.decision.max_tokens", "max_len"),
+        ("modern-bert.attention.sliding_window", "local_attention"),
+        ("modern-bert.decision.max_head_tokens", "head_max_len"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let f = sky_gguf::GgufFile::parse(&bytes).unwrap();
+        let mut w = sky_gguf::GgufWriter::from_gguf(&f).unwrap();
+        w.add_kv(key, if field == "max_len" { 1u32 } else { 0u32 });
+        let bad = tmp.path().join(format!("bad{i}.gguf"));
+        std::fs::write(&bad, w.to_bytes().unwrap()).unwrap();
+        refused(&[&"ask", &bad, &"--requests", &cases], &[field]);
+    }
+    let f = sky_gguf::GgufFile::parse(&bytes).unwrap();
+    let mut w = sky_gguf::GgufWriter::from_gguf(&f).unwrap();
+    w.add_kv("modern-bert.attention.layer_norm_epsilon", -1.0f32);
+    let bad = tmp.path().join("eps.gguf");
+    std::fs::write(&bad, w.to_bytes().unwrap()).unwrap();
+    refused(&[&"ask", &bad, &"--requests", &cases], &["norm_eps", "-1"]);
+}

@@ -113,7 +113,7 @@ fn encode_tensor(
                     name: t.pytorch_name.clone(),
                     index,
                     value,
-                    reason: format!("{reason} (written as {ty})"),
+                    reason,
                 })
             }
             Err(e) => return Err(LayaError::gguf(format!("tensor {:?}", t.gguf_name), e)),

@@ -32,7 +32,9 @@ pub struct Args {
     /// general.name (default: the directory name).
     #[arg(long, value_name = "NAME")]
     pub name: Option<String>,
-    /// Convert NaN/Inf weights instead of refusing them.
+    /// Write weights that are NaN or infinite, or become so in their type (F16 above 65504,
+    /// a Q8_0 block whose f16 scale overflows), instead of refusing them. The engine refuses
+    /// to answer from such a file.
     #[arg(long)]
     pub allow_nonfinite: bool,
     /// Write the encoder alone, for upstream llama.cpp (embeddings; it refuses the full file):

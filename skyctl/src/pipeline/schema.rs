@@ -738,10 +738,17 @@ impl Manifest {
                     ),
                 ));
             }
-            if !(m.quantize.outlier_ratio.is_finite() && m.quantize.outlier_ratio > 1.0) {
+            // Checked in the type it is used in: the quantizer takes the ratio as f32, so a
+            // ratio finite as f64 (1e308) but infinite as f32 is refused here, before convert
+            // and calibrate run, not in the quantizer after them.
+            let ratio = m.quantize.outlier_ratio;
+            let as_used = ratio as f32;
+            if !(as_used.is_finite() && as_used > 1.0) {
                 return Err(self.error_at(
                     m.name.span(),
-                    format!("model `{name}`: quantize.outlier_ratio must be a number > 1"),
+                    format!(
+                        "model `{name}`: quantize.outlier_ratio must be a number > 1 and finite as f32 (the quantizer's type), found {ratio:e}"
+                    ),
                 ));
             }
         }

@@ -174,6 +174,73 @@ fn map_into<const N: usize>(x: &[f32], f: impl Fn(f32) -> [u8; N]) -> Vec<u8> {
     out
 }
 
+/// Check that every value of `tensor` survives encoding as `ty` finite: the one check every
+/// writer (GGUF files, quantized files, the engine's weights) runs before it writes or uses a
+/// tensor. F32: the value itself is finite. F16 and BF16: it stays finite after rounding
+/// (f16 max 65504, so 65520 and above round to inf; bf16's largest finite value is
+/// 3.3895314e38). Q8_0: the values are finite and each block's scale `d = amax / 127`
+/// (computed as [`quantize_q8_0`] computes it) stays finite as f16 (`amax` below 8,321,040).
+/// Other types have no f32 encoding and pass (their encoder refuses them).
+///
+/// Errors: [`Error::NotFinite`] naming `tensor` and the flat index of the first bad value
+/// (for a Q8_0 scale: of the block's largest value).
+pub fn check_finite_in(ty: GgmlType, tensor: &str, x: &[f32]) -> Result<()> {
+    let refuse = |index: usize, reason: String| {
+        Err(Error::NotFinite {
+            tensor: tensor.to_string(),
+            index,
+            value: x[index],
+            reason,
+        })
+    };
+    if let Some(i) = x.iter().position(|v| !v.is_finite()) {
+        return refuse(i, "is not finite".into());
+    }
+    match ty {
+        GgmlType::F16 => {
+            if let Some(i) = x
+                .iter()
+                .position(|&v| !f16_to_f32(f32_to_f16(v)).is_finite())
+            {
+                return refuse(i, "overflows F16 to inf (largest finite F16: 65504)".into());
+            }
+        }
+        GgmlType::BF16 => {
+            if let Some(i) = x
+                .iter()
+                .position(|&v| !bf16_to_f32(f32_to_bf16(v)).is_finite())
+            {
+                return refuse(
+                    i,
+                    "overflows BF16 to inf (largest finite BF16: 3.3895314e38)".into(),
+                );
+            }
+        }
+        GgmlType::Q8_0 => {
+            for (b, blk) in x.chunks(QK8_0).enumerate() {
+                let (at, amax) = blk.iter().enumerate().fold((0, 0.0f32), |(j, m), (i, v)| {
+                    if v.abs() > m {
+                        (i, v.abs())
+                    } else {
+                        (j, m)
+                    }
+                });
+                let d = amax / 127.0;
+                if !f16_to_f32(f32_to_f16(d)).is_finite() {
+                    return refuse(
+                        b * QK8_0 + at,
+                        format!(
+                            "makes the F16 scale of Q8_0 block {b} (max |x| / 127 = {d:e}) overflow to inf (largest finite F16: 65504)"
+                        ),
+                    );
+                }
+            }
+        }
+        GgmlType::F32 | GgmlType::Other(_) => {}
+    }
+    Ok(())
+}
+
 /// Encode f32 values as `ty`. `row_len` is the innermost dimension (ggml `ne[0]`); Q8_0
 /// needs it to be a multiple of 32 (and `x.len()` a multiple of it).
 pub fn encode(ty: GgmlType, x: &[f32], row_len: usize) -> Result<Vec<u8>> {
@@ -437,6 +504,67 @@ mod tests {
         assert!(encode(GgmlType::Q8_0, &[1.0; 96], 48).is_err());
         assert!(encode(GgmlType::Q8_0, &[1.0; 96], 32).is_ok());
         assert!(dequantize_q8_0(&[0; 33], 32).is_err());
+    }
+
+    fn refused(ty: GgmlType, x: &[f32]) -> String {
+        match check_finite_in(ty, "blk.0.attn_qkv.weight", x) {
+            Err(e) => e.to_string(),
+            Ok(()) => panic!("{ty} accepted {x:?}"),
+        }
+    }
+
+    #[test]
+    fn check_finite_in_refuses_at_the_exact_boundaries() {
+        let t = "blk.0.attn_qkv.weight";
+        // F16: 65504 is the largest finite half; 65519.99 rounds down to it, 65520 to inf.
+        for v in [65504.0f32, 65519.99, -65519.99] {
+            check_finite_in(GgmlType::F16, t, &[0.0, v]).unwrap();
+            assert!(f16_to_f32(f32_to_f16(v)).is_finite());
+        }
+        for v in [65520.0f32, -65520.0, 1e10] {
+            let e = refused(GgmlType::F16, &[0.5, 1.0, v]);
+            assert!(
+                e.contains("\"blk.0.attn_qkv.weight\"")
+                    && e.contains("flat index 2")
+                    && e.contains("F16"),
+                "{e}"
+            );
+            // The same value is fine in F32.
+            check_finite_in(GgmlType::F32, t, &[v]).unwrap();
+        }
+        // BF16: 0x7F7F_7FFF rounds down to the largest finite bf16 (0x7F7F), the halfway
+        // value 0x7F7F_8000 rounds to even, i.e. up to inf.
+        let below = f32::from_bits(0x7F7F_7FFF);
+        let half = f32::from_bits(0x7F7F_8000);
+        check_finite_in(GgmlType::BF16, t, &[below, -below]).unwrap();
+        assert_eq!(f32_to_bf16(below), 0x7F7F);
+        assert_eq!(f32_to_bf16(half), 0x7F80);
+        let e = refused(GgmlType::BF16, &[1.0, half]);
+        assert!(e.contains("flat index 1") && e.contains("BF16"), "{e}");
+        check_finite_in(GgmlType::F16, t, &[]).unwrap();
+        // Q8_0: d = amax / 127 overflows f16 from amax = 65520 * 127 = 8,321,040 on.
+        let mut blocks = vec![0.25f32; 64];
+        blocks[40] = 8_321_000.0; // d = 65519.69 -> 65504
+        check_finite_in(GgmlType::Q8_0, t, &blocks).unwrap();
+        assert_ne!(f32_to_f16(8_321_000.0 / 127.0), 0x7C00);
+        blocks[41] = -8_321_040.0;
+        let e = refused(GgmlType::Q8_0, &blocks);
+        assert!(
+            e.contains("flat index 41") && e.contains("Q8_0 block 1") && e.contains("scale"),
+            "{e}"
+        );
+        // What the quantizer would have written: an infinite scale.
+        let q = quantize_q8_0(&blocks).unwrap();
+        assert_eq!(u16::from_le_bytes([q[34], q[35]]), 0x7C00);
+        // NaN and inf are refused in every type, F32 included.
+        for ty in [GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0] {
+            let e = refused(ty, &[0.0, 0.0, 0.0, f32::NAN]);
+            assert!(
+                e.contains("flat index 3") && e.contains("NaN") && e.contains("not finite"),
+                "{e}"
+            );
+            refused(ty, &[f32::NEG_INFINITY]);
+        }
     }
 
     #[test]

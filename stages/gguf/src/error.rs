@@ -197,6 +197,21 @@ pub enum Error {
     /// Writer input that cannot be written (bad alignment, too many dims ...).
     #[error("{0}")]
     Invalid(String),
+    /// A value that does not survive its target type finite ([`crate::check_finite_in`]):
+    /// NaN or infinite already, rounded to infinity by F16 or BF16, or a Q8_0 block whose
+    /// f16 scale overflows.
+    #[error("tensor {tensor:?}: value {value:e} at flat index {index} {reason}")]
+    NotFinite {
+        /// The tensor (or metadata key) being written.
+        tensor: String,
+        /// The flat (row-major) index of the first bad value (for a Q8_0 scale: the block's
+        /// largest value, which sets the scale).
+        index: usize,
+        /// The value.
+        value: f32,
+        /// Why it is refused ("is not finite", "overflows F16 to inf (max 65504)" ...).
+        reason: String,
+    },
 }
 
 /// Shorthand for results of this crate.

@@ -40,8 +40,8 @@ mod value;
 mod writer;
 
 pub use dtype::{
-    bf16_to_f32, decode, dequantize_q8_0, encode, f16_to_f32, f32_to_bf16, f32_to_f16,
-    quantize_q8_0, quantize_q8_0_into, Q8_0_BLOCK_BYTES, QK8_0,
+    bf16_to_f32, check_finite_in, decode, dequantize_q8_0, encode, f16_to_f32, f32_to_bf16,
+    f32_to_f16, quantize_q8_0, quantize_q8_0_into, Q8_0_BLOCK_BYTES, QK8_0,
 };
 pub use error::{Error, Result};
 #[cfg(feature = "fs")]

@@ -157,7 +157,8 @@ impl GgufWriter {
         Ok(())
     }
 
-    /// Encode f32 values as `ty` (F32, F16, BF16, Q8_0) and add them as a tensor.
+    /// Encode f32 values as `ty` (F32, F16, BF16, Q8_0) and add them as a tensor. Values that
+    /// do not survive `ty` finite are refused ([`crate::check_finite_in`]).
     pub fn add_tensor_f32(
         &mut self,
         name: impl Into<String>,
@@ -166,6 +167,7 @@ impl GgufWriter {
         values: &[f32],
     ) -> Result<()> {
         let name = name.into();
+        dtype::check_finite_in(ty, &name, values)?;
         let row = dims_ggml.first().copied().unwrap_or(1);
         let row = usize::try_from(row).map_err(|_| Error::Overflow {
             what: format!("row of tensor {name:?}"),
@@ -356,6 +358,18 @@ fn put_string(buf: &mut Vec<u8>, s: &str) {
     buf.extend_from_slice(s.as_bytes());
 }
 
+/// A float metadata value must be finite: no file this crate writes carries NaN or inf (a
+/// temperature, an epsilon, an exact outlier weight), so a reader never computes with one.
+fn finite_float(key: &str, index: Option<usize>, x: f64) -> Result<()> {
+    if x.is_finite() {
+        return Ok(());
+    }
+    let at = index.map(|i| format!(" at index {i}")).unwrap_or_default();
+    Err(Error::Invalid(format!(
+        "metadata key {key:?}: value {x}{at} is not finite"
+    )))
+}
+
 fn put_value(buf: &mut Vec<u8>, v: &Value, key: &str) -> Result<()> {
     match v {
         Value::U8(x) => buf.push(*x),
@@ -364,12 +378,18 @@ fn put_value(buf: &mut Vec<u8>, v: &Value, key: &str) -> Result<()> {
         Value::I16(x) => buf.extend_from_slice(&x.to_le_bytes()),
         Value::U32(x) => buf.extend_from_slice(&x.to_le_bytes()),
         Value::I32(x) => buf.extend_from_slice(&x.to_le_bytes()),
-        Value::F32(x) => buf.extend_from_slice(&x.to_le_bytes()),
+        Value::F32(x) => {
+            finite_float(key, None, f64::from(*x))?;
+            buf.extend_from_slice(&x.to_le_bytes())
+        }
         Value::Bool(x) => buf.push(u8::from(*x)),
         Value::String(s) => put_string(buf, s),
         Value::U64(x) => buf.extend_from_slice(&x.to_le_bytes()),
         Value::I64(x) => buf.extend_from_slice(&x.to_le_bytes()),
-        Value::F64(x) => buf.extend_from_slice(&x.to_le_bytes()),
+        Value::F64(x) => {
+            finite_float(key, None, *x)?;
+            buf.extend_from_slice(&x.to_le_bytes())
+        }
         Value::Array(Array { elem_type, items }) => {
             buf.extend_from_slice(&elem_type.id().to_le_bytes());
             buf.extend_from_slice(&(items.len() as u64).to_le_bytes());
@@ -379,6 +399,11 @@ fn put_value(buf: &mut Vec<u8>, v: &Value, key: &str) -> Result<()> {
                         "metadata key {key:?}: array of {elem_type} has a {} at index {i}",
                         item.value_type()
                     )));
+                }
+                match item {
+                    Value::F32(x) => finite_float(key, Some(i), f64::from(*x))?,
+                    Value::F64(x) => finite_float(key, Some(i), *x)?,
+                    _ => {}
                 }
                 put_value(buf, item, key)?;
             }
@@ -562,6 +587,31 @@ mod tests {
             e.to_string().contains("array of u8 has a i8 at index 1"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn writer_refuses_values_that_do_not_stay_finite() {
+        let mut w = GgufWriter::new();
+        let e = w
+            .add_tensor_f32("h", vec![2], GgmlType::F16, &[1.0, 1e10])
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "tensor \"h\": value 1e10 at flat index 1 overflows F16 to inf (largest finite F16: 65504)"
+        );
+        w.add_tensor_f32("f", vec![2], GgmlType::F32, &[1.0, 1e10])
+            .unwrap();
+        w.add_kv("t", Value::F32(f32::INFINITY));
+        let e = w.to_bytes().unwrap_err();
+        assert_eq!(e.to_string(), "metadata key \"t\": value inf is not finite");
+        w.add_kv("t", Value::f32_array(vec![1.0, f32::NAN]));
+        let e = w.to_bytes().unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "metadata key \"t\": value NaN at index 1 is not finite"
+        );
+        w.add_kv("t", Value::F64(0.5));
+        w.to_bytes().unwrap();
     }
 
     #[cfg(feature = "fs")]

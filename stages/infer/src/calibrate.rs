@@ -96,7 +96,7 @@ pub fn calibrate(engine: &Engine, prompts: &[PromptRequest]) -> Result<Calibrati
         };
         // Every instruction set computes the same bits (`kernels`), so the calibration file
         // (and the digest a Q8_0 file records) is the same on every machine.
-        forward(
+        let scores = forward(
             &engine.model,
             engine.isa,
             &mut ws,
@@ -108,6 +108,10 @@ pub fn calibrate(engine: &Engine, prompts: &[PromptRequest]) -> Result<Calibrati
         if let Some(e) = failure {
             return Err(InferError::upstream("calibration", e).at(format!("prompt {}", p.id)));
         }
+        // Every activation the maxima come from was checked by `observe`; the scores close
+        // the pass (a model that overflows after the last observed site calibrates nothing).
+        crate::engine::finite_scores(scores)
+            .map_err(|e| InferError::upstream("calibration", e).at(format!("prompt {}", p.id)))?;
     }
     Ok(CalibrationRun {
         calibration,

@@ -3,7 +3,8 @@
 
 use crate::error::{InferError, Result};
 use serde_json::Value;
-use sky_laya::config::limits;
+use sky_laya::config::{head_heads, limits};
+use sky_laya::ModelNumbers;
 
 /// Hyperparameters of a Laya decision model (ModernBERT encoder + decision head).
 #[derive(Debug, Clone, PartialEq)]
@@ -49,80 +50,46 @@ impl ModelConfig {
         self.hidden / self.head_heads
     }
 
-    /// Check the derived shapes (head widths divide d, RoPE pairs exist).
+    /// The numbers [`sky_laya::ModelNumbers::check`] validates (the one validation that
+    /// `convert`, `ask DIR` and GGUF loading share).
+    pub fn numbers(&self) -> ModelNumbers {
+        ModelNumbers {
+            hidden_size: self.hidden,
+            intermediate_size: self.intermediate,
+            num_hidden_layers: self.n_enc,
+            num_attention_heads: self.enc_heads,
+            vocab_size: self.vocab,
+            head_layers: self.n_head_layers,
+            local_attention: self.local_attention,
+            global_layers: self.global_layers.clone(),
+            global_attn_every_n_layers: None,
+            norm_eps: f64::from(self.eps),
+            global_rope_theta: f64::from(self.rope_global),
+            local_rope_theta: f64::from(self.rope_local),
+            max_len: self.max_len,
+            head_max_len: self.max_head_tokens,
+        }
+    }
+
+    /// Check the config with [`sky_laya::ModelNumbers::check`] (the converter's check, so a
+    /// file `convert` wrote always loads), and that the decision head's width is the one
+    /// PyTorch Laya derives from d.
     pub fn validate(&self) -> Result<()> {
-        let bad = |key: &str, message: String| {
-            Err(InferError::BadValue {
-                key: key.to_string(),
-                message,
-            })
-        };
-        if self.hidden == 0 || self.vocab == 0 || self.intermediate == 0 {
-            return bad(
-                "hidden_size",
-                "hidden, vocab and intermediate sizes must be > 0".into(),
-            );
-        }
-        if self.enc_heads == 0
-            || !self.hidden.is_multiple_of(self.enc_heads)
-            || !self.enc_head_dim().is_multiple_of(2)
-        {
-            return bad(
-                "num_attention_heads",
-                format!(
-                    "{} heads do not split hidden size {} into even head widths",
-                    self.enc_heads, self.hidden
+        self.numbers()
+            .check()
+            .map_err(|issue| InferError::BadValue {
+                key: issue.field,
+                message: issue.message,
+            })?;
+        if self.head_heads != head_heads(self.hidden) {
+            return Err(InferError::BadValue {
+                key: "hidden_size".into(),
+                message: format!(
+                    "{} decision-head heads, but max(1, d // 64) is {}",
+                    self.head_heads,
+                    head_heads(self.hidden)
                 ),
-            );
-        }
-        if !self.hidden.is_multiple_of(self.head_heads) {
-            return bad(
-                "hidden_size",
-                format!(
-                    "the decision head's {} heads (max(1, d // 64)) do not divide hidden size {}",
-                    self.head_heads, self.hidden
-                ),
-            );
-        }
-        if self.global_layers.len() != self.n_enc {
-            return bad(
-                "layer_types",
-                format!(
-                    "{} entries for {} layers",
-                    self.global_layers.len(),
-                    self.n_enc
-                ),
-            );
-        }
-        for (key, v, max) in [
-            ("hidden_size", self.hidden, limits::MAX_HIDDEN),
-            ("vocab_size", self.vocab, limits::MAX_VOCAB),
-            ("num_hidden_layers", self.n_enc, limits::MAX_LAYERS),
-            ("num_attention_heads", self.enc_heads, limits::MAX_HEADS),
-            (
-                "intermediate_size",
-                self.intermediate,
-                limits::MAX_INTERMEDIATE,
-            ),
-            ("head_layers", self.n_head_layers, limits::MAX_LAYERS),
-            (
-                "local_attention",
-                self.local_attention,
-                limits::MAX_SEQUENCE,
-            ),
-            ("max_len", self.max_len, limits::MAX_SEQUENCE),
-            ("head_max_len", self.max_head_tokens, limits::MAX_SEQUENCE),
-        ] {
-            within(key, v, max)?;
-        }
-        if self.max_len < 4 || self.max_head_tokens == 0 {
-            return bad(
-                "max_len",
-                "max_len must be >= 4 and head_max_len > 0".into(),
-            );
-        }
-        if !(self.eps.is_finite() && self.eps >= 0.0) {
-            return bad("norm_eps", format!("{} is not a usable epsilon", self.eps));
+            });
         }
         Ok(())
     }
@@ -175,10 +142,18 @@ impl ModelConfig {
                 rope_local = v;
             }
         }
-        let eps = ["layer_norm_eps", "norm_eps", "layer_norm_epsilon"]
-            .iter()
-            .find_map(|k| encoder.get(*k).and_then(Value::as_f64))
-            .unwrap_or(1e-5);
+        // The converter's order (`sky_laya::EncoderConfig::eps`): a LayerNorm spelling first,
+        // then the RMS spellings.
+        let eps = [
+            "layer_norm_eps",
+            "layer_norm_epsilon",
+            "norm_epsilon",
+            "rms_norm_eps",
+            "norm_eps",
+        ]
+        .iter()
+        .find_map(|k| encoder.get(*k).and_then(Value::as_f64))
+        .unwrap_or(1e-5);
         let cfg = ModelConfig {
             hidden,
             vocab: get_usize(encoder, "vocab_size", enc_src)?,
@@ -186,13 +161,13 @@ impl ModelConfig {
             enc_heads: get_usize(encoder, "num_attention_heads", enc_src)?,
             intermediate: get_usize(encoder, "intermediate_size", enc_src)?,
             n_head_layers: get_usize(agent, "head_layers", agent_src)?,
-            head_heads: (hidden / 64).max(1),
+            head_heads: head_heads(hidden),
             eps: eps as f32,
             global_layers,
             local_attention: opt_usize(encoder, "local_attention")?.unwrap_or(128),
             rope_global: rope_global as f32,
             rope_local: rope_local as f32,
-            max_len: opt_usize(agent, "max_len")?.unwrap_or(512),
+            max_len: opt_usize(agent, "max_len")?.unwrap_or(sky_laya::config::DEFAULT_MAX_LEN),
             max_head_tokens: opt_usize(agent, "head_max_len")?.unwrap_or(192),
         };
         cfg.validate()?;

@@ -190,7 +190,7 @@ impl Engine {
         bounds: Boundaries<'_>,
     ) -> Result<Vec<f32>> {
         self.check_stop()?;
-        Ok(forward_from(
+        let scores = forward_from(
             &self.model,
             self.isa,
             ws,
@@ -199,8 +199,9 @@ impl Engine {
             qtype,
             observer,
             bounds,
-        )?
-        .to_vec())
+        )?;
+        finite_scores(scores)?;
+        Ok(scores.to_vec())
     }
 
     /// The option probabilities of a question's raw scores: its temperature, then softmax.
@@ -358,6 +359,22 @@ fn case_parts(case: &Value) -> Result<(String, Question, &Value)> {
         .get("state")
         .ok_or_else(|| bad_request(format!("{id}.state"), "missing"))?;
     Ok((id, q, state))
+}
+
+/// Refuse non-finite scores (final logits) of a forward pass. Weights are checked once at
+/// load; activations are not checked inside the hot loops: a NaN or inf anywhere in the
+/// pass reaches the scores (every layer feeds the next, the scorer reads every marker), so
+/// this one check on the output is enough to refuse a non-finite answer. Softmax over finite
+/// scores with a clamped temperature is finite, so the probabilities need no second check.
+pub fn finite_scores(scores: &[f32]) -> Result<()> {
+    match scores.iter().position(|v| !v.is_finite()) {
+        Some(index) => Err(InferError::NonFinite {
+            what: "scores (the forward pass's output)".into(),
+            index,
+            value: scores[index],
+        }),
+        None => Ok(()),
+    }
 }
 
 /// The JSON error object of spec 5.4 for an error of this crate.

@@ -82,6 +82,17 @@ pub enum InferError {
         #[source]
         source: Source,
     },
+    /// A forward pass produced a NaN or infinite score (the model's weights are finite, checked
+    /// at load, but its activations overflowed): no answer is given rather than a made-up one.
+    #[error("{what}: value {value} at index {index} is not finite (the model overflows on this input; no answer)")]
+    NonFinite {
+        /// What was computed, e.g. `scores of case "c2"`.
+        what: String,
+        /// Index of the first bad value.
+        index: usize,
+        /// The value.
+        value: f32,
+    },
     /// The caller asked the work to stop ([`crate::engine::Engine::stop`]).
     #[error("stopped: cancelled by the caller")]
     Cancelled,

@@ -631,6 +631,9 @@ pub fn quantize_gguf(
         let values = t.to_f32().map_err(|e| gerr(&e))?;
         let shape: Vec<usize> = t.shape().iter().map(|&d| d as usize).collect();
         let ty = policy.type_for(&t.name, &shape, n_enc);
+        // The one check every writer runs: finite in the type it is written as.
+        sky_gguf::check_finite_in(ty, &t.name, &values)
+            .map_err(|e| InferError::upstream("gguf", e))?;
         let data = if ty == GgmlType::Q8_0 {
             let k = shape.last().copied().unwrap_or(1);
             let rows = values.len().checked_div(k).unwrap_or(0);

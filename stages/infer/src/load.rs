@@ -99,10 +99,10 @@ fn gguf_u32(f: &GgufFile<'_>, key: &str) -> Result<u32> {
     })
 }
 
-/// Build an engine from the bytes of a GGUF written for a Laya decision model
-/// (`modern-bert` with `decision.type = "laya"`). F32/F16/BF16/Q8_0 tensors are decoded to f32.
-pub fn engine_from_gguf(bytes: &[u8], name: String) -> Result<Engine> {
-    let f = GgufFile::parse(bytes).map_err(|e| upstream("gguf", e))?;
+/// The model config of a GGUF file written for a Laya decision model (its `<arch>.*` keys, as
+/// [`sky_laya::config::write_model_keys`] writes them), checked by [`ModelConfig::validate`]:
+/// the converter's own check, so every file `convert` writes loads.
+pub fn config_from_gguf(f: &GgufFile<'_>) -> Result<ModelConfig> {
     let arch = f
         .get("general.architecture")
         .and_then(GValue::as_str)
@@ -111,23 +111,7 @@ pub fn engine_from_gguf(bytes: &[u8], name: String) -> Result<Engine> {
             key: "general.architecture".into(),
         })?
         .to_string();
-    let m = Meta { f: &f, arch };
-    match m.get("decision.type").and_then(GValue::as_str) {
-        Some("laya") => {}
-        Some(other) => {
-            return Err(InferError::NotDecisionModel {
-                message: format!(
-                    "{} is {other:?}; only \"laya\" is supported",
-                    m.key("decision.type")
-                ),
-            })
-        }
-        None => {
-            return Err(InferError::NotDecisionModel {
-                message: format!("the file has no {} key", m.key("decision.type")),
-            })
-        }
-    }
+    let m = Meta { f, arch };
     // Every count below sizes something (layer lists, RoPE tables, weights): each is checked
     // against the engine's limits as it is read.
     let n_layer = m.req_u_max("block_count", 2 * limits::MAX_LAYERS)?;
@@ -183,21 +167,57 @@ pub fn engine_from_gguf(bytes: &[u8], name: String) -> Result<Engine> {
         enc_heads: m.req_u_max("attention.head_count", limits::MAX_HEADS)?,
         intermediate,
         n_head_layers: n_dec,
-        head_heads: (hidden / 64).max(1),
+        head_heads: sky_laya::config::head_heads(hidden),
         eps: eps as f32,
         global_layers: (0..n_enc)
-            .map(|i| window == 0 || i % pattern == 0)
+            .map(|i| sky_laya::config::is_global_layer(i, pattern))
             .collect(),
-        local_attention: if window == 0 { usize::MAX / 4 } else { window },
+        // 0 (or no key) would mean "no window"; the converter never writes it and the
+        // config check refuses it, naming `local_attention`.
+        local_attention: window,
         rope_global: rope_global as f32,
         rope_local: m.opt_f("rope.freq_base_swa")?.unwrap_or(rope_global) as f32,
         max_len: m
             .opt_u_max("decision.max_tokens", limits::MAX_SEQUENCE)?
-            .unwrap_or(512),
+            .unwrap_or(sky_laya::config::DEFAULT_MAX_LEN),
         max_head_tokens: m
             .opt_u_max("decision.max_head_tokens", limits::MAX_SEQUENCE)?
             .unwrap_or(256),
     };
+    cfg.validate()?;
+    Ok(cfg)
+}
+
+/// Build an engine from the bytes of a GGUF written for a Laya decision model
+/// (`modern-bert` with `decision.type = "laya"`). F32/F16/BF16/Q8_0 tensors are decoded to f32.
+pub fn engine_from_gguf(bytes: &[u8], name: String) -> Result<Engine> {
+    let f = GgufFile::parse(bytes).map_err(|e| upstream("gguf", e))?;
+    let arch = f
+        .get("general.architecture")
+        .and_then(GValue::as_str)
+        .ok_or_else(|| InferError::MissingKey {
+            origin: "GGUF".into(),
+            key: "general.architecture".into(),
+        })?
+        .to_string();
+    let m = Meta { f: &f, arch };
+    match m.get("decision.type").and_then(GValue::as_str) {
+        Some("laya") => {}
+        Some(other) => {
+            return Err(InferError::NotDecisionModel {
+                message: format!(
+                    "{} is {other:?}; only \"laya\" is supported",
+                    m.key("decision.type")
+                ),
+            })
+        }
+        None => {
+            return Err(InferError::NotDecisionModel {
+                message: format!("the file has no {} key", m.key("decision.type")),
+            })
+        }
+    }
+    let cfg = config_from_gguf(&f)?;
     let mut temps = Temperatures::default();
     let prefix = m.key("decision.temperature.");
     for (k, v) in f.metadata.iter() {
@@ -366,3 +386,225 @@ mod fs {
 
 #[cfg(feature = "std-fs")]
 pub use fs::{engine_from_laya_dir, engine_from_laya_files, open};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{json, Map, Value};
+    use sky_laya::config::{validate, write_model_keys, ARCH};
+    use sky_laya::{AgentConfig, EncoderConfig};
+    use std::path::Path;
+
+    /// xorshift64: a fixed-seed source of choices, so a failure reproduces.
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+        fn pick<T: Clone>(&mut self, xs: &[T]) -> T {
+            xs[(self.next() % xs.len() as u64) as usize].clone()
+        }
+        fn chance(&mut self, percent: u64) -> bool {
+            self.next() % 100 < percent
+        }
+    }
+
+    /// Put `key` in `m` unless the pick is `None` (the key absent).
+    fn maybe(m: &mut Map<String, Value>, key: &str, v: Option<Value>) {
+        if let Some(v) = v {
+            m.insert(key.into(), v);
+        }
+    }
+
+    /// A random pair of configs: each field mostly drawn from valid values, sometimes (1 in
+    /// 12) from values at and past its limits (zero, negative, subnormal as f32, finite as f64
+    /// but infinite as f32, above the caps, absent), so that about half the pairs are accepted.
+    fn random_configs(r: &mut Rng) -> (Map<String, Value>, Map<String, Value>) {
+        fn f<T: Clone>(r: &mut Rng, good: &[T], bad: &[T]) -> T {
+            if r.chance(8) {
+                r.pick(bad)
+            } else {
+                r.pick(good)
+            }
+        }
+        let mut e = Map::new();
+        let n_layers = f(r, &[1u64, 2, 3, 4, 7], &[0]);
+        e.insert(
+            "hidden_size".into(),
+            json!(f(r, &[8u64, 64, 96, 128, 192], &[0, 6, 130, 65_537])),
+        );
+        e.insert(
+            "num_attention_heads".into(),
+            json!(f(r, &[1u64, 2, 4], &[0, 3, 8])),
+        );
+        e.insert(
+            "intermediate_size".into(),
+            json!(f(r, &[1u64, 128], &[0, 300_000])),
+        );
+        e.insert("num_hidden_layers".into(), json!(n_layers));
+        e.insert(
+            "vocab_size".into(),
+            json!(f(r, &[1u64, 1024], &[0, 5_000_000])),
+        );
+        let every = f(r, &[None, Some(1u64), Some(2), Some(3)], &[Some(0)]);
+        maybe(
+            &mut e,
+            "global_attn_every_n_layers",
+            every.map(|v| json!(v)),
+        );
+        if r.chance(40) {
+            // layer_types: as the pattern says, or a random list (of a random length)
+            let every = every.unwrap_or(3).max(1);
+            let types: Vec<&str> = if r.chance(80) {
+                (0..n_layers)
+                    .map(|i| {
+                        if i % every == 0 {
+                            "full_attention"
+                        } else {
+                            "sliding_attention"
+                        }
+                    })
+                    .collect()
+            } else {
+                (0..r.pick(&[0u64, n_layers, n_layers + 1]))
+                    .map(|_| r.pick(&["full_attention", "sliding_attention"]))
+                    .collect()
+            };
+            e.insert("layer_types".into(), json!(types));
+        }
+        let local = f(
+            r,
+            &[None, Some(json!(1)), Some(json!(128))],
+            &[Some(json!(0)), Some(json!(70_000))],
+        );
+        maybe(&mut e, "local_attention", local);
+        let eps_good = [
+            None,
+            Some(json!(1e-44)),
+            Some(json!(1e-5)),
+            Some(json!(0.5)),
+        ];
+        let eps_bad = [
+            Some(json!(-1.0)),
+            Some(json!(0.0)),
+            Some(json!(1e-60)),
+            Some(json!(1e39)),
+        ];
+        let eps_key = r.pick(&[
+            "norm_eps",
+            "layer_norm_eps",
+            "rms_norm_eps",
+            "layer_norm_epsilon",
+        ]);
+        let eps = f(r, &eps_good, &eps_bad);
+        maybe(&mut e, eps_key, eps);
+        if r.chance(20) {
+            let eps = f(r, &eps_good, &eps_bad);
+            maybe(&mut e, "norm_eps", eps);
+        }
+        let t_good = [
+            None,
+            Some(json!(1e-30)),
+            Some(json!(10.0)),
+            Some(json!(160_000.0)),
+            Some(json!(3e38)),
+        ];
+        let t_bad = [
+            Some(json!(-5.0)),
+            Some(json!(0.0)),
+            Some(json!(1e-60)),
+            Some(json!(1e39)),
+        ];
+        let (g, l) = (f(r, &t_good, &t_bad), f(r, &t_good, &t_bad));
+        if r.chance(50) {
+            maybe(&mut e, "global_rope_theta", g);
+            maybe(&mut e, "local_rope_theta", l);
+        } else {
+            let mut rp = Map::new();
+            if let Some(t) = g {
+                rp.insert("full_attention".into(), json!({"rope_theta": t}));
+            }
+            if let Some(t) = l {
+                rp.insert("sliding_attention".into(), json!({"rope_theta": t}));
+            }
+            e.insert("rope_parameters".into(), Value::Object(rp));
+        }
+        let mut a = Map::new();
+        a.insert("head_layers".into(), json!(f(r, &[1u64, 2], &[0, 2000])));
+        // Always given: when absent the converter writes llama.cpp's default 256 while the
+        // PyTorch code (and `ask DIR`) use 192, a documented difference (spec 2.2).
+        a.insert(
+            "head_max_len".into(),
+            json!(f(r, &[1u64, 96], &[0, 70_000])),
+        );
+        let max_len = f(
+            r,
+            &[None, Some(json!(4)), Some(json!(512))],
+            &[
+                Some(json!(0)),
+                Some(json!(1)),
+                Some(json!(3)),
+                Some(json!(70_000)),
+            ],
+        );
+        maybe(&mut a, "max_len", max_len);
+        let (tg, tb) = (
+            [json!(0.5), json!(1.0647699), json!(7.5), json!(-2.0)],
+            [json!(1e39), json!(-1e39)],
+        );
+        let t = [f(r, &tg, &tb), f(r, &tg, &tb), f(r, &tg, &tb)];
+        a.insert("temperature".into(), json!(t));
+        a.insert(
+            "temperature_by_options".into(),
+            json!({"choice:3-5": f(r, &tg, &tb)}),
+        );
+        (e, a)
+    }
+
+    /// The construction of issue 53 class 6: one check ([`sky_laya::ModelNumbers::check`]),
+    /// so whatever the converter accepts (configs parsed and validated), the file it writes
+    /// loads ([`config_from_gguf`]) and `ask DIR` loads it too, both into the same config.
+    #[test]
+    fn whatever_convert_accepts_load_accepts_and_reads_the_same() {
+        let mut r = Rng(0x5eed_53c0_ffee_1234);
+        let (ep, ap) = (
+            Path::new("encoder/config.json"),
+            Path::new("rl_agent_config.json"),
+        );
+        let (mut accepted, mut refused) = (0, 0);
+        for round in 0..20_000 {
+            let (e, a) = random_configs(&mut r);
+            let convert_accepts = EncoderConfig::from_map(ep, &e).and_then(|enc| {
+                let agent = AgentConfig::from_map(ap, &a)?;
+                validate(ep, &enc, ap, &agent)?;
+                Ok((enc, agent))
+            });
+            let Ok((enc, agent)) = convert_accepts else {
+                refused += 1;
+                continue;
+            };
+            accepted += 1;
+            let why = format!("round {round}: {e:?} {a:?}");
+            let mut w = sky_gguf::GgufWriter::new();
+            w.add_kv("general.architecture", ARCH);
+            write_model_keys(&mut w, &enc, &agent, 1, false)
+                .unwrap_or_else(|x| panic!("{why}: {x}"));
+            let bytes = w
+                .to_bytes()
+                .unwrap_or_else(|x| panic!("{why}: writing: {x}"));
+            let f = GgufFile::parse(&bytes).unwrap_or_else(|x| panic!("{why}: {x}"));
+            let from_file = config_from_gguf(&f)
+                .unwrap_or_else(|x| panic!("{why}: load refuses what convert accepted: {x}"));
+            let from_dir = ModelConfig::from_laya_json(&Value::Object(e), &Value::Object(a))
+                .unwrap_or_else(|x| panic!("{why}: ask DIR refuses what convert accepted: {x}"));
+            assert_eq!(from_file, from_dir, "{why}");
+        }
+        assert!(
+            accepted > 3_000 && refused > 3_000,
+            "{accepted} accepted, {refused} refused"
+        );
+    }
+}

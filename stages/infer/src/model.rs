@@ -119,6 +119,11 @@ impl Loader<'_> {
                 message: format!("{} values for shape {shape:?}", data.len()),
             });
         }
+        // Every weight is checked once here, as it is loaded (a GGUF file or a Laya
+        // directory, f32 or int8 path alike), not in the hot loops: a NaN or infinite weight
+        // would otherwise turn into a plausible-looking answer.
+        sky_gguf::check_finite_in(sky_gguf::GgmlType::F32, name, &data)
+            .map_err(|e| InferError::upstream("weights", e))?;
         Ok(data)
     }
 

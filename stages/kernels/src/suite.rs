@@ -353,9 +353,30 @@ pub fn write_files(dir: &Path, files: &[GoldenFile]) -> Result<Vec<GeneratedFile
         .collect()
 }
 
-/// Generate the whole golden set (all 40 files of the seed's tables) into `out_dir`.
+/// Generate the whole golden set (all 40 files of the seed's tables) into `out_dir`. A golden
+/// `f32` value that is NaN or infinite is refused before anything is written (naming the
+/// file and element): the checker refuses to judge against such a file, so none is made.
 pub fn generate(out_dir: &Path) -> Result<Vec<GeneratedFile>> {
-    write_files(out_dir, &golden_set())
+    let files = golden_set();
+    check_goldens_finite(out_dir, &files)?;
+    write_files(out_dir, &files)
+}
+
+/// Every `f32` value of `files` (goldens about to be written into `dir`) is finite.
+/// (Candidate files, the harness's outputs, may hold anything: the checker reports them.)
+pub fn check_goldens_finite(dir: &Path, files: &[GoldenFile]) -> Result<()> {
+    for f in files {
+        if let Payload::F32(v) = &f.payload {
+            if let Some((index, &value)) = v.iter().enumerate().find(|(_, x)| !x.is_finite()) {
+                return Err(Error::NonFiniteGolden {
+                    file: format::file_path(dir, &f.name).display().to_string(),
+                    index,
+                    value,
+                });
+            }
+        }
+    }
+    Ok(())
 }
 
 /// One digest for a set of written files: BLAKE3 over `name \0 blake3-hex \n` in the given
@@ -382,6 +403,21 @@ pub fn run_cpu(in_dir: &Path, out_dir: &Path) -> Result<Vec<GeneratedFile>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_non_finite_golden_is_refused_before_anything_is_written() {
+        let dir = std::path::Path::new("gold");
+        let ok = GoldenFile::new("q3k_matvec_output", Payload::F32(vec![1.0, 2.0]));
+        let bad = GoldenFile::new("ssm_recur_y", Payload::F32(vec![1.0, 2.0, f32::NAN]));
+        check_goldens_finite(dir, std::slice::from_ref(&ok)).unwrap();
+        let e = check_goldens_finite(dir, &[ok, bad])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("ssm_recur_y.bin: golden value at element 2 is not finite"),
+            "{e}"
+        );
+    }
 
     #[test]
     fn generated_set_matches_the_table_file_for_file() {

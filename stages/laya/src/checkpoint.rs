@@ -372,6 +372,12 @@ impl LayaCheckpoint {
         let encoder =
             EncoderConfig::parse(&dir.join("encoder").join("config.json"), &src.encoder?)?;
         let agent = AgentConfig::parse(&dir.join("rl_agent_config.json"), &src.agent?)?;
+        crate::config::validate(
+            &dir.join("encoder").join("config.json"),
+            &encoder,
+            &dir.join("rl_agent_config.json"),
+            &agent,
+        )?;
         let root_config = match src.root_config? {
             Some(bytes) => Some(parse_json_object(&dir.join("config.json"), &bytes)?),
             None => None,

@@ -179,6 +179,10 @@ pub struct EncoderConfig {
     pub layer_norm_eps: Option<f64>,
     /// `hidden_activation` ("gelu" in ModernBERT), when present.
     pub hidden_activation: Option<String>,
+    /// `layer_types` (transformers v5), when present: per layer, true for
+    /// `full_attention`, false for `sliding_attention`. GGUF records only
+    /// `global_attn_every_n_layers`, so [`validate`] requires the two to agree.
+    pub layer_types: Option<Vec<bool>>,
 }
 
 impl EncoderConfig {
@@ -203,7 +207,8 @@ impl EncoderConfig {
         EncoderConfig::from_map(path, &parse_json_object(path, bytes)?)
     }
 
-    pub(crate) fn from_map(path: &Path, map: &Map<String, Value>) -> Result<EncoderConfig> {
+    /// Parse a parsed `encoder/config.json` (`path` names it in errors).
+    pub fn from_map(path: &Path, map: &Map<String, Value>) -> Result<EncoderConfig> {
         let k = Keys { path, map };
         let (mut global, mut local) = (
             k.opt_f64("global_rope_theta")?,
@@ -243,6 +248,33 @@ impl EncoderConfig {
                 break;
             }
         }
+        let layer_types = match map.get("layer_types") {
+            None | Some(Value::Null) => None,
+            Some(Value::Array(items)) => Some(
+                items
+                    .iter()
+                    .enumerate()
+                    .map(|(i, t)| match t.as_str() {
+                        Some("full_attention") => Ok(true),
+                        Some("sliding_attention") => Ok(false),
+                        _ => Err(LayaError::key(
+                            path,
+                            format!("layer_types[{i}]"),
+                            format!(
+                                "expected \"full_attention\" or \"sliding_attention\", found {t}"
+                            ),
+                        )),
+                    })
+                    .collect::<Result<Vec<_>>>()?,
+            ),
+            Some(v) => {
+                return Err(LayaError::key(
+                    path,
+                    "layer_types",
+                    format!("expected a list of layer types, found {v}"),
+                ))
+            }
+        };
         let cfg = EncoderConfig {
             hidden_size: k.usize("hidden_size")?,
             intermediate_size: k.usize("intermediate_size")?,
@@ -257,6 +289,7 @@ impl EncoderConfig {
             norm_eps,
             layer_norm_eps,
             hidden_activation: k.opt_str("hidden_activation")?,
+            layer_types,
         };
         for (key, v) in [
             ("hidden_size", cfg.hidden_size),
@@ -338,6 +371,351 @@ pub mod limits {
     }
 }
 
+/// The numbers of a Laya model that the engine computes with, in the types it computes with
+/// them, gathered from either source: the two JSON configs of a checkpoint
+/// ([`ModelNumbers::from_configs`]) or the metadata of a converted GGUF file (sky-infer's
+/// loader). [`ModelNumbers::check`] is the one validation both run, so whatever `convert`
+/// accepts, loading the converted file accepts, and `ask DIR` refuses what `convert` refuses.
+/// Field names are the Laya config spellings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelNumbers {
+    /// `hidden_size`.
+    pub hidden_size: usize,
+    /// `intermediate_size`.
+    pub intermediate_size: usize,
+    /// `num_hidden_layers`.
+    pub num_hidden_layers: usize,
+    /// `num_attention_heads`.
+    pub num_attention_heads: usize,
+    /// `vocab_size`.
+    pub vocab_size: usize,
+    /// `head_layers`.
+    pub head_layers: usize,
+    /// `local_attention` (the sliding window's full width).
+    pub local_attention: usize,
+    /// Per encoder layer: full attention (else sliding).
+    pub global_layers: Vec<bool>,
+    /// `global_attn_every_n_layers`, when the layer list must follow it (a checkpoint; a GGUF
+    /// file's list is built from it).
+    pub global_attn_every_n_layers: Option<usize>,
+    /// The LayerNorm epsilon (used as f32).
+    pub norm_eps: f64,
+    /// RoPE theta of full-attention layers (used as f32).
+    pub global_rope_theta: f64,
+    /// RoPE theta of sliding layers (used as f32).
+    pub local_rope_theta: f64,
+    /// `max_len`.
+    pub max_len: usize,
+    /// `head_max_len`.
+    pub head_max_len: usize,
+}
+
+/// A config value [`ModelNumbers::check`] refuses: the field (Laya spelling) and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigIssue {
+    /// The field, e.g. `norm_eps`, `layer_types[2]`.
+    pub field: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// The engine's whole-sequence limit when `max_len` is absent.
+pub const DEFAULT_MAX_LEN: usize = 512;
+
+/// Decision-head attention heads: max(1, d / 64), as PyTorch Laya builds them.
+pub fn head_heads(hidden_size: usize) -> usize {
+    (hidden_size / 64).max(1)
+}
+
+/// Whether encoder layer `i` is a full-attention layer under `global_attn_every_n_layers`
+/// (0 reads as 1, as transformers and llama.cpp read it).
+pub fn is_global_layer(i: usize, every: usize) -> bool {
+    i.is_multiple_of(every.max(1))
+}
+
+impl ModelNumbers {
+    /// The numbers of a checkpoint's configs, with the defaults the engine applies.
+    pub fn from_configs(enc: &EncoderConfig, agent: &AgentConfig) -> ModelNumbers {
+        let every = enc.global_attn_every_n_layers;
+        ModelNumbers {
+            hidden_size: enc.hidden_size,
+            intermediate_size: enc.intermediate_size,
+            num_hidden_layers: enc.num_hidden_layers,
+            num_attention_heads: enc.num_attention_heads,
+            vocab_size: enc.vocab_size,
+            head_layers: agent.head_layers,
+            local_attention: enc.local_attention,
+            global_layers: enc.layer_types.clone().unwrap_or_else(|| {
+                (0..enc.num_hidden_layers)
+                    .map(|i| is_global_layer(i, every))
+                    .collect()
+            }),
+            global_attn_every_n_layers: Some(every),
+            norm_eps: enc.eps(),
+            global_rope_theta: enc.global_rope_theta,
+            local_rope_theta: enc.local_rope_theta,
+            max_len: agent.max_len.unwrap_or(DEFAULT_MAX_LEN),
+            head_max_len: agent.head_max_len,
+        }
+    }
+
+    /// The one validation of a Laya model's numbers (see [`ModelNumbers`]): counts positive
+    /// and within [`limits`], head widths that divide the hidden size into even (RoPE)
+    /// halves, a sliding window of at least 1, a layer list that GGUF can record, a sequence
+    /// room of at least 4 tokens and a head budget of at least 1, and an epsilon and RoPE
+    /// thetas that are positive and finite as f32 (the type the engine and GGUF use).
+    pub fn check(&self) -> std::result::Result<(), ConfigIssue> {
+        let bad = |field: &str, message: String| {
+            Err(ConfigIssue {
+                field: field.to_string(),
+                message,
+            })
+        };
+        for (field, v) in [
+            ("hidden_size", self.hidden_size),
+            ("intermediate_size", self.intermediate_size),
+            ("num_hidden_layers", self.num_hidden_layers),
+            ("num_attention_heads", self.num_attention_heads),
+            ("vocab_size", self.vocab_size),
+            ("head_layers", self.head_layers),
+        ] {
+            if v == 0 {
+                return bad(field, "must be positive".into());
+            }
+        }
+        for (field, v, max) in [
+            ("hidden_size", self.hidden_size, limits::MAX_HIDDEN),
+            (
+                "intermediate_size",
+                self.intermediate_size,
+                limits::MAX_INTERMEDIATE,
+            ),
+            (
+                "num_hidden_layers",
+                self.num_hidden_layers,
+                limits::MAX_LAYERS,
+            ),
+            (
+                "num_attention_heads",
+                self.num_attention_heads,
+                limits::MAX_HEADS,
+            ),
+            ("vocab_size", self.vocab_size, limits::MAX_VOCAB),
+            ("head_layers", self.head_layers, limits::MAX_LAYERS),
+            (
+                "local_attention",
+                self.local_attention,
+                limits::MAX_SEQUENCE,
+            ),
+            ("max_len", self.max_len, limits::MAX_SEQUENCE),
+            ("head_max_len", self.head_max_len, limits::MAX_SEQUENCE),
+        ] {
+            if let Err(m) = limits::check(v, max) {
+                return bad(field, m);
+            }
+        }
+        let (d, heads) = (self.hidden_size, self.num_attention_heads);
+        if !d.is_multiple_of(heads) || !(d / heads).is_multiple_of(2) {
+            return bad(
+                "num_attention_heads",
+                format!("{heads} heads do not split hidden_size {d} into even head widths (RoPE rotates pairs)"),
+            );
+        }
+        let hh = head_heads(d);
+        if !d.is_multiple_of(hh) {
+            return bad(
+                "hidden_size",
+                format!("the decision head's {hh} heads (max(1, d // 64)) do not divide hidden_size {d}"),
+            );
+        }
+        if self.local_attention == 0 {
+            return bad(
+                "local_attention",
+                "must be at least 1 (the sliding window's full width; GGUF reads 0 as no window)"
+                    .into(),
+            );
+        }
+        if self.global_layers.len() != self.num_hidden_layers {
+            return bad(
+                "layer_types",
+                format!(
+                    "{} entries for num_hidden_layers {}",
+                    self.global_layers.len(),
+                    self.num_hidden_layers
+                ),
+            );
+        }
+        if let Some(every) = self.global_attn_every_n_layers {
+            for (i, &g) in self.global_layers.iter().enumerate() {
+                if g != is_global_layer(i, every) {
+                    let kind = |g: bool| {
+                        if g {
+                            "full_attention"
+                        } else {
+                            "sliding_attention"
+                        }
+                    };
+                    return bad(
+                        &format!("layer_types[{i}]"),
+                        format!(
+                            "is {} but global_attn_every_n_layers {every} makes it {} (GGUF records only the pattern)",
+                            kind(g),
+                            kind(!g)
+                        ),
+                    );
+                }
+            }
+        }
+        if self.max_len < 4 {
+            return bad(
+                "max_len",
+                format!(
+                    "{} leaves no room for a question (at least 4 tokens)",
+                    self.max_len
+                ),
+            );
+        }
+        if self.head_max_len == 0 {
+            return bad("head_max_len", "must be positive".into());
+        }
+        let eps = self.norm_eps as f32;
+        if !(eps.is_finite() && eps > 0.0) {
+            return bad(
+                "norm_eps",
+                format!("{} is not a positive number finite as f32", self.norm_eps),
+            );
+        }
+        for (field, theta) in [
+            (
+                "global_rope_theta (rope_parameters.full_attention.rope_theta)",
+                self.global_rope_theta,
+            ),
+            (
+                "local_rope_theta (rope_parameters.sliding_attention.rope_theta)",
+                self.local_rope_theta,
+            ),
+        ] {
+            let t = theta as f32;
+            if !(t.is_finite() && t > 0.0) {
+                return bad(
+                    field,
+                    format!("{theta} is not a positive number finite as f32"),
+                );
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Validate a checkpoint's two configs together ([`ModelNumbers::check`]), naming the file
+/// and the field: what the converter and `ask DIR` run on opening a checkpoint.
+pub fn validate(
+    enc_path: &Path,
+    enc: &EncoderConfig,
+    agent_path: &Path,
+    agent: &AgentConfig,
+) -> Result<()> {
+    // Both epsilon spellings go into the file (the RMS key from `norm_eps`), whichever one
+    // the engine uses: each must be usable.
+    for (field, eps) in [
+        ("norm_eps", enc.norm_eps),
+        ("layer_norm_eps", enc.layer_norm_eps),
+    ] {
+        if let Some(eps) = eps {
+            let e = eps as f32;
+            if !(e.is_finite() && e > 0.0) {
+                return Err(LayaError::key(
+                    enc_path,
+                    field,
+                    format!("{eps} is not a positive number finite as f32"),
+                ));
+            }
+        }
+    }
+    ModelNumbers::from_configs(enc, agent)
+        .check()
+        .map_err(|issue| {
+            let path = match issue.field.as_str() {
+                "head_layers" | "max_len" | "head_max_len" => agent_path,
+                _ => enc_path,
+            };
+            LayaError::key(path, issue.field, issue.message)
+        })
+}
+
+/// GGUF architecture name of Laya files.
+pub const ARCH: &str = "modern-bert";
+
+/// The model keys of a converted file, from `block_count` to the temperatures, in llama.cpp's
+/// converter order (spec 2.2), with `general.file_type` (`file_type`) in its place among them:
+/// what [`crate::convert`] writes between the `general.*` header keys and the tokenizer, and
+/// what sky-infer's GGUF loader reads back into the numbers [`ModelNumbers::check`] checks.
+/// `encoder_only`: no head blocks and no `decision.*` keys.
+pub fn write_model_keys(
+    w: &mut sky_gguf::GgufWriter,
+    enc: &EncoderConfig,
+    agent: &AgentConfig,
+    file_type: u32,
+    encoder_only: bool,
+) -> Result<()> {
+    use sky_gguf::Value as GValue;
+    let k = |s: &str| format!("{ARCH}.{s}");
+    let u = |n: usize| -> Result<u32> {
+        u32::try_from(n)
+            .map_err(|_| LayaError::Invalid(format!("value {n} does not fit a GGUF u32")))
+    };
+    let head_layers = if encoder_only { 0 } else { agent.head_layers };
+    let n_blocks = enc.num_hidden_layers + head_layers;
+    w.add_kv(k("block_count"), u(n_blocks)?);
+    w.add_kv(k("context_length"), u(enc.max_position_embeddings)?);
+    w.add_kv(k("embedding_length"), u(enc.hidden_size)?);
+    let mut ffn = vec![enc.intermediate_size; enc.num_hidden_layers];
+    ffn.extend(std::iter::repeat_n(4 * enc.hidden_size, head_layers));
+    let ffn: Vec<i32> = ffn
+        .into_iter()
+        .map(|f| {
+            i32::try_from(f).map_err(|_| {
+                LayaError::Invalid(format!("feed_forward_length {f} does not fit i32"))
+            })
+        })
+        .collect::<Result<_>>()?;
+    w.add_kv(k("feed_forward_length"), GValue::i32_array(ffn));
+    w.add_kv(k("attention.head_count"), u(enc.num_attention_heads)?);
+    w.add_kv(k("rope.freq_base"), enc.global_rope_theta as f32);
+    w.add_kv(k("rope.freq_base_swa"), enc.local_rope_theta as f32);
+    if let Some(eps) = enc.norm_eps {
+        // llama.cpp's converter maps the `norm_eps` spelling to the RMS key
+        w.add_kv(k("attention.layer_norm_rms_epsilon"), eps as f32);
+    }
+    // required by llama.cpp's loader; from `norm_eps` when that is the only spelling
+    w.add_kv(k("attention.layer_norm_epsilon"), enc.eps() as f32);
+    w.add_kv("general.file_type", file_type);
+    w.add_kv(k("attention.causal"), false);
+    w.add_kv(k("attention.sliding_window"), u(enc.local_attention)?);
+    w.add_kv(
+        k("attention.sliding_window_pattern"),
+        u(enc.global_attn_every_n_layers)?,
+    );
+    w.add_kv(k("rope.scaling.type"), "none");
+    w.add_kv(k("vocab_size"), u(enc.vocab_size)?);
+    if let Some(act) = &enc.hidden_activation {
+        w.add_kv(k("hidden_activation"), act.as_str());
+    }
+    if !encoder_only {
+        w.add_kv(k("decision.type"), "laya");
+        w.add_kv(k("decision.block_count"), u(agent.head_layers)?);
+        w.add_kv(k("decision.max_head_tokens"), u(agent.head_max_len)?);
+        if let Some(max_len) = agent.max_len {
+            // not read by llama.cpp: Laya's whole-sequence limit
+            w.add_kv(k("decision.max_tokens"), u(max_len)?);
+        }
+        for (name, t) in agent.temperatures() {
+            w.add_kv(k(&format!("decision.temperature.{name}")), t);
+        }
+    }
+    Ok(())
+}
+
 /// Decision-head settings from `rl_agent_config.json`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AgentConfig {
@@ -369,15 +747,17 @@ impl AgentConfig {
         AgentConfig::from_map(path, &parse_json_object(path, bytes)?)
     }
 
-    pub(crate) fn from_map(path: &Path, map: &Map<String, Value>) -> Result<AgentConfig> {
+    /// Parse a parsed `rl_agent_config.json` (`path` names it in errors).
+    pub fn from_map(path: &Path, map: &Map<String, Value>) -> Result<AgentConfig> {
         let k = Keys { path, map };
+        // Checked in the type it is used in: f32 (finite as f64 is not enough: 1e39 is inf).
         let num = |key: String, v: &Value| -> Result<f32> {
             match v.as_f64() {
-                Some(x) if x.is_finite() => Ok(x as f32),
+                Some(x) if (x as f32).is_finite() => Ok(x as f32),
                 _ => Err(LayaError::key(
                     path,
                     key,
-                    format!("expected a finite number, found {v}"),
+                    format!("expected a number finite as f32, found {v}"),
                 )),
             }
         };

@@ -7,16 +7,16 @@
 use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
-use sky_gguf::{GgmlType, GgufWriter, Value};
+use sky_gguf::{GgmlType, GgufWriter};
 
-use crate::checkpoint::{first_nonfinite, LayaCheckpoint, TensorEntry};
+use crate::checkpoint::{LayaCheckpoint, TensorEntry};
+use crate::config::write_model_keys;
 use crate::error::{LayaError, Result};
 use crate::policy::{file_type, TypePolicy};
 use crate::stream::{self, Planned};
 use crate::tokenizer::write_tokenizer_keys;
 
-/// GGUF architecture name of Laya files.
-pub const ARCH: &str = "modern-bert";
+pub use crate::config::ARCH;
 /// Default `tokenizer.ggml.pre` (the English ModernBERT pre-tokenizer).
 pub const DEFAULT_PRE: &str = "modern-bert";
 /// Tensor data alignment (written as `general.alignment`).
@@ -31,7 +31,9 @@ pub struct ConvertOptions {
     pub name: Option<String>,
     /// `tokenizer.ggml.pre`; [`DEFAULT_PRE`] when `None`.
     pub pre: Option<String>,
-    /// Convert NaN/Inf weights instead of refusing them.
+    /// Write weights that are NaN or infinite, or become so in their type (F16 above 65504,
+    /// a Q8_0 block whose f16 scale overflows), instead of refusing them. The engine refuses
+    /// to answer from such a file.
     pub allow_nonfinite: bool,
     /// Write the encoder alone, for upstream llama.cpp (embeddings): no decision-head blocks,
     /// no `token_types` or `cls.*` tensors, no `decision.*` keys, and `block_count` and
@@ -98,12 +100,23 @@ fn encode_tensor(
 ) -> Result<Vec<u8>> {
     let values = ckpt.read_f32(t);
     if !allow_nonfinite {
-        if let Some((index, value)) = first_nonfinite(&values) {
-            return Err(LayaError::NonFinite {
-                name: t.pytorch_name.clone(),
+        // The one check every writer runs: finite in the type it is written as.
+        match sky_gguf::check_finite_in(ty, &t.pytorch_name, &values) {
+            Ok(()) => {}
+            Err(sky_gguf::Error::NotFinite {
                 index,
                 value,
-            });
+                reason,
+                ..
+            }) => {
+                return Err(LayaError::NonFinite {
+                    name: t.pytorch_name.clone(),
+                    index,
+                    value,
+                    reason,
+                })
+            }
+            Err(e) => return Err(LayaError::gguf(format!("tensor {:?}", t.gguf_name), e)),
         }
     }
     let row = t.shape.last().copied().unwrap_or(1);
@@ -249,11 +262,6 @@ fn write_metadata(
 ) -> Result<()> {
     let enc = &ckpt.encoder;
     let agent = &ckpt.agent;
-    let k = |s: &str| format!("{ARCH}.{s}");
-    let u = |n: usize| -> Result<u32> {
-        u32::try_from(n)
-            .map_err(|_| LayaError::Invalid(format!("value {n} does not fit a GGUF u32")))
-    };
     w.add_kv("general.architecture", ARCH);
     w.add_kv("general.alignment", ALIGNMENT);
     w.add_kv("general.type", "model");
@@ -261,59 +269,13 @@ fn write_metadata(
     w.add_kv("general.name", name);
     w.add_kv("general.size_label", size_label(n_params));
 
-    let head_layers = if opts.encoder_only {
-        0
-    } else {
-        agent.head_layers
-    };
-    let n_blocks = enc.num_hidden_layers + head_layers;
-    w.add_kv(k("block_count"), u(n_blocks)?);
-    w.add_kv(k("context_length"), u(enc.max_position_embeddings)?);
-    w.add_kv(k("embedding_length"), u(enc.hidden_size)?);
-    let mut ffn = vec![enc.intermediate_size; enc.num_hidden_layers];
-    ffn.extend(std::iter::repeat_n(4 * enc.hidden_size, head_layers));
-    let ffn: Vec<i32> = ffn
-        .into_iter()
-        .map(|f| {
-            i32::try_from(f).map_err(|_| {
-                LayaError::Invalid(format!("feed_forward_length {f} does not fit i32"))
-            })
-        })
-        .collect::<Result<_>>()?;
-    w.add_kv(k("feed_forward_length"), Value::i32_array(ffn));
-    w.add_kv(k("attention.head_count"), u(enc.num_attention_heads)?);
-    w.add_kv(k("rope.freq_base"), enc.global_rope_theta as f32);
-    w.add_kv(k("rope.freq_base_swa"), enc.local_rope_theta as f32);
-    if let Some(eps) = enc.norm_eps {
-        // llama.cpp's converter maps the `norm_eps` spelling to the RMS key
-        w.add_kv(k("attention.layer_norm_rms_epsilon"), eps as f32);
-    }
-    // required by llama.cpp's loader; from `norm_eps` when that is the only spelling
-    w.add_kv(k("attention.layer_norm_epsilon"), enc.eps() as f32);
-    w.add_kv("general.file_type", file_type(opts.policy.ftype));
-    w.add_kv(k("attention.causal"), false);
-    w.add_kv(k("attention.sliding_window"), u(enc.local_attention)?);
-    w.add_kv(
-        k("attention.sliding_window_pattern"),
-        u(enc.global_attn_every_n_layers)?,
-    );
-    w.add_kv(k("rope.scaling.type"), "none");
-    w.add_kv(k("vocab_size"), u(enc.vocab_size)?);
-    if let Some(act) = &enc.hidden_activation {
-        w.add_kv(k("hidden_activation"), act.as_str());
-    }
-    if !opts.encoder_only {
-        w.add_kv(k("decision.type"), "laya");
-        w.add_kv(k("decision.block_count"), u(agent.head_layers)?);
-        w.add_kv(k("decision.max_head_tokens"), u(agent.head_max_len)?);
-        if let Some(max_len) = agent.max_len {
-            // not read by llama.cpp: Laya's whole-sequence limit
-            w.add_kv(k("decision.max_tokens"), u(max_len)?);
-        }
-        for (name, t) in agent.temperatures() {
-            w.add_kv(k(&format!("decision.temperature.{name}")), t);
-        }
-    }
+    write_model_keys(
+        w,
+        enc,
+        agent,
+        file_type(opts.policy.ftype),
+        opts.encoder_only,
+    )?;
     w.add_kv("general.quantization_version", 2u32);
     let pre = opts.pre.as_deref().unwrap_or(DEFAULT_PRE);
     write_tokenizer_keys(w, &ckpt.tokenizer, enc.vocab_size, pre, agent.is_julia())

@@ -108,15 +108,18 @@ pub enum LayaError {
         /// Second file.
         second: PathBuf,
     },
-    /// A NaN or infinite weight.
-    #[error("tensor {name:?}: non-finite value {value} at flat index {index} (refusing to convert; pass --allow-nonfinite to keep it)")]
+    /// A weight that is NaN or infinite, or becomes so in its target type (a value above
+    /// 65504 in F16, a Q8_0 block whose scale overflows): [`sky_gguf::check_finite_in`].
+    #[error("tensor {name:?}: value {value} at flat index {index} {reason} (refusing to convert; pass --allow-nonfinite to keep it)")]
     NonFinite {
         /// Tensor name (PyTorch spelling).
         name: String,
         /// Flat (row-major) index of the first bad value.
         index: usize,
-        /// The value (NaN, inf or -inf).
+        /// The value.
         value: f32,
+        /// Why it is refused (`is not finite`, `overflows F16 to inf ...`).
+        reason: String,
     },
     /// A tokenizer that cannot be used (wrong model type, bad vocab, bad GGUF tokenizer keys).
     #[error("{path}: tokenizer: {reason}")]

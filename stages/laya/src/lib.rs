@@ -45,7 +45,9 @@ mod stream;
 
 #[cfg(feature = "fs")]
 pub use checkpoint::{expected_tensors, CheckpointFiles, LayaCheckpoint, SourceDtype, TensorEntry};
-pub use config::{temperature_bucket_key, AgentConfig, EncoderConfig, QUESTION_TYPES};
+pub use config::{
+    temperature_bucket_key, AgentConfig, ConfigIssue, EncoderConfig, ModelNumbers, QUESTION_TYPES,
+};
 #[cfg(feature = "fs")]
 pub use convert::{
     build_writer, convert, convert_until, ConvertOptions, ConvertSummary, ConvertedTensor,

@@ -265,6 +265,10 @@ impl LayaTokenizer {
         for key in ["cls_token", "sep_token", "mask_token"] {
             tok.special_text(key)?;
         }
+        // The tokenizer the engine builds (`ask DIR`, and from a converted file's keys):
+        // refused here too, so no file is written with merges naming unknown tokens, an empty
+        // merge result or a vocab id used twice.
+        tok.tokenizer()?;
         Ok(tok)
     }
 

@@ -77,6 +77,8 @@ pub enum Command {
 /// Parse the command line, run it, and turn the result into an exit code.
 pub fn main() -> ExitCode {
     sky_dag::timings::mark("start");
+    // `.skyctl` and the store get sane modes whatever the umask (sky_dag::process).
+    sky_dag::process::clamp_umask();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
@@ -121,6 +123,11 @@ pub fn main() -> ExitCode {
 }
 
 fn run(command: Command) -> anyhow::Result<Outcome> {
+    // Builds stop cleanly on a signal (they install their own handling); every other command
+    // exits at once as before, but first removes the temp file of what it was writing.
+    if !matches!(command, Command::Build(_) | Command::Verify(_)) {
+        sky_dag::interrupt::install_for_tool()?;
+    }
     match command {
         Command::Inspect(a) => commands::inspect::run(a),
         Command::Convert(a) => commands::convert::run(a),

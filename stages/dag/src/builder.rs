@@ -282,8 +282,13 @@ impl<'g> BuildSession<'g> {
         let store = ws.store()?;
         let store_lock = store.lock(false)?;
         crate::timings::mark("lock + store open");
+        // A user who cannot write the state (a read-only lock) writes and removes nothing:
+        // what a killed build left is the owner's next build's to clean up.
+        let read_only = lock.is_read_only();
         // A build killed with SIGKILL may have left command nodes running; end them first.
-        crate::interrupt::track_children(&ws.state.children());
+        if !read_only {
+            crate::interrupt::track_children(&ws.state.children());
+        }
         // What a killed build left: temp files beside the outputs and the release tree (this
         // workspace's lock is held, so none is being written), and the store's temp files of
         // processes that no longer run.
@@ -299,16 +304,19 @@ impl<'g> BuildSession<'g> {
             .collect();
         temp_dirs.sort_unstable();
         temp_dirs.dedup();
-        for d in &temp_dirs {
+        for d in temp_dirs.iter().filter(|_| !read_only) {
             // A folder as the last build left it when it ended cleanly cannot have gained a
             // temp file: it is not listed (output folders can hold thousands of files).
             if !lock.unchanged_since_clean_end(&ws.root, d) {
                 crate::fsutil::sweep_temps(&ws.root.join(d));
             }
         }
-        // The workspace state too: a kill during its atomic write leaves the temp file there.
-        crate::fsutil::sweep_temps(&ws.state.dir);
-        store.sweep_dead_temps();
+        if !read_only {
+            // The workspace state too: a kill during its atomic write leaves the temp file
+            // there.
+            crate::fsutil::sweep_temps(&ws.state.dir);
+            store.sweep_dead_temps();
+        }
         crate::timings::mark("sweep temps");
         let (last, statcache) = state.current(&ws.state);
         crate::timings::mark("state current");
@@ -453,6 +461,7 @@ impl<'g> BuildSession<'g> {
             lock: &self.lock,
             stored: 0,
             remote: opts.remote.as_ref(),
+            refused: None,
         };
         let exclusive = graph
             .nodes
@@ -495,8 +504,13 @@ impl<'g> BuildSession<'g> {
             reporter,
             stored,
             outcomes,
+            refused,
             ..
         } = driver;
+        // A read-only build that met a node it would have to run or restore.
+        if let Some(e) = refused {
+            return Err(e);
+        }
         // Each node's last failure: set by a failed run, cleared by a success.
         let mut failures = self.failures_before.clone();
         for (n, outcome) in outcomes.into_iter().enumerate() {
@@ -511,7 +525,7 @@ impl<'g> BuildSession<'g> {
             }
         }
         failures.retain(|id, _| graph.by_id.contains_key(id));
-        if failures != self.failures_before {
+        if failures != self.failures_before && !self.lock.is_read_only() {
             crate::state::save_failures(&ws.state, &failures)
                 .map_err(|e| DagError::io("write", ws.state.failures(), e))?;
         }
@@ -564,6 +578,10 @@ impl<'g> BuildSession<'g> {
                 }
                 let last_release = self.last.release.as_deref();
                 if !release::up_to_date(&mut scanner, graph, &ws.root, &files, last_release) {
+                    let needs = format!("the release tree `{}`", graph.release_dir);
+                    if let Some(e) = self.lock.refuse(&needs) {
+                        return Err(e);
+                    }
                     release::write(&self.store, &ws.root, &graph.release_dir, &files)?;
                     reporter.event(&Event::Note {
                         message: format!(
@@ -674,6 +692,9 @@ impl<'g> BuildSession<'g> {
             || stored > 0
             || new_last.store != last_store;
         if changed {
+            if let Some(e) = self.lock.refuse("the last build's record") {
+                return Err(e);
+            }
             let changed_ids: Vec<&str> = changed_ids.iter().map(String::as_str).collect();
             new_last
                 .save_changes(&ws.state, &changed_ids)
@@ -685,7 +706,9 @@ impl<'g> BuildSession<'g> {
         // Everything the journal noted is now recorded or in `made`; no child runs.
         self.journal.clear();
         crate::interrupt::untrack_children();
-        let _ = statcache.save_if_worth(&ws.state.statcache());
+        if !self.lock.is_read_only() {
+            let _ = statcache.save_if_worth(&ws.state.statcache());
+        }
         crate::timings::mark("save statcache");
         drop(self.store_lock);
         // Nothing of this build is half written: the next one need not look for temp files.
@@ -762,6 +785,8 @@ struct BuildDriver<'a> {
     stored: usize,
     /// The remote cache, if any.
     remote: Option<&'a crate::remote::RemoteCache>,
+    /// Why a read-only build stopped: a node it would have to run or restore.
+    refused: Option<DagError>,
 }
 
 impl<'a> BuildDriver<'a> {
@@ -1002,6 +1027,15 @@ impl<'a> Driver<'a, JobOutput> for BuildDriver<'a> {
             self.scanner
                 .freshness_of_key(n, &key, self.plan.forced[n], &self.outputs);
         self.keys[n] = Some(key);
+        // A build that cannot write the state serves only what is up to date.
+        if let Freshness::Restore(_) = fresh {
+            let node = &self.graph.nodes[n].id;
+            let needs = format!("the outputs of node `{node}` (restored from the store)");
+            if let Some(e) = self.lock.refuse(&needs) {
+                self.refused.get_or_insert(e);
+                return Start::Done(false);
+            }
+        }
         let reason = match fresh {
             Freshness::Fresh => {
                 let outs = outs.unwrap_or_default();
@@ -1046,6 +1080,13 @@ impl<'a> Driver<'a, JobOutput> for BuildDriver<'a> {
             Freshness::Dirty(why) => why,
         };
         let node = &self.graph.nodes[n];
+        if let Some(e) = self.lock.refuse(&format!(
+            "the outputs of node `{}`, which must run ({reason})",
+            node.id
+        )) {
+            self.refused.get_or_insert(e);
+            return Start::Done(false);
+        }
         self.reasons[n] = Some(reason.clone());
         self.reporter.event(&Event::Started {
             node: node.id.clone(),
@@ -1172,7 +1213,7 @@ impl<'a> Driver<'a, JobOutput> for BuildDriver<'a> {
     }
 
     fn stop(&mut self) -> bool {
-        crate::interrupt::requested().is_some()
+        crate::interrupt::requested().is_some() || self.refused.is_some()
     }
 }
 

@@ -73,6 +73,17 @@ pub enum DagError {
         /// The lock's folder.
         path: PathBuf,
     },
+    /// A build that cannot write the workspace state (see
+    /// [`crate::workspace::WorkspaceLock`]) would have to write.
+    #[error("the state at `{}` is read-only for this user (owned by {owner}); the build needs to write {needs}: run it as the owner of the workspace (a build that only serves what is built, a no-op build or `verify`, works read-only)", path.display())]
+    ReadOnlyState {
+        /// The folder this user cannot write.
+        path: PathBuf,
+        /// Its owner, in words.
+        owner: String,
+        /// What the build would write.
+        needs: String,
+    },
     /// The content store is damaged in a way the engine cannot repair by re-running a node.
     #[error("store `{path}`: {message}")]
     Store {

@@ -1,11 +1,17 @@
-//! SIGINT and SIGTERM during a build: stop starting nodes, end every running child's whole
-//! process group, and let the build finish what it records (a killed node records nothing),
-//! so the store stays consistent and the command exits with 128 + the signal (130, 143).
+//! SIGINT, SIGTERM and SIGHUP during a build: stop starting nodes, end every running child's
+//! whole process group, and let the build finish what it records (a killed node records
+//! nothing), so the store stays consistent and the command exits with 128 + the signal (130,
+//! 143, 129) once its children are gone. SIGHUP (a closed terminal or SSH session) is treated
+//! as SIGTERM: without it skyctl died at once while its nodes' process groups, which the
+//! hangup does not reach, went on writing into the workspace.
 //!
-//! [`install`] is for the front end's build commands; without it the default dispositions
-//! stand (a direct tool is killed as usual). Children run in process groups of their own
-//! ([`crate::process::Child`]), so a terminal's Ctrl-C reaches only skyctl, and skyctl ends
-//! them.
+//! [`install`] is for the front end's build commands. [`install_for_tool`] is for every other
+//! command (a direct tool such as `convert`, `random`, `golden gen`): on any of the three
+//! signals it removes the temp files of the files it is writing
+//! ([`sky_fs::remove_live_temps`]), ends its children's groups, and exits with 128 + the
+//! signal, as the default disposition would have, minus the `.skyctl-tmp-*` file left beside
+//! the output. Children run in process groups of their own ([`crate::process::Child`]), so a
+//! terminal's Ctrl-C reaches only skyctl, and skyctl ends them.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicI32, Ordering};
@@ -199,15 +205,42 @@ fn note_child(pid: i32) {
     }
 }
 
-/// Handle SIGINT and SIGTERM from now on (once per process; later calls do nothing).
+/// The signals that stop a build or a tool.
+const STOPS: [i32; 3] = [
+    signal_hook::consts::SIGINT,
+    signal_hook::consts::SIGTERM,
+    signal_hook::consts::SIGHUP,
+];
+
+/// For a command that is not a build: on SIGINT, SIGTERM or SIGHUP, remove the temp files of
+/// what it is writing, end its children's groups and exit with 128 + the signal (once per
+/// process; later calls do nothing). The work happens on signal-hook's thread, not in the
+/// signal handler.
+pub fn install_for_tool() -> std::io::Result<()> {
+    static INSTALLED: std::sync::Once = std::sync::Once::new();
+    let mut result = Ok(());
+    INSTALLED.call_once(|| match signal_hook::iterator::Signals::new(STOPS) {
+        Ok(mut signals) => {
+            std::thread::spawn(move || {
+                if let Some(sig) = signals.forever().next() {
+                    REQUESTED.store(sig, Ordering::SeqCst);
+                    kill_children(rustix::process::Signal::TERM);
+                    sky_fs::remove_live_temps();
+                    std::process::exit(128 + sig);
+                }
+            });
+        }
+        Err(e) => result = Err(e),
+    });
+    result
+}
+
+/// Handle SIGINT, SIGTERM and SIGHUP from now on (once per process; later calls do nothing).
 pub fn install() -> std::io::Result<()> {
     static INSTALLED: std::sync::Once = std::sync::Once::new();
     let mut result = Ok(());
     INSTALLED.call_once(|| {
-        let signals = signal_hook::iterator::Signals::new([
-            signal_hook::consts::SIGINT,
-            signal_hook::consts::SIGTERM,
-        ]);
+        let signals = signal_hook::iterator::Signals::new(STOPS);
         match signals {
             Ok(mut signals) => {
                 std::thread::spawn(move || {

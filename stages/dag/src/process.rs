@@ -8,6 +8,25 @@ use std::process::{ExitStatus, Stdio};
 
 use anyhow::Context;
 
+/// The umask skyctl started with, when [`clamp_umask`] changed it (`u32::MAX`: unchanged).
+static STARTED_UMASK: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(u32::MAX);
+
+/// Make what skyctl itself creates (`.skyctl`, its state, store folders and files) readable
+/// whatever the umask: the umask keeps only its group and other write bits (022 at most),
+/// so a umask of 777 no longer leaves a `.skyctl` of mode 000 that every later build fails
+/// on. Files written through [`sky_fs`] are 0644 anyway; this covers the folders and the
+/// appended logs. The commands that nodes run get the umask skyctl started with. Call once,
+/// first thing.
+pub fn clamp_umask() {
+    use rustix::fs::Mode;
+    let started = rustix::process::umask(Mode::from_bits_truncate(0o022));
+    let clamped = started & Mode::from_bits_truncate(0o022);
+    rustix::process::umask(clamped);
+    if clamped != started {
+        STARTED_UMASK.store(started.bits(), std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
 /// The declared variables that are set (a declared but unset one stays unset), as
 /// [`Child::env`] takes them.
 pub fn set_vars(declared: &BTreeMap<String, Option<String>>) -> Vec<(String, String)> {
@@ -51,6 +70,18 @@ impl Child<'_> {
         }
         for (k, v) in self.env {
             cmd.env(k, v);
+        }
+        let started = STARTED_UMASK.load(std::sync::atomic::Ordering::Relaxed);
+        if started != u32::MAX {
+            let mode = rustix::fs::Mode::from_bits_truncate(started);
+            // SAFETY: runs in the forked child before exec; umask(2) is async-signal-safe,
+            // allocates nothing and takes no lock.
+            unsafe {
+                std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || {
+                    rustix::process::umask(mode);
+                    Ok(())
+                });
+            }
         }
         // Set last, so no declared variable hides it.
         if let Some(mark) = crate::interrupt::before_spawn() {

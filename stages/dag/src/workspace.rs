@@ -31,15 +31,39 @@ pub struct Workspace {
 /// holds it; a build that ends cleanly replaces it with `clean` and one line per folder it
 /// found settled ([`WorkspaceLock::ended_cleanly`]), so the next build knows which folders
 /// cannot hold a half-written file of its own.
+///
+/// A user who cannot write the state folder (`.skyctl` owned by another user, a read-only
+/// mount) gets the lock read-only: shared, taken on the lock file opened for reading, nothing
+/// written to it. Such a build serves what the state and the store hold (a no-op build, a
+/// `verify` of what is built) and writes nothing; one that would have to run or restore a
+/// node, or change the state, stops with [`WorkspaceLock::refuse`].
 #[derive(Debug)]
 pub struct WorkspaceLock {
     file: std::fs::File,
     /// The folders the last holder left settled: (ctime ns, inode) by workspace path; `None`
     /// when it did not end cleanly.
     settled: Option<std::collections::HashMap<String, (i64, u64)>>,
+    /// The folder this user cannot write, when the lock is read-only.
+    read_only: Option<PathBuf>,
 }
 
 impl WorkspaceLock {
+    /// Whether this build may write nothing to the workspace state (see [`WorkspaceLock`]).
+    pub fn is_read_only(&self) -> bool {
+        self.read_only.is_some()
+    }
+
+    /// The error for a read-only build that needs to write `needs` (words: "the outputs of
+    /// node `x`"); `None` when the lock is not read-only.
+    pub fn refuse(&self, needs: &str) -> Option<DagError> {
+        let dir = self.read_only.as_ref()?;
+        Some(DagError::ReadOnlyState {
+            path: dir.clone(),
+            owner: owner_of(dir),
+            needs: needs.to_string(),
+        })
+    }
+
     /// Whether `rel` (a folder of the workspace `root`) is as the last build left it after it
     /// ended cleanly: a folder that gained an entry since (a temp file) has a newer ctime.
     /// `false` for a new workspace, a killed, failed or interrupted build, any other command
@@ -77,6 +101,9 @@ impl WorkspaceLock {
         dirs: impl IntoIterator<Item = &'d str>,
         kept: impl IntoIterator<Item = (String, (i64, u64))>,
     ) {
+        if self.is_read_only() {
+            return;
+        }
         let coarse = rustix::time::clock_gettime(rustix::time::ClockId::RealtimeCoarse);
         let now = coarse
             .tv_sec
@@ -102,6 +129,38 @@ impl WorkspaceLock {
         let _ = self.file.set_len(0);
         let _ = self.file.write_all_at(text.as_bytes(), 0);
     }
+}
+
+/// Who owns `dir`, in words: "root", "user alice" or "uid 1000".
+fn owner_of(dir: &Path) -> String {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(md) = std::fs::metadata(dir) else {
+        return "another user".to_string();
+    };
+    let uid = md.uid();
+    let name = sky_fs::read_to_string(Path::new("/etc/passwd"), sky_fs::TEXT)
+        .ok()
+        .and_then(|text| {
+            text.lines().find_map(|l| {
+                let mut f = l.split(':');
+                let name = f.next()?;
+                (f.nth(1)?.parse::<u32>().ok()? == uid).then(|| name.to_string())
+            })
+        });
+    match name {
+        Some(n) if uid == 0 => n,
+        Some(n) => format!("user {n}"),
+        None => format!("uid {uid}"),
+    }
+}
+
+/// Whether this process can write `dir` (an existing folder).
+fn writable(dir: &Path) -> bool {
+    rustix::fs::access(
+        dir,
+        rustix::fs::Access::WRITE_OK | rustix::fs::Access::EXEC_OK,
+    )
+    .is_ok()
 }
 
 /// The settled folders of a lock file written by [`WorkspaceLock::ended_cleanly`].
@@ -151,6 +210,20 @@ impl Workspace {
                 path: dot.to_path_buf(),
                 message: e.to_string(),
             })?;
+        }
+        // A state folder (or, before the first build, a `.skyctl`) this user cannot write:
+        // the read-only lock.
+        let unwritable = if self.state.dir.is_dir() {
+            Some(self.state.dir.clone()).filter(|d| !writable(d))
+        } else {
+            self.state
+                .dir
+                .parent()
+                .filter(|dot| dot.is_dir() && !writable(dot))
+                .map(Path::to_path_buf)
+        };
+        if let Some(dir) = unwritable {
+            return self.lock_read_only(dir, on_wait);
         }
         // The state is a cache: a file (or symlink) where its folder belongs, or a directory
         // where its lock file belongs, is removed rather than leaving every command stuck.
@@ -216,7 +289,36 @@ impl Workspace {
         let settled = parse_settled(&before);
         let _ = file.set_len(0);
         let _ = file.write_all_at(std::process::id().to_string().as_bytes(), 0);
-        Ok(WorkspaceLock { file, settled })
+        Ok(WorkspaceLock {
+            file,
+            settled,
+            read_only: None,
+        })
+    }
+
+    /// The lock of a user who cannot write `dir` (the state folder, or `.skyctl` when there is
+    /// no state yet): shared, on the lock file opened for reading (or on the folder when
+    /// there is no lock file), so it waits for a writer's build and lets other readers in.
+    /// Nothing is removed, created or written.
+    fn lock_read_only(&self, dir: PathBuf, on_wait: &mut dyn FnMut(&str)) -> Result<WorkspaceLock> {
+        use rustix::fs::{flock, FlockOperation};
+        let p = self.state.lock();
+        let file = match sky_fs::open_nofollow(&p, sky_fs::STATE) {
+            Ok(f) => f,
+            Err(_) => std::fs::File::open(&dir).map_err(|e| DagError::io("open", &dir, e))?,
+        };
+        if flock(&file, FlockOperation::NonBlockingLockShared).is_err() {
+            on_wait("waiting for another skyctl build in this workspace to finish...");
+            flock(&file, FlockOperation::LockShared)
+                .map_err(|e| DagError::io("lock", &p, e.into()))?;
+        }
+        let mut before = String::new();
+        let _ = std::io::Read::read_to_string(&mut (&file).take(STATE_MAX), &mut before);
+        Ok(WorkspaceLock {
+            file,
+            settled: parse_settled(&before),
+            read_only: Some(dir),
+        })
     }
 }
 

@@ -41,11 +41,51 @@ use std::path::{Path, PathBuf};
 pub const TEMP_PREFIX: &str = ".skyctl-tmp-";
 
 /// A file being written; it replaces its destination on [`AtomicFile::commit`], and is
-/// removed if dropped before.
+/// removed if dropped before. While it lives its path is in the process's list of live temp
+/// files ([`remove_live_temps`]), so a signal handler that ends the process can remove it.
 pub struct AtomicFile {
     tmp: tempfile::NamedTempFile,
     dest: PathBuf,
     fsync: bool,
+    /// Dropped after `tmp` (fields drop in order): the path leaves the list once the file is
+    /// renamed or removed.
+    _live: Live,
+}
+
+/// The temp files of live [`AtomicFile`]s of this process.
+static LIVE: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+
+fn live() -> std::sync::MutexGuard<'static, Vec<PathBuf>> {
+    LIVE.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// One entry of [`LIVE`], removed on drop.
+struct Live(PathBuf);
+
+impl Drop for Live {
+    fn drop(&mut self) {
+        let mut live = live();
+        if let Some(i) = live.iter().position(|p| *p == self.0) {
+            live.swap_remove(i);
+        }
+    }
+}
+
+/// Remove the temp file of every live [`AtomicFile`], for a process about to exit on a signal
+/// (the destructors that would remove them do not run). The list stays locked on return, so
+/// no temp file can be created (nor renamed into place) after this: call it only right
+/// before `std::process::exit`. Returns how many it removed.
+pub fn remove_live_temps() -> usize {
+    let live = live();
+    let mut removed = 0;
+    for p in live.iter() {
+        if std::fs::remove_file(p).is_ok() {
+            removed += 1;
+        }
+    }
+    // Held until the process exits: a writer that creates or commits now waits for ever.
+    std::mem::forget(live);
+    removed
 }
 
 impl AtomicFile {
@@ -57,13 +97,22 @@ impl AtomicFile {
             Some(p) if !p.as_os_str().is_empty() => p,
             _ => Path::new("."),
         };
+        // Created with the list locked: a signal handler that removes the listed files
+        // cannot run between the file's creation and its listing.
+        let mut live = live();
         let tmp = tempfile::Builder::new()
             .prefix(TEMP_PREFIX)
             .tempfile_in(dir)?;
+        // Absolute: the handler removes it whatever the current directory is by then.
+        let listed = std::path::absolute(tmp.path()).unwrap_or_else(|_| tmp.path().to_path_buf());
+        live.push(listed.clone());
+        drop(live);
+        let guard = Live(listed);
         Ok(AtomicFile {
             tmp,
             dest: path.to_path_buf(),
             fsync: true,
+            _live: guard,
         })
     }
 
@@ -81,7 +130,12 @@ impl AtomicFile {
         }
         // Checked again: the destination may have changed while we wrote.
         check_destination(&self.dest)?;
-        self.tmp.persist(&self.dest).map_err(|e| e.error)?;
+        // Renamed with the list locked: a signal handler removes the temp file before the
+        // rename or not at all.
+        let live = live();
+        let res = self.tmp.persist(&self.dest).map_err(|e| e.error);
+        drop(live);
+        res?;
         Ok(())
     }
 }
@@ -176,6 +230,21 @@ mod tests {
         f.write_all(b"half").unwrap();
         drop(f);
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn a_temp_file_is_listed_while_it_lives() {
+        let dir = tempfile::tempdir().unwrap();
+        let listed = |f: &AtomicFile| live().contains(&f.tmp.path().to_path_buf());
+        let f = AtomicFile::create(&dir.path().join("a")).unwrap();
+        assert!(listed(&f));
+        let path = f.tmp.path().to_path_buf();
+        f.commit().unwrap();
+        assert!(!live().contains(&path));
+        let f = AtomicFile::create(&dir.path().join("b")).unwrap();
+        let path = f.tmp.path().to_path_buf();
+        drop(f);
+        assert!(!live().contains(&path));
     }
 
     #[cfg(unix)]

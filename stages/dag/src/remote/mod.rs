@@ -439,13 +439,25 @@ impl RemoteCache {
             let pool = pool.get_or_insert_with(|| self.spawn_pool());
             pool.tx.clone()
         };
-        // Blocks only when the queue is full: back-pressure on a slow server, bounded by its
-        // timeouts (a timed-out write turns writes off and the queue drains at once).
-        let _ = tx.send(Upload {
+        // Waits only when the queue is full: back-pressure on a slow server, bounded by its
+        // timeouts (a timed-out write turns writes off and the queue drains at once), and
+        // given up when the build is told to stop.
+        let mut job = Upload {
             store: store.clone(),
             key,
             record,
-        });
+        };
+        loop {
+            match tx.try_send(job) {
+                Err(std::sync::mpsc::TrySendError::Full(back))
+                    if crate::interrupt::requested().is_none() =>
+                {
+                    job = back;
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+                _ => return,
+            }
+        }
     }
 
     fn spawn_pool(&self) -> Pool {
@@ -485,11 +497,21 @@ impl RemoteCache {
         queued
     }
 
-    /// Wait until every queued upload is done (each bounded by the timeouts).
+    /// Wait until every queued upload is done (each bounded by the timeouts), or until the
+    /// build is told to stop (SIGINT, SIGTERM, SIGHUP): then the uploads still in flight are
+    /// abandoned (a `PUT` cut short is never stored by the server: its body is shorter than
+    /// its length) and end with the process. A server that accepts a `PUT` and never reads
+    /// its body would otherwise hold a stopping build for the whole write timeout.
     pub fn finish(&self) {
         let pool = lock(&self.inner.uploads).take();
         if let Some(Pool { tx, threads }) = pool {
             drop(tx);
+            while threads.iter().any(|t| !t.is_finished()) {
+                if crate::interrupt::requested().is_some() {
+                    return;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
             for t in threads {
                 let _ = t.join();
             }
@@ -514,7 +536,7 @@ impl RemoteCache {
             if !seen.insert(d) {
                 continue;
             }
-            if !self.writing() {
+            if !self.writing() || crate::interrupt::requested().is_some() {
                 return;
             }
             let path = format!("cas/{}", d.hex());
@@ -555,7 +577,7 @@ impl RemoteCache {
                 Err(f) => return self.write_failed(&format!("PUT {path}"), &f),
             }
         }
-        if !self.writing() {
+        if !self.writing() || crate::interrupt::requested().is_some() {
             return;
         }
         let path = format!("ac/{}", u.key.hex());

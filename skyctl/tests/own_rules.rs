@@ -244,6 +244,19 @@ fn issue53_7_a_store_option_never_takes_a_folder_of_user_files() {
         snapshot(&empty).is_empty(),
         "a query wrote into the store folder"
     );
+    // `store check` and `store push` of a store not made yet say so and make none.
+    for action in ["check", "push"] {
+        let o = ws.run(&["store", action, "--store", empty.to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(0), "store {action}");
+        assert_eq!(
+            String::from_utf8_lossy(&o.stdout).trim_end(),
+            format!(
+                "no store yet at {}: nothing has been built into it",
+                empty.join("store-v2").display()
+            )
+        );
+        assert!(snapshot(&empty).is_empty(), "store {action} made a store");
+    }
     let r = ws.build(&["--store", empty.to_str().unwrap()]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(empty.join("CACHEDIR.TAG").is_file());
@@ -334,6 +347,26 @@ fn issue53_7_a_tool_never_writes_over_what_it_reads() {
         "{e}"
     );
     assert_eq!(ws.read("cases.jsonl"), "{}\n");
+    // kernels run: never into the golden folder it is checked against; cuda compile: never
+    // over its sources.
+    let gen = ws.run(&["golden", "gen", "kg"]);
+    assert_eq!(gen.status.code(), Some(0), "{gen:?}");
+    let before = snapshot(&ws.p("kg"));
+    let e = ws.fails(&["kernels", "run", "--impl", "cpu", "kg", "kg"], 2);
+    assert_eq!(
+        e.trim_end(),
+        "skyctl: kernels run: the output `kg` is the golden inputs folder `kg`, which kernels run reads; write it elsewhere"
+    );
+    assert_eq!(snapshot(&ws.p("kg")), before);
+    let ran = ws.run(&["kernels", "run", "--impl", "cpu", "kg", "kout"]);
+    assert_eq!(ran.status.code(), Some(0), "{ran:?}");
+    ws.write("k.cu", "__global__ void k() {}\n");
+    let e = ws.fails(&["cuda", "compile", "--out", "k.cu", "k.cu"], 2);
+    assert!(
+        e.contains("skyctl: cuda compile: the output `k.cu` is a kernel source `k.cu`, which cuda compile reads"),
+        "{e}"
+    );
+    assert_eq!(ws.read("k.cu"), "__global__ void k() {}\n");
     // Nothing into version control's folder, at any depth.
     git_init(&ws.p("sub"));
     for args in [

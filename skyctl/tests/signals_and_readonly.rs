@@ -158,6 +158,31 @@ fn another_user_is_served_by_a_store_it_cannot_write() {
     assert_eq!(ws.build(&[]).executed(), vec!["a".to_string()]);
 }
 
+/// A workspace this user cannot write, never built: no `.skyctl` can be made, and the message
+/// says so in words rather than "Permission denied".
+#[test]
+fn another_user_cannot_make_the_first_store_and_is_told_why() {
+    assert!(
+        is_root(),
+        "needs root: it builds as root and reads as user nobody (setpriv)"
+    );
+    let ws = Ws::new();
+    ws.write("pipeline.toml", READ_ONLY_PIPELINE);
+    ws.write("in.txt", "one\n");
+    world_readable(ws.path());
+    let out = as_nobody(&ws, &["build"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(
+        stderr.trim_end(),
+        format!(
+            "skyctl: the state at `{}` is read-only for this user (owned by root); the build needs to write a new store, as nothing was built here yet: run it as the owner of the workspace (a build that only serves what is built, a no-op build or `verify`, works read-only)",
+            ws.path().display()
+        )
+    );
+    assert!(!ws.p(".skyctl").exists());
+}
+
 #[test]
 fn a_build_under_umask_777_leaves_a_usable_skyctl() {
     let ws = Ws::new();

@@ -73,6 +73,9 @@ fn compile(
     out: &Path,
     sources: &[PathBuf],
 ) -> anyhow::Result<Outcome> {
+    let mut reads: Vec<(&Path, &str)> = vec![(venv, "the toolchain venv")];
+    reads.extend(sources.iter().map(|s| (s.as_path(), "a kernel source")));
+    crate::ops::out_path::check("cuda compile", out, &reads)?;
     let sources = expand_dirs(sources)?;
     let tc = sky_cuda::Toolchain::from_venv(venv)?;
     if let Some(pin) = pin {

@@ -51,6 +51,21 @@ pub enum Impl {
 
 /// Run `skyctl kernels`.
 pub fn run(args: Args) -> anyhow::Result<Outcome> {
+    // The outputs go beside nothing the run reads: written into the inputs' folder they would
+    // replace the stored golden outputs the run is checked against.
+    if let Command::Run {
+        in_dir,
+        out_dir,
+        ptx,
+        implementation,
+    } = &args.command
+    {
+        let mut reads = vec![(in_dir.as_path(), "the golden inputs folder")];
+        if matches!(implementation, Impl::Cuda) {
+            reads.push((ptx.as_path(), "the PTX folder"));
+        }
+        crate::ops::out_path::check("kernels run", out_dir, &reads)?;
+    }
     let out = match args.command {
         Command::Run {
             implementation: Impl::Cuda,

@@ -44,6 +44,16 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         );
         return Ok(Outcome::Success);
     }
+    // Nothing built into it yet: checking or pushing it has nothing to do, and neither makes
+    // a store (only a build does).
+    let version_dir = ws.store_dir.join(sky_dag::store::STORE_VERSION_DIR);
+    if !version_dir.exists() {
+        outln!(
+            "no store yet at {}: nothing has been built into it",
+            version_dir.display()
+        );
+        return Ok(Outcome::Success);
+    }
     let store = ws.store()?;
     match args.action {
         Action::Push { remote } => {

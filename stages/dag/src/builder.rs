@@ -279,6 +279,12 @@ impl<'g> BuildSession<'g> {
                 message: msg.to_string(),
             })
         })?;
+        // A read-only build serves from a store; it cannot make one.
+        if !ws.store_dir.join(crate::store::STORE_VERSION_DIR).is_dir() {
+            if let Some(e) = lock.refuse("a new store, as nothing was built here yet") {
+                return Err(e);
+            }
+        }
         let store = ws.store()?;
         let store_lock = store.lock(false)?;
         crate::timings::mark("lock + store open");

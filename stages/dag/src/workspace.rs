@@ -211,17 +211,16 @@ impl Workspace {
                 message: e.to_string(),
             })?;
         }
-        // A state folder (or, before the first build, a `.skyctl`) this user cannot write:
-        // the read-only lock.
-        let unwritable = if self.state.dir.is_dir() {
-            Some(self.state.dir.clone()).filter(|d| !writable(d))
-        } else {
-            self.state
-                .dir
-                .parent()
-                .filter(|dot| dot.is_dir() && !writable(dot))
-                .map(Path::to_path_buf)
-        };
+        // A state folder this user cannot write, or before the first build the nearest folder
+        // that would hold it (`.skyctl`, or the workspace when there is none): the read-only
+        // lock.
+        let unwritable = self
+            .state
+            .dir
+            .ancestors()
+            .find(|d| d.is_dir())
+            .filter(|d| !writable(d))
+            .map(Path::to_path_buf);
         if let Some(dir) = unwritable {
             return self.lock_read_only(dir, on_wait);
         }

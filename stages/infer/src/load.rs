@@ -35,7 +35,19 @@ struct Meta<'f, 'a> {
     arch: String,
 }
 
-impl Meta<'_, '_> {
+impl<'f, 'a> Meta<'f, 'a> {
+    /// The metadata of `f`, whose keys are prefixed by its `general.architecture`.
+    fn new(f: &'f GgufFile<'a>) -> Result<Self> {
+        let arch = f
+            .get("general.architecture")
+            .and_then(GValue::as_str)
+            .ok_or_else(|| InferError::MissingKey {
+                origin: "GGUF".into(),
+                key: "general.architecture".into(),
+            })?
+            .to_string();
+        Ok(Meta { f, arch })
+    }
     fn key(&self, k: &str) -> String {
         format!("{}.{k}", self.arch)
     }
@@ -103,15 +115,7 @@ fn gguf_u32(f: &GgufFile<'_>, key: &str) -> Result<u32> {
 /// [`sky_laya::config::write_model_keys`] writes them), checked by [`ModelConfig::validate`]:
 /// the converter's own check, so every file `convert` writes loads.
 pub fn config_from_gguf(f: &GgufFile<'_>) -> Result<ModelConfig> {
-    let arch = f
-        .get("general.architecture")
-        .and_then(GValue::as_str)
-        .ok_or_else(|| InferError::MissingKey {
-            origin: "GGUF".into(),
-            key: "general.architecture".into(),
-        })?
-        .to_string();
-    let m = Meta { f, arch };
+    let m = Meta::new(f)?;
     // Every count below sizes something (layer lists, RoPE tables, weights): each is checked
     // against the engine's limits as it is read.
     let n_layer = m.req_u_max("block_count", 2 * limits::MAX_LAYERS)?;
@@ -192,15 +196,7 @@ pub fn config_from_gguf(f: &GgufFile<'_>) -> Result<ModelConfig> {
 /// (`modern-bert` with `decision.type = "laya"`). F32/F16/BF16/Q8_0 tensors are decoded to f32.
 pub fn engine_from_gguf(bytes: &[u8], name: String) -> Result<Engine> {
     let f = GgufFile::parse(bytes).map_err(|e| upstream("gguf", e))?;
-    let arch = f
-        .get("general.architecture")
-        .and_then(GValue::as_str)
-        .ok_or_else(|| InferError::MissingKey {
-            origin: "GGUF".into(),
-            key: "general.architecture".into(),
-        })?
-        .to_string();
-    let m = Meta { f: &f, arch };
+    let m = Meta::new(&f)?;
     match m.get("decision.type").and_then(GValue::as_str) {
         Some("laya") => {}
         Some(other) => {

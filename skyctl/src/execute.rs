@@ -33,7 +33,7 @@ pub struct SlurmConfig {
     pub partition: Option<String>,
     /// `--account`.
     pub account: Option<String>,
-    /// More sbatch arguments.
+    /// More srun arguments.
     pub args: Vec<String>,
     /// Jobs at once.
     pub max_jobs: Option<usize>,

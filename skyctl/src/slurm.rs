@@ -6,17 +6,18 @@
 //! kind's own code, uploads outputs and log, and writes the action record last; the
 //! coordinator then takes the result as a remote-cache hit.
 //!
-//! Jobs are submitted with `sbatch --wait`, not `srun`: sbatch needs only the controller to be
-//! reachable (srun's compute node connects back to the submitting host, which login and CI
-//! machines often do not allow), prints the job id at once (so a stopping build can `scancel`
-//! it), and ends with the job's exit status. Secrets (the cache URL, its auth header, the
-//! signing key) reach the job through its environment (`--export=ALL`, the default), never
-//! its command line or script. The job's own output (the worker's message when it fails) goes
-//! to a file in the workspace state, read back when the cluster's nodes share that path; the
-//! message always carries Slurm's state and reason.
+//! Each job is one `srun` (not `sbatch --wait`): srun starts a job on a free node in about
+//! 0.1 s where `sbatch --wait` takes 2 s or more, as it polls the controller for the job's end
+//! every few seconds (bench/slurm_overhead.sh: what matters for graphs of many small nodes);
+//! and it brings the job's output (the worker's message when it fails, Slurm's own lines
+//! when it was refused, killed, out of memory or time) back to this machine without a shared
+//! file system. The price: the compute nodes must reach the submitting machine (as for any
+//! interactive job). Every job is named after this build and its node description, so a
+//! signal cancels each one with `scancel --name` whether it is pending or running. Secrets
+//! (the cache URL, its auth header, the signing key) reach the job through its environment
+//! (`--export=ALL`, the default), never its command line.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -45,7 +46,9 @@ pub struct Slurm {
     worker: String,
     /// Where the jobs' output files go.
     out_dir: PathBuf,
-    /// Jobs submitted and not known to have ended (cancelled on a signal).
+    /// This build, in job names: the coordinator's pid and start time.
+    build_id: String,
+    /// Names of the jobs submitted and not known to have ended (cancelled on a signal).
     live: Mutex<Vec<String>>,
 }
 
@@ -80,6 +83,14 @@ impl Slurm {
             resources,
             worker,
             out_dir,
+            build_id: format!(
+                "{}-{}",
+                std::process::id(),
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_millis())
+                    .unwrap_or(0)
+            ),
             live: Mutex::new(Vec::new()),
         })
     }
@@ -163,15 +174,15 @@ impl Slurm {
         Ok(d)
     }
 
-    /// The sbatch arguments for a node with resources `r` (`kind`: bench nodes are exclusive
+    /// The srun arguments for a node with resources `r` (`kind`: bench nodes are exclusive
     /// by default, as they need a quiet machine).
-    fn sbatch_args(&self, node: &str, kind: &str, r: &NodeResources, out: &Path) -> Vec<String> {
+    fn srun_args(&self, name: &str, kind: &str, r: &NodeResources) -> Vec<String> {
         let mut a = vec![
-            "--wait".to_string(),
-            "--parsable".to_string(),
-            format!("--job-name=skyctl:{node}"),
-            format!("--output={}", out.display()),
+            format!("--job-name={name}"),
+            "--ntasks=1".to_string(),
+            "--input=none".to_string(),
             "--export=ALL".to_string(),
+            "--quiet".to_string(),
         ];
         if let Some(p) = &self.config.partition {
             a.push(format!("--partition={p}"));
@@ -198,7 +209,7 @@ impl Slurm {
         a
     }
 
-    /// Submit one job for `desc` and wait for it.
+    /// Run one job for `desc` and wait for it.
     fn submit_and_wait(
         &self,
         task: &Task<'_>,
@@ -209,106 +220,79 @@ impl Slurm {
         let failed = |message: String| JobEnd::Failed(NodeFailure::RemoteFailed { message });
         std::fs::create_dir_all(&self.out_dir)
             .map_err(|e| failed(format!("cannot create `{}`: {e}", self.out_dir.display())))?;
-        let out = self.out_dir.join(format!("{}-%j.out", desc.short()));
-        let args = self.sbatch_args(node, &task.node.kind, r, &out);
-        let script = format!(
-            "#!/bin/sh\nexec {} worker run {}\n",
-            shell_quote(&self.worker),
-            desc.hex()
-        );
-        let mut cmd = std::process::Command::new("sbatch");
-        cmd.args(&args)
+        // The job's name is this build's and this node's: what a signal cancels, pending or
+        // running, without waiting for a job id.
+        let name = format!("skyctl-{}-{}", self.build_id, desc.short());
+        let out_path = self.out_dir.join(format!("{name}.out"));
+        let out = std::fs::File::create(&out_path)
+            .map_err(|e| failed(format!("cannot create `{}`: {e}", out_path.display())))?;
+        let err = out
+            .try_clone()
+            .map_err(|e| failed(format!("`{}`: {e}", out_path.display())))?;
+        let mut cmd = std::process::Command::new("srun");
+        cmd.args(self.srun_args(&name, &task.node.kind, r))
+            .arg(&self.worker)
+            .args(["worker", "run", &desc.hex()])
             .env("SKYCTL_REMOTE_CACHE", self.url.expose())
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped());
+            .stdin(std::process::Stdio::null())
+            .stdout(out)
+            .stderr(err);
         // A group of its own: a terminal's Ctrl-C reaches skyctl, which cancels the job.
         std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
         let mut child = cmd.spawn().map_err(|e| {
             failed(format!(
-                "node `{node}`: cannot run `sbatch` ({e}); is the Slurm client installed and on PATH?"
+                "node `{node}`: cannot run `srun` ({e}); is the Slurm client installed and on PATH?"
             ))
         })?;
-        if let Some(mut stdin) = child.stdin.take() {
-            let _ = stdin.write_all(script.as_bytes());
-        }
-        let mut stderr = child.stderr.take();
-        let mut first = String::new();
-        if let Some(stdout) = child.stdout.take() {
-            let _ = std::io::BufReader::new(stdout).read_line(&mut first);
-        }
-        // `--parsable` prints `id` or `id;cluster`.
-        let id = first
-            .trim()
-            .split(';')
-            .next()
-            .filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
-            .map(str::to_string);
-        if let Some(id) = &id {
-            lock(&self.live).push(id.clone());
-        }
+        lock(&self.live).push(name.clone());
         let status = loop {
             if let Some(sig) = sky_dag::interrupt::requested() {
-                if let Some(id) = &id {
-                    scancel(id);
-                }
-                let _ = child.kill();
+                scancel(&name);
                 let _ = child.wait();
-                self.forget(id.as_deref());
+                self.forget(&name);
                 return Err(JobEnd::Failed(NodeFailure::Cancelled {
-                    message: format!(
-                        "interrupted by signal {sig}; Slurm job {} cancelled",
-                        id.as_deref().unwrap_or("(not submitted)")
-                    ),
+                    message: format!("interrupted by signal {sig}; its Slurm job was cancelled"),
                 }));
             }
             match child.try_wait() {
                 Ok(Some(s)) => break s,
-                Ok(None) => std::thread::sleep(Duration::from_millis(50)),
-                Err(e) => return Err(failed(format!("node `{node}`: waiting for sbatch: {e}"))),
+                Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+                Err(e) => return Err(failed(format!("node `{node}`: waiting for srun: {e}"))),
             }
         };
-        self.forget(id.as_deref());
-        let mut err = Vec::new();
-        if let Some(s) = stderr.as_mut() {
-            let _ = s.read_to_end(&mut err);
-        }
-        let err = String::from_utf8_lossy(&err);
+        self.forget(&name);
+        let printed = sky_fs::read_to_string(&out_path, JOB_OUTPUT).unwrap_or_default();
+        let _ = std::fs::remove_file(&out_path);
         if status.success() {
             return Ok(());
         }
-        let Some(id) = id else {
-            let said = err.trim();
+        let said = tail(&printed, 3000);
+        let said = if said.is_empty() {
+            format!("srun {}", describe(status))
+        } else {
+            said
+        };
+        // Slurm says so when it never started the job (a feature or GPU no node has, a
+        // partition or account it refuses).
+        if said.contains("Unable to allocate resources") || said.contains("Invalid ") {
+            let line = said
+                .lines()
+                .find(|l| l.contains("srun: error:"))
+                .unwrap_or(&said);
             return Err(failed(format!(
                 "Slurm refused the job for node `{node}`: {}",
-                if said.is_empty() {
-                    "sbatch failed without a message"
-                } else {
-                    said
-                }
+                line.trim()
             )));
-        };
-        let (state, reason, exit) = job_state(&id);
-        let out = self.out_dir.join(format!("{}-{id}.out", desc.short()));
-        let printed = sky_fs::read_to_string(&out, JOB_OUTPUT)
-            .ok()
-            .map(|t| tail(&t, 2000))
-            .filter(|t| !t.is_empty())
-            .map(|t| format!("; the job printed:\n{t}"))
-            .unwrap_or_default();
-        let message = format!(
-            "Slurm job {id} for node `{node}` ended {state} (exit code {exit}, reason {reason}){printed}"
-        );
-        match state.as_str() {
-            "NODE_FAIL" | "BOOT_FAIL" | "PREEMPTED" | "REQUEUED" => Err(JobEnd::Lost(message)),
-            _ => Err(failed(message)),
         }
+        let message = format!("the Slurm job for node `{node}` failed:\n{said}");
+        if said.contains("Node failure") || said.contains("NODE_FAIL") {
+            return Err(JobEnd::Lost(message));
+        }
+        Err(failed(message))
     }
 
-    fn forget(&self, id: Option<&str>) {
-        if let Some(id) = id {
-            lock(&self.live).retain(|j| j != id);
-        }
+    fn forget(&self, name: &str) {
+        lock(&self.live).retain(|j| j != name);
     }
 }
 
@@ -354,8 +338,8 @@ impl Executor for Slurm {
 impl Drop for Slurm {
     /// Nothing this build submitted outlives it.
     fn drop(&mut self) {
-        for id in lock(&self.live).drain(..) {
-            scancel(&id);
+        for name in lock(&self.live).drain(..) {
+            scancel(&name);
         }
     }
 }
@@ -377,38 +361,24 @@ fn tree_of(abs: &Path) -> std::io::Result<(Tree, Vec<u8>)> {
     Ok((tree, bytes))
 }
 
-/// `scancel ID`, waited for.
-fn scancel(id: &str) {
+/// `scancel --name NAME` (this user's jobs of that name), waited for.
+fn scancel(name: &str) {
     let _ = std::process::Command::new("scancel")
-        .arg(id)
+        .args(["--me", "--name", name])
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .status();
 }
 
-/// A finished job's state, reason and exit code, from `scontrol show job` (`UNKNOWN` when the
-/// controller no longer has it).
-fn job_state(id: &str) -> (String, String, String) {
-    let out = std::process::Command::new("scontrol")
-        .args(["show", "job", "-o", id])
-        .stdin(std::process::Stdio::null())
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
-        .unwrap_or_default();
-    let field = |name: &str| {
-        out.split_whitespace()
-            .find_map(|w| w.strip_prefix(name))
-            .unwrap_or("unknown")
-            .to_string()
-    };
-    let state = field("JobState=");
-    let state = if state == "unknown" {
-        "UNKNOWN".to_string()
-    } else {
-        state
-    };
-    (state, field("Reason="), field("ExitCode="))
+/// How a process ended, in words.
+fn describe(status: std::process::ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(c), _) => format!("exited with status {c}"),
+        (None, Some(s)) => format!("was killed by signal {s}"),
+        _ => "ended".to_string(),
+    }
 }
 
 /// The last `n` bytes of `t`, on a character boundary, trimmed.
@@ -420,11 +390,6 @@ fn tail(t: &str, n: usize) -> String {
     t[start..].trim().to_string()
 }
 
-/// `s` quoted for `sh`.
-fn shell_quote(s: &str) -> String {
-    format!("'{}'", s.replace('\'', r"'\''"))
-}
-
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -432,11 +397,6 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn shell_quoting_keeps_a_path_one_word() {
-        assert_eq!(shell_quote("/a b/it's"), r"'/a b/it'\''s'");
-    }
 
     #[test]
     fn tails_cut_on_character_boundaries() {

@@ -428,7 +428,7 @@ pub struct SlurmSection {
     /// `--account` of every job.
     #[serde(default)]
     pub account: Option<Spanned<String>>,
-    /// More `sbatch` arguments, each one word (`--qos=high`, `--time=30`).
+    /// More `srun` arguments, each one word (`--qos=high`, `--time=30`).
     #[serde(default)]
     pub args: Vec<Spanned<String>>,
     /// Jobs submitted at once (default: 16).
@@ -666,7 +666,7 @@ impl Manifest {
             if !v.starts_with('-') || v.chars().any(|c| c.is_whitespace() || c.is_control()) {
                 return Err(self.error_at(
                     a.span(),
-                    format!("each of `args` must be one sbatch option starting with `-`, without spaces (`--qos=high`), not `{v}`"),
+                    format!("each of `args` must be one srun option starting with `-`, without spaces (`--qos=high`), not `{v}`"),
                 ));
             }
         }

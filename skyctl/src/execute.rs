@@ -58,6 +58,9 @@ pub struct NodeResources {
     pub mem: Option<String>,
     /// Run where the build runs.
     pub local: bool,
+    /// Programs the node needs that are not among its inputs.
+    #[serde(default)]
+    pub tools: Vec<String>,
 }
 
 impl NodeResources {
@@ -70,6 +73,7 @@ impl NodeResources {
             exclusive: r.exclusive.as_ref().map(|e| *e.get_ref()),
             mem: r.mem.as_ref().map(|m| m.get_ref().clone()),
             local: r.local.as_ref().is_some_and(|l| *l.get_ref()),
+            tools: r.tools.iter().map(|t| t.get_ref().clone()).collect(),
         }
     }
 }

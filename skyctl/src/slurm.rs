@@ -167,6 +167,11 @@ impl Slurm {
                 .map(|o| (o.path.clone(), o.dir))
                 .collect(),
             volatile: task.volatile,
+            tools: self
+                .resources
+                .get(&task.node.id)
+                .map(|r| r.tools.clone())
+                .unwrap_or_default(),
         };
         let bytes = serde_json::to_vec(&desc).map_err(|e| lost(e.to_string()))?;
         let d = Digest::of(&bytes);

@@ -342,7 +342,7 @@ fn slurm_without_a_remote_cache_is_refused_at_start() {
 #[test]
 fn execute_settings_are_checked_where_they_are_written() {
     let ws = Ws::new();
-    let cases: [(&str, &str); 6] = [
+    let cases: [(&str, &str); 7] = [
         (
             "[execute]\nengine = \"ray\"\n",
             "pipeline.toml:2:10: unknown engine `ray` (expected one of: local, slurm)",
@@ -367,6 +367,10 @@ fn execute_settings_are_checked_where_they_are_written() {
             "[[command]]\nname = \"c\"\nrun = \"true\"\nresources = { constraint = \"k80 && x\" }\n",
             "pipeline.toml:4:28: `constraint` must be a Slurm feature expression (names with `&`, `|`, `[]`, `*`), not `k80 && x`",
         ),
+        (
+            "[[command]]\nname = \"c\"\nrun = \"true\"\nresources = { tools = [\"nv cc\"] }\n",
+            "pipeline.toml:4:24: each of `tools` must be a program name or an absolute path, not `nv cc`",
+        ),
     ];
     for (toml, want) in cases {
         ws.write("pipeline.toml", toml);
@@ -379,7 +383,7 @@ fn execute_settings_are_checked_where_they_are_written() {
     );
     let err = ws.fails(&["build"], 2);
     assert!(
-        err.contains("pipeline.toml:4:15: unknown key `gpu` (did you mean `gpus`?); expected one of `cpus`, `gpus`, `constraint`, `exclusive`, `mem`, `local`"),
+        err.contains("pipeline.toml:4:15: unknown key `gpu` (did you mean `gpus`?); expected one of `cpus`, `gpus`, `constraint`, `exclusive`, `mem`, `local`, `tools`"),
         "{err}"
     );
     let err = ws.fails(&["build", "--execute", "ray"], 2);
@@ -505,4 +509,79 @@ outputs = ["one.txt"]
     );
     assert!(cache.objects("ac").is_empty(), "{:?}", cache.objects("ac"));
     assert!(!ws.p("one.txt").exists());
+}
+
+#[test]
+fn a_job_that_leaves_no_result_in_the_cache_is_remote_lost() {
+    let cluster = Cluster::start();
+    let cache = Nginx::start(Mode::Open);
+    let url = cache.url();
+    let ws = Ws::new();
+    // A "worker" that succeeds without doing anything.
+    ws.write(
+        "pipeline.toml",
+        r#"
+[execute.slurm]
+worker = "/bin/true"
+retries = 0
+
+[[command]]
+name = "ghost"
+run = "echo 1 > one.txt"
+outputs = ["one.txt"]
+"#,
+    );
+    let r = build(
+        &ws,
+        Some(&cluster),
+        &["--execute", "slurm", "--remote-cache", &url],
+    );
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    let failed = r
+        .events
+        .iter()
+        .find(|e| e["event"] == "finished" && e["node"] == "ghost")
+        .expect("a finished event");
+    assert_eq!(failed["failure"]["kind"], "remote_lost", "{failed}");
+    assert_eq!(
+        failed["error"],
+        format!("the slurm job ended, but its result for node `ghost` could not be taken from the remote cache `{}`", url.trim_end_matches('/'))
+    );
+    assert_eq!(cluster.finished_jobs(), ["COMPLETED"]);
+}
+
+#[test]
+fn a_worker_without_a_declared_tool_refuses_the_job_naming_it() {
+    let cluster = Cluster::start();
+    let cache = Nginx::start(Mode::Open);
+    let url = cache.url();
+    let ws = Ws::new();
+    ws.write(
+        "pipeline.toml",
+        r#"
+[[command]]
+name = "compile"
+run = "nvcc-of-nowhere --version > v.txt"
+outputs = ["v.txt"]
+resources = { tools = ["sh", "nvcc-of-nowhere"] }
+"#,
+    );
+    let r = build(
+        &ws,
+        Some(&cluster),
+        &["--execute", "slurm", "--remote-cache", &url],
+    );
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    let failed = r
+        .events
+        .iter()
+        .find(|e| e["event"] == "finished" && e["node"] == "compile")
+        .expect("a finished event");
+    assert_eq!(failed["failure"]["kind"], "remote_failed", "{failed}");
+    let msg = failed["error"].as_str().unwrap_or_default();
+    assert!(
+        msg.contains("skyctl: refusing the job: node `compile` needs the tool `nvcc-of-nowhere`, which this worker (skynode) does not have on PATH"),
+        "{msg}"
+    );
+    assert!(cache.objects("ac").is_empty(), "{:?}", cache.objects("ac"));
 }

@@ -78,6 +78,14 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         .with_context(|| format!("cas/{} is not a node description", d.hex()))?;
     desc.check(env!("CARGO_PKG_VERSION"))
         .map_err(|m| anyhow!("refusing the job: {m}"))?;
+    if let Some(t) = desc.tools.iter().find(|t| !have_tool(t)) {
+        bail!(
+            "refusing the job: node `{}` needs the tool `{t}`, which this worker ({}) does not have{}",
+            desc.node,
+            hostname(),
+            if t.contains('/') { "" } else { " on PATH" }
+        );
+    }
     for i in &desc.inputs {
         if !remote.fetch_blobs_of(&store, i) {
             bail!(
@@ -126,4 +134,26 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         Some(sig) => Outcome::Interrupted(sig),
         None => Outcome::Success,
     })
+}
+
+/// Whether `tool` (a name looked up on PATH, or a path) is an executable file here.
+fn have_tool(tool: &str) -> bool {
+    let exec = |p: &std::path::Path| {
+        std::fs::metadata(p).is_ok_and(|m| {
+            m.is_file() && std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o111 != 0
+        })
+    };
+    if tool.contains('/') {
+        return exec(std::path::Path::new(tool));
+    }
+    let path = sky_env::Var::get("PATH").os().unwrap_or_default();
+    std::env::split_paths(&path).any(|dir| exec(&dir.join(tool)))
+}
+
+/// This machine's name as Slurm knows it, for messages.
+fn hostname() -> String {
+    sky_env::Var::get("SLURMD_NODENAME")
+        .os()
+        .and_then(|v| v.into_string().ok())
+        .unwrap_or_else(|| "this machine".to_string())
 }

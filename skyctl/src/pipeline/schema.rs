@@ -464,6 +464,10 @@ pub struct Resources {
     /// Always run on the machine that started the build, whatever the engine.
     #[serde(default)]
     pub local: Option<Spanned<bool>>,
+    /// Programs the node runs that are not among its inputs (names found on PATH, or absolute
+    /// paths): a worker without one refuses the job, naming it.
+    #[serde(default)]
+    pub tools: Vec<Spanned<String>>,
 }
 
 /// `[site]`: the demo page (`index.html`), the Bench page (`bench.html`), their scripts and the
@@ -704,6 +708,17 @@ impl Manifest {
                 return Err(self.error_at(
                     c.span(),
                     format!("`constraint` must be a Slurm feature expression (names with `&`, `|`, `[]`, `*`), not `{}`", c.get_ref()),
+                ));
+            }
+        }
+        for t in &r.tools {
+            let v = t.get_ref();
+            if v.is_empty() || v.chars().any(|c| c.is_whitespace() || c.is_control()) {
+                return Err(self.error_at(
+                    t.span(),
+                    format!(
+                        "each of `tools` must be a program name or an absolute path, not `{v}`"
+                    ),
                 ));
             }
         }

@@ -112,6 +112,10 @@ pub struct NodeDescription {
     pub outputs: Vec<(String, bool)>,
     /// Not reproducible.
     pub volatile: bool,
+    /// Programs the node runs that are not among its inputs (`nvcc`, a Python with NVRTC):
+    /// a worker without one refuses the job, naming it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<String>,
 }
 
 impl NodeDescription {
@@ -285,6 +289,7 @@ mod tests {
             roles: vec![String::new()],
             outputs: vec![("out.txt".into(), false)],
             volatile: false,
+            tools: Vec::new(),
         }
     }
 

@@ -92,10 +92,15 @@ impl ExecuteConfig {
         }
         for g in &m.golden {
             if let Some(r) = &g.resources {
-                resources.insert(
-                    format!("golden/{}", g.name.get_ref()),
-                    NodeResources::from_decl(r.get_ref()),
-                );
+                // A kernels suite's work (the GPU, with the cuda harness) is its `run` node;
+                // the generator and the check stay wherever nodes go by default.
+                let id = match g.kind {
+                    crate::pipeline::schema::GoldenKind::Kernels => {
+                        format!("golden/{}/run", g.name.get_ref())
+                    }
+                    _ => format!("golden/{}", g.name.get_ref()),
+                };
+                resources.insert(id, NodeResources::from_decl(r.get_ref()));
             }
         }
         let s = m.execute.slurm.as_ref();
@@ -139,5 +144,36 @@ impl ExecuteConfig {
     /// The engine for this run: `--execute` wins over `[execute] engine`; local by default.
     pub fn engine<'a>(&'a self, flag: Option<&'a str>) -> &'a str {
         flag.or(self.engine.as_deref()).unwrap_or("local")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resources_go_to_the_node_that_does_the_work() {
+        let m = Manifest::parse(
+            r#"
+[[golden]]
+name = "k80"
+kind = "kernels"
+harness = "run-it {inputs} {outputs}"
+resources = { gpus = 1, constraint = "k80" }
+
+[[command]]
+name = "c"
+run = "true"
+resources = { cpus = 2, local = true }
+"#,
+            std::path::Path::new("pipeline.toml"),
+        )
+        .expect("parses");
+        let cfg = ExecuteConfig::from_manifest(&m);
+        let ids: Vec<&str> = cfg.resources.keys().map(String::as_str).collect();
+        assert_eq!(ids, ["c", "golden/k80/run"]);
+        assert_eq!(cfg.resources["golden/k80/run"].gpus, Some(1));
+        assert!(cfg.resources["c"].local);
+        assert_eq!(ExecuteConfig::decode(&cfg.encode()), Some(cfg));
     }
 }

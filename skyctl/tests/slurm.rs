@@ -2,8 +2,11 @@
 //! and slurmd started by `bench/slurm_cluster.sh` in a temp folder, on loopback, stopped by
 //! pid) and the nginx WebDAV cache of the remote-cache tests: nodes run as Slurm jobs (counted
 //! in the cluster's jobcomp file), their outputs come back through the cache byte-identical to
-//! a local build's, a GPU node sees CUDA_VISIBLE_DEVICES, an unknown feature is refused at
-//! submit with Slurm's message, SIGTERM cancels every job. Slurm and munge must be installed
+//! a local build's (commands, and a `skyctl init` project's built-in kinds), a GPU node sees
+//! CUDA_VISIBLE_DEVICES, an unknown feature is refused at submit with Slurm's message, a job
+//! that fails, is cancelled from outside, lacks a declared tool or leaves no result fails its
+//! node with a stable kind and writes no record, SIGTERM cancels every job. Slurm and munge
+//! must be installed
 //! (`.ci/run` installs them): without them these tests fail, never skip.
 
 mod common;
@@ -584,4 +587,51 @@ resources = { tools = ["sh", "nvcc-of-nowhere"] }
         "{msg}"
     );
     assert!(cache.objects("ac").is_empty(), "{:?}", cache.objects("ac"));
+}
+
+#[test]
+fn a_model_project_builds_on_slurm_with_the_kinds_own_code() {
+    let cluster = Cluster::start();
+    let cache = Nginx::start(Mode::Open);
+    let url = cache.url();
+    let top = Ws::new();
+    let out = top.run(&["init", "proj"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let ws = Ws::new();
+    common::copy_tree(&top.p("proj"), ws.path());
+    let local = Ws::new();
+    common::copy_tree(&top.p("proj"), local.path());
+
+    let r = build(
+        &ws,
+        Some(&cluster),
+        &["--execute", "slurm", "--remote-cache", &url],
+    );
+    assert_eq!(r.code, 0, "{}\n{:?}", r.stderr, r.events);
+    let executed = r.executed();
+    assert!(executed.len() >= 8, "{executed:?}");
+    assert_eq!(cluster.finished_jobs().len(), executed.len());
+    let r = build(&local, None, &["--remote-cache", "off"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.executed(), executed);
+    // Byte-identical, but for the bench's timings.
+    let timings = |p: &str| p.contains("bench");
+    let a: Vec<_> = results(&ws)
+        .into_iter()
+        .filter(|f| !timings(&f.0))
+        .collect();
+    let b: Vec<_> = results(&local)
+        .into_iter()
+        .filter(|f| !timings(&f.0))
+        .collect();
+    assert!(
+        a.iter().any(|f| f.0.ends_with(".gguf")),
+        "{:?}",
+        a.iter().map(|f| &f.0).collect::<Vec<_>>()
+    );
+    assert_eq!(a, b);
 }

@@ -306,10 +306,6 @@ impl Executor for Slurm {
         "slurm"
     }
 
-    fn needs_remote(&self) -> bool {
-        true
-    }
-
     fn execute(
         &self,
         task: &Task<'_>,
@@ -329,10 +325,7 @@ impl Executor for Slurm {
         loop {
             match self.submit_and_wait(task, &r, &desc) {
                 Ok(()) => return Ok(Executed::InRemoteCache),
-                Err(JobEnd::Lost(m)) if tries < retries => {
-                    tries += 1;
-                    let _ = m;
-                }
+                Err(JobEnd::Lost(_)) if tries < retries => tries += 1,
                 Err(JobEnd::Lost(message)) => return Err(NodeFailure::RemoteLost { message }),
                 Err(JobEnd::Failed(f)) => return Err(f),
             }

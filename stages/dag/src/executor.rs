@@ -54,10 +54,6 @@ pub enum Executed {
 pub trait Executor: Send + Sync {
     /// A short name for messages (`local`, `slurm`).
     fn name(&self) -> &str;
-    /// Whether this executor needs a remote cache that it may write to.
-    fn needs_remote(&self) -> bool {
-        false
-    }
     /// Run `task`. `here` runs it in this process exactly as a local build does (for an
     /// executor that keeps some nodes on this machine); its log goes to the build's log.
     fn execute(

@@ -397,24 +397,35 @@ fn execute_settings_are_checked_where_they_are_written() {
 }
 
 #[test]
-fn sigterm_cancels_every_job_the_build_submitted() {
+fn sigterm_cancels_every_job_the_build_submitted_and_the_next_build_completes() {
     let cluster = Cluster::start();
     let cache = Nginx::start(Mode::Open);
     let url = cache.url();
     let ws = Ws::new();
+    // The slow nodes wait for a file outside the workspace (the one-machine cluster sees it).
+    let gate = tempfile::tempdir().expect("tempdir");
+    let go = gate.path().join("go");
+    let wait = format!("while [ ! -e {} ]; do sleep 0.1; done", go.display());
     ws.write(
         "pipeline.toml",
-        r#"
+        &format!(
+            r#"
+[[command]]
+name = "fast"
+run = "echo fast > fast.txt"
+outputs = ["fast.txt"]
+
 [[command]]
 name = "slow1"
-run = "sleep 60; echo 1 > one.txt"
+run = "{wait}; echo 1 > one.txt"
 outputs = ["one.txt"]
 
 [[command]]
 name = "slow2"
-run = "sleep 60; echo 2 > two.txt"
+run = "{wait}; echo 2 > two.txt"
 outputs = ["two.txt"]
-"#,
+"#
+        ),
     );
     let mut child = cmd(
         &ws,
@@ -426,7 +437,7 @@ outputs = ["two.txt"]
     .spawn()
     .expect("skyctl");
     let t0 = Instant::now();
-    while cluster.queue().len() < 2 {
+    while cluster.queue().len() < 2 || !ws.p("fast.txt").exists() {
         assert!(
             t0.elapsed() < Duration::from_secs(30),
             "the jobs never queued"
@@ -438,6 +449,18 @@ outputs = ["two.txt"]
     std::thread::sleep(Duration::from_secs(5));
     assert_eq!(cluster.queue(), Vec::<String>::new());
     assert!(!Path::new(&ws.p("one.txt")).exists());
+
+    // The next build takes what finished and runs the rest.
+    std::fs::write(&go, "").expect("the gate");
+    let r = build(
+        &ws,
+        Some(&cluster),
+        &["--execute", "slurm", "--remote-cache", &url],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.executed(), ["slow1", "slow2"]);
+    assert_eq!(r.count("cached"), 1);
+    assert_eq!(ws.read("two.txt"), "2\n");
 }
 
 #[test]

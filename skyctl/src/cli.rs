@@ -72,6 +72,8 @@ pub enum Command {
     Clean(commands::clean::Args),
     /// Inspect and check the content store.
     Store(commands::store::Args),
+    /// Run one node of a build elsewhere (what a Slurm job of `build --execute slurm` runs).
+    Worker(commands::worker::Args),
 }
 
 /// Parse the command line, run it, and turn the result into an exit code.
@@ -125,7 +127,10 @@ pub fn main() -> ExitCode {
 fn run(command: Command) -> anyhow::Result<Outcome> {
     // Builds stop cleanly on a signal (they install their own handling); every other command
     // exits at once as before, but first removes the temp file of what it was writing.
-    if !matches!(command, Command::Build(_) | Command::Verify(_)) {
+    if !matches!(
+        command,
+        Command::Build(_) | Command::Verify(_) | Command::Worker(_)
+    ) {
         sky_dag::interrupt::install_for_tool()?;
     }
     match command {
@@ -149,6 +154,7 @@ fn run(command: Command) -> anyhow::Result<Outcome> {
         Command::Gc(a) => commands::gc::run(a),
         Command::Clean(a) => commands::clean::run(a),
         Command::Store(a) => commands::store::run(a),
+        Command::Worker(a) => commands::worker::run(a),
     }
 }
 

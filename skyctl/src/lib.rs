@@ -27,6 +27,7 @@ macro_rules! out {
 
 pub mod cli;
 pub mod commands;
+pub mod execute;
 pub mod kinds;
 pub mod ops;
 pub mod outcome;
@@ -34,3 +35,4 @@ pub mod pipeline;
 pub mod pipeline_args;
 pub mod progress;
 pub mod remote_args;
+pub mod slurm;

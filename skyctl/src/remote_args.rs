@@ -78,6 +78,23 @@ impl RemoteArgs {
         self.open_with(manifest.cache.remote.as_ref().map(|u| u.get_ref().as_str()))
     }
 
+    /// The cache URL as given (flag, variable, then `[cache] remote`), credentials and all:
+    /// for a job's environment only, never shown. `None` for none.
+    pub fn url_with(&self, configured: Option<&str>) -> anyhow::Result<Option<Secret<String>>> {
+        let env = RemoteEnv::read()?;
+        Ok(self.pick_url(env.url, configured).map(Secret::new))
+    }
+
+    fn pick_url(&self, env_url: Option<String>, configured: Option<&str>) -> Option<String> {
+        self.remote_cache
+            .as_ref()
+            .map(|u| u.expose().trim().to_string())
+            .filter(|u| !u.is_empty())
+            .or(env_url)
+            .or_else(|| configured.map(str::to_string))
+            .filter(|u| u.trim() != "off")
+    }
+
     /// [`RemoteArgs::open`] with the URL `[cache] remote` gives (if any).
     pub fn open_with(&self, configured: Option<&str>) -> anyhow::Result<Option<RemoteCache>> {
         let env = RemoteEnv::read()?;

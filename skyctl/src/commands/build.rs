@@ -31,6 +31,10 @@ pub struct Args {
     /// Also print cache hits.
     #[arg(short, long)]
     pub verbose: bool,
+    /// Where nodes that must run are run: `local` (here) or `slurm` (one Slurm job per node,
+    /// data through the remote cache); default: [execute] engine, else local.
+    #[arg(long, value_name = "ENGINE", value_parser = clap::builder::PossibleValuesParser::new(crate::execute::ENGINES))]
+    pub execute: Option<String>,
     #[command(flatten)]
     pub workspace: WorkspaceArgs,
     #[command(flatten)]
@@ -66,6 +70,36 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
     };
     sky_dag::timings::mark("state join");
     let remote = args.remote.open_with(compiled.remote.as_deref())?;
+    let engine = compiled.execute.engine(args.execute.as_deref()).to_string();
+    let mut max_jobs = None;
+    let executor: Option<std::sync::Arc<dyn sky_dag::executor::Executor>> = match engine.as_str() {
+        "slurm" => {
+            let writable = remote.as_ref().filter(|r| !r.read_only());
+            let (Some(cache), Some(url)) =
+                (writable, args.remote.url_with(compiled.remote.as_deref())?)
+            else {
+                anyhow::bail!(
+                    "the slurm engine needs a remote cache its jobs can write to (data moves \
+                     through it, never through a shared file system): give --remote-cache URL, \
+                     SKYCTL_REMOTE_CACHE or [cache] remote, not read-only"
+                );
+            };
+            let cfg = &compiled.execute;
+            max_jobs = Some(
+                cfg.slurm
+                    .max_jobs
+                    .unwrap_or(crate::execute::DEFAULT_MAX_JOBS),
+            );
+            Some(std::sync::Arc::new(crate::slurm::Slurm::new(
+                cache.clone(),
+                url,
+                cfg.slurm.clone(),
+                cfg.resources.clone(),
+                compiled.ws.state.dir.join("slurm"),
+            )?))
+        }
+        _ => None,
+    };
     let opts = BuildOptions {
         targets: args.targets,
         rerun: args.rerun,
@@ -76,6 +110,16 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         }),
         keep_going: args.keep_going,
         remote,
+        executor,
+    };
+    let opts = BuildOptions {
+        // A cluster runs more jobs at once than this machine has cores.
+        jobs: args
+            .jobs
+            .map(|j| j as usize)
+            .or(max_jobs)
+            .unwrap_or(opts.jobs),
+        ..opts
     };
     // Ctrl-C or a SIGTERM stops the build cleanly (sky_dag::interrupt).
     sky_dag::interrupt::install()?;

@@ -20,6 +20,7 @@ pub mod status;
 pub mod store;
 pub mod tune;
 pub mod verify;
+pub mod worker;
 
 /// The compute-path flags shared by `skyctl ask` and `skyctl bench` (flatten with
 /// `#[command(flatten)]`).

@@ -86,6 +86,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         }),
         keep_going: true,
         remote,
+        executor: None,
     };
     // Ctrl-C or a SIGTERM stops the build cleanly (sky_dag::interrupt).
     sky_dag::interrupt::install()?;

@@ -26,7 +26,7 @@ use super::plan::Planner;
 use super::{ManifestFile, Pipeline};
 
 /// Domain of the cache key; bump when what the key covers changes.
-const CACHE_FORMAT: &str = "skyctl-compiled-graph-v2";
+const CACHE_FORMAT: &str = "skyctl-compiled-graph-v3";
 
 /// What `skyctl build` needs of an opened pipeline.
 #[derive(Debug)]
@@ -37,6 +37,8 @@ pub struct Compiled {
     pub graph: Graph,
     /// `[cache] remote`, if set.
     pub remote: Option<String>,
+    /// `[execute]` and the nodes' resources.
+    pub execute: crate::execute::ExecuteConfig,
     /// Whether the graph came from the cache.
     pub cached: bool,
 }
@@ -56,6 +58,8 @@ struct Extra {
     folders: Vec<(String, String)>,
     /// `[cache] remote`.
     remote: Option<String>,
+    /// `[execute]` and the nodes' resources ([`crate::execute::ExecuteConfig::encode`]).
+    execute: String,
 }
 
 impl Extra {
@@ -77,6 +81,7 @@ impl Extra {
             w.str(rel);
         }
         w.opt_str(self.remote.as_deref());
+        w.str(&self.execute);
         w.buf
     }
 
@@ -99,12 +104,14 @@ impl Extra {
             folders.push((r.str()?.to_string(), r.str()?.to_string()));
         }
         let remote = r.opt_str()?.map(str::to_string);
+        let execute = r.str()?.to_string();
         r.is_empty().then_some(Extra {
             env,
             store_dir,
             confined,
             folders,
             remote,
+            execute,
         })
     }
 }
@@ -201,6 +208,7 @@ pub fn open(
             .remote
             .as_ref()
             .map(|u| u.get_ref().clone()),
+        execute: crate::execute::ExecuteConfig::from_manifest(&pipeline.manifest).encode(),
     };
     // Only a graph every kind accepts is cached (a build of any other stops before running).
     let checked = graph.nodes.iter().all(|n| {
@@ -218,6 +226,7 @@ pub fn open(
     Ok(Compiled {
         ws,
         graph,
+        execute: crate::execute::ExecuteConfig::decode(&extra.execute).unwrap_or_default(),
         remote: extra.remote,
         cached: false,
     })
@@ -242,7 +251,7 @@ fn load(
     store_override: Option<&Path>,
 ) -> Result<Compiled, ManifestFile> {
     match check(path, key, &file, store_override) {
-        Some((compiled, ws, remote)) => {
+        Some((compiled, ws, remote, execute)) => {
             // The manifest's text moves into the graph (for error locations), uncopied.
             let source = Source {
                 file: file.shown,
@@ -254,6 +263,7 @@ fn load(
                         ws,
                         graph,
                         remote,
+                        execute,
                         cached: true,
                     })
                 }
@@ -279,7 +289,12 @@ fn check(
     key: &Digest,
     file: &ManifestFile,
     store_override: Option<&Path>,
-) -> Option<(sky_dag::compiled::Compiled, Workspace, Option<String>)> {
+) -> Option<(
+    sky_dag::compiled::Compiled,
+    Workspace,
+    Option<String>,
+    crate::execute::ExecuteConfig,
+)> {
     let compiled = sky_dag::compiled::Compiled::read(path)?;
     if compiled.key() != key {
         return None;
@@ -313,7 +328,8 @@ fn check(
     {
         return None;
     }
-    Some((compiled, ws, extra.remote))
+    let execute = crate::execute::ExecuteConfig::decode(&extra.execute)?;
+    Some((compiled, ws, extra.remote, execute))
 }
 
 #[cfg(test)]
@@ -328,6 +344,7 @@ mod tests {
             confined: vec!["build".into(), "sub".into()],
             folders: vec![("release_dir".into(), "site/public".into())],
             remote: Some("http://x/".into()),
+            execute: "{}".into(),
         };
         let b = e.encode();
         assert_eq!(Extra::decode(&b), Some(e));

@@ -48,6 +48,8 @@ pub struct Manifest {
     pub release: Release,
     /// `[cache]`.
     pub cache: Cache,
+    /// `[execute]`.
+    pub execute: Execute,
     /// `[site]`, when the release carries the site (its span: the section, for messages).
     pub site: Option<Spanned<Site>>,
 }
@@ -71,6 +73,8 @@ struct RawManifest {
     release: Release,
     #[serde(default)]
     cache: Cache,
+    #[serde(default)]
+    execute: Execute,
     #[serde(default)]
     site: Option<Spanned<Site>>,
 }
@@ -290,6 +294,9 @@ pub struct Golden {
     /// verify leaves it out and releases without it (e.g. a harness that needs a GPU).
     #[serde(default)]
     pub on_request: bool,
+    /// What the node needs of the machine it runs on (`[execute] engine = "slurm"`).
+    #[serde(default)]
+    pub resources: Option<Spanned<Resources>>,
 }
 
 /// `[[command]]`: an external program as a node.
@@ -322,6 +329,9 @@ pub struct Command {
     /// Built only when a target names it or a node that needs it.
     #[serde(default)]
     pub on_request: bool,
+    /// What the node needs of the machine it runs on (`[execute] engine = "slurm"`).
+    #[serde(default)]
+    pub resources: Option<Spanned<Resources>>,
 }
 
 /// One entry of a command's `inputs`: a string (a path, a glob or `node:<name>`), or a table
@@ -395,6 +405,71 @@ pub struct Cache {
     pub remote: Option<Spanned<String>>,
 }
 
+/// `[execute]`: where nodes that must run are run (README, "Running on a cluster"). Not part
+/// of any key: a node built on a cluster is a cache hit for a local build.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Execute {
+    /// `local` (the default) or `slurm` (`skyctl build --execute` wins).
+    #[serde(default)]
+    pub engine: Option<Spanned<String>>,
+    /// `[execute.slurm]`: what the site's cluster needs.
+    #[serde(default)]
+    pub slurm: Option<SlurmSection>,
+}
+
+/// `[execute.slurm]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SlurmSection {
+    /// `--partition` of every job.
+    #[serde(default)]
+    pub partition: Option<Spanned<String>>,
+    /// `--account` of every job.
+    #[serde(default)]
+    pub account: Option<Spanned<String>>,
+    /// More `srun` arguments, each one word (`--qos=high`, `--time=30`).
+    #[serde(default)]
+    pub args: Vec<Spanned<String>>,
+    /// Jobs submitted at once (default: 16).
+    #[serde(default)]
+    pub max_jobs: Option<Spanned<i64>>,
+    /// The skyctl a job runs on the cluster's nodes (default: this skyctl's own path).
+    #[serde(default)]
+    pub worker: Option<Spanned<String>>,
+    /// How many times a job whose machine was lost is submitted again (default: 1).
+    #[serde(default)]
+    pub retries: Option<Spanned<i64>>,
+}
+
+/// `resources = { ... }` of a `[[command]]` or `[[golden]]`: what its job asks of the cluster.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Resources {
+    /// CPUs (`--cpus-per-task`).
+    #[serde(default)]
+    pub cpus: Option<Spanned<i64>>,
+    /// GPUs (`--gres=gpu:N`); the node's commands get the GPU variables Slurm sets.
+    #[serde(default)]
+    pub gpus: Option<Spanned<i64>>,
+    /// A node feature expression (`--constraint`), e.g. `k80`.
+    #[serde(default)]
+    pub constraint: Option<Spanned<String>>,
+    /// The whole machine (`--exclusive`); bench nodes have it by default.
+    #[serde(default)]
+    pub exclusive: Option<Spanned<bool>>,
+    /// Memory (`--mem`): a number with an optional K, M, G or T suffix.
+    #[serde(default)]
+    pub mem: Option<Spanned<String>>,
+    /// Always run on the machine that started the build, whatever the engine.
+    #[serde(default)]
+    pub local: Option<Spanned<bool>>,
+    /// Programs the node runs that are not among its inputs (names found on PATH, or absolute
+    /// paths): a worker without one refuses the job, naming it.
+    #[serde(default)]
+    pub tools: Vec<Spanned<String>>,
+}
+
 /// `[site]`: the demo page (`index.html`), the Bench page (`bench.html`), their scripts and the
 /// browser engine's two modules in the release tree, for the models the pipeline publishes.
 #[derive(Debug, Default, Deserialize)]
@@ -461,6 +536,7 @@ impl Manifest {
             command: raw.command,
             release: raw.release,
             cache: raw.cache,
+            execute: raw.execute,
             site: raw.site,
         };
         m.validate()?;
@@ -543,12 +619,122 @@ impl Manifest {
         for c in &self.command {
             validate_run(self, c)?;
             self.check_env_names(&c.env)?;
+            if let Some(r) = &c.resources {
+                self.validate_resources(r)?;
+            }
         }
+        for g in &self.golden {
+            if let Some(r) = &g.resources {
+                self.validate_resources(r)?;
+            }
+        }
+        self.validate_execute()?;
         for p in &self.release.publish {
             validate_publish_to(self, p)?;
         }
         if let Some(site) = &self.site {
             self.validate_site(site, &names)?;
+        }
+        Ok(())
+    }
+
+    /// `[execute]`: a known engine, and `[execute.slurm]` values Slurm takes.
+    fn validate_execute(&self) -> Result<()> {
+        if let Some(e) = &self.execute.engine {
+            if !crate::execute::ENGINES.contains(&e.get_ref().as_str()) {
+                return Err(self.error_at(
+                    e.span(),
+                    format!(
+                        "unknown engine `{}` (expected one of: {})",
+                        e.get_ref(),
+                        crate::execute::ENGINES.join(", ")
+                    ),
+                ));
+            }
+        }
+        let Some(s) = &self.execute.slurm else {
+            return Ok(());
+        };
+        for (what, v) in [("partition", &s.partition), ("account", &s.account)] {
+            if let Some(v) = v {
+                if !slurm_word(v.get_ref(), ",") {
+                    return Err(self.error_at(
+                        v.span(),
+                        format!("`{what}` must be a Slurm name (letters, digits, `_`, `-`, `.`; a partition list with `,`), not `{}`", v.get_ref()),
+                    ));
+                }
+            }
+        }
+        for a in &s.args {
+            let v = a.get_ref();
+            if !v.starts_with('-') || v.chars().any(|c| c.is_whitespace() || c.is_control()) {
+                return Err(self.error_at(
+                    a.span(),
+                    format!("each of `args` must be one srun option starting with `-`, without spaces (`--qos=high`), not `{v}`"),
+                ));
+            }
+        }
+        if let Some(n) = &s.max_jobs {
+            in_range(self, n, "max_jobs", 1, 10_000)?;
+        }
+        if let Some(n) = &s.retries {
+            in_range(self, n, "retries", 0, 10)?;
+        }
+        if let Some(w) = &s.worker {
+            if w.get_ref().trim().is_empty() || w.get_ref().contains(['\n', '\0']) {
+                return Err(
+                    self.error_at(w.span(), "`worker` must be the path of a skyctl executable")
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// `resources = { ... }`: values Slurm takes.
+    fn validate_resources(&self, r: &Spanned<Resources>) -> Result<()> {
+        let r = r.get_ref();
+        if let Some(n) = &r.cpus {
+            in_range(self, n, "cpus", 1, 4096)?;
+        }
+        if let Some(n) = &r.gpus {
+            in_range(self, n, "gpus", 0, 64)?;
+        }
+        if let Some(c) = &r.constraint {
+            let ok = !c.get_ref().is_empty()
+                && c.get_ref()
+                    .chars()
+                    .all(|ch| ch.is_ascii_alphanumeric() || "_-.|&*![]():".contains(ch));
+            if !ok {
+                return Err(self.error_at(
+                    c.span(),
+                    format!("`constraint` must be a Slurm feature expression (names with `&`, `|`, `[]`, `*`), not `{}`", c.get_ref()),
+                ));
+            }
+        }
+        for t in &r.tools {
+            let v = t.get_ref();
+            if v.is_empty() || v.chars().any(|c| c.is_whitespace() || c.is_control()) {
+                return Err(self.error_at(
+                    t.span(),
+                    format!(
+                        "each of `tools` must be a program name or an absolute path, not `{v}`"
+                    ),
+                ));
+            }
+        }
+        if let Some(m) = &r.mem {
+            let v = m.get_ref();
+            let digits = v.trim_end_matches(['K', 'M', 'G', 'T']);
+            let ok = !digits.is_empty()
+                && digits.len() + 1 >= v.len()
+                && digits.bytes().all(|b| b.is_ascii_digit())
+                && digits.len() <= 12;
+            if !ok {
+                return Err(self.error_at(
+                    m.span(),
+                    format!("`mem` must be a size such as `4G` or `512M` (a number, then K, M, G or T), not `{v}`"),
+                ));
+            }
         }
         Ok(())
     }
@@ -1117,6 +1303,26 @@ fn explain_toml_error(msg: &str) -> String {
         }
     }
     msg.to_string()
+}
+
+/// A Slurm name (partition, account): letters, digits, `_`, `-`, `.` and the characters in
+/// `more`.
+fn slurm_word(v: &str, more: &str) -> bool {
+    !v.is_empty()
+        && v.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c) || more.contains(c))
+}
+
+/// An integer setting within `lo..=hi`, located.
+fn in_range(m: &Manifest, n: &Spanned<i64>, what: &str, lo: i64, hi: i64) -> Result<()> {
+    let v = *n.get_ref();
+    if v < lo || v > hi {
+        return Err(m.error_at(
+            n.span(),
+            format!("`{what}` must be between {lo} and {hi}, not {v}"),
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

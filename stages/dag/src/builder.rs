@@ -30,7 +30,7 @@ use crate::tree::{list_files, Tree, TreeEntry};
 use crate::workspace::Workspace;
 
 /// Options of a build.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct BuildOptions {
     /// Targets: node ids, group names or kind names (empty: everything).
     pub targets: Vec<String>,
@@ -42,6 +42,8 @@ pub struct BuildOptions {
     pub keep_going: bool,
     /// A shared remote cache: asked on a local miss, filled after a node runs.
     pub remote: Option<crate::remote::RemoteCache>,
+    /// Where nodes that must run are run (`None`: here, [`crate::executor::Local`]).
+    pub executor: Option<std::sync::Arc<dyn crate::executor::Executor>>,
 }
 
 /// A folder's (ctime ns, inode), as [`crate::workspace::WorkspaceLock`] records it.
@@ -467,6 +469,7 @@ impl<'g> BuildSession<'g> {
             lock: &self.lock,
             stored: 0,
             remote: opts.remote.as_ref(),
+            executor: opts.executor.as_deref().unwrap_or(&crate::executor::Local),
             refused: None,
         };
         let exclusive = graph
@@ -782,6 +785,8 @@ struct BuildDriver<'a> {
     made: MadePaths<'a>,
     /// Where a node's outputs are noted before it runs.
     journal: &'a crate::state::Journal,
+    /// Where nodes run.
+    executor: &'a dyn crate::executor::Executor,
     summary: Summary,
     /// Whether cached nodes must be checked for an action record in this store.
     verify_store: bool,
@@ -1133,6 +1138,7 @@ impl<'a> Driver<'a, JobOutput> for BuildDriver<'a> {
             // A local miss asks the remote; `--rerun` does not.
             fetch: !self.plan.forced[n] && self.remote.is_some_and(|r| r.readable()),
             remote: self.remote,
+            executor: self.executor,
         };
         Start::Run(Box::new(move || job.run()))
     }
@@ -1241,6 +1247,8 @@ struct Job<'a> {
     /// Ask the remote cache before running.
     fetch: bool,
     remote: Option<&'a crate::remote::RemoteCache>,
+    /// Where the node runs.
+    executor: &'a dyn crate::executor::Executor,
 }
 
 impl Job<'_> {
@@ -1262,7 +1270,7 @@ impl Job<'_> {
 
     fn run(self) -> JobOutput {
         let t0 = Instant::now();
-        if let Some(outputs) = self.fetch_remote() {
+        if let Some(outputs) = self.fetch_remote(false) {
             return JobOutput {
                 result: Ok(outputs),
                 log: Vec::new(),
@@ -1276,7 +1284,7 @@ impl Job<'_> {
             Some(sig) if self.fetch => Err(NodeFailure::Cancelled {
                 message: format!("interrupted by signal {sig}"),
             }),
-            _ => self.run_inner(&mut log),
+            _ => self.execute(&mut log),
         };
         JobOutput {
             result,
@@ -1286,10 +1294,42 @@ impl Job<'_> {
         }
     }
 
+    /// Run the node through the executor: here, or elsewhere with its result taken from the
+    /// remote cache as a hit is.
+    fn execute(&self, log: &mut Vec<u8>) -> std::result::Result<Vec<OutputRecord>, NodeFailure> {
+        let node = &self.graph.nodes[self.n];
+        let roles = input_roles(node, &self.material.inputs);
+        let task = crate::executor::Task {
+            node,
+            key: self.key,
+            material: &self.material,
+            roles: &roles,
+            root: self.root,
+            store: self.store,
+            volatile: node.volatile || self.kind.volatile(),
+        };
+        match self.executor.execute(&task, &mut || self.run_inner(log))? {
+            crate::executor::Executed::Here(outputs) => Ok(outputs),
+            crate::executor::Executed::InRemoteCache => {
+                self.fetch_remote(true).ok_or_else(|| NodeFailure::RemoteLost {
+                    message: format!(
+                        "the {} job ended, but its result for node `{}` could not be taken from the remote cache{}",
+                        self.executor.name(),
+                        node.id,
+                        self.remote
+                            .map(|r| format!(" `{}`", r.shown_url()))
+                            .unwrap_or_default()
+                    ),
+                })
+            }
+        }
+    }
+
     /// A remote hit: its blobs are in the store (verified) and its record in the action log;
-    /// materialize it like a local hit. `None`: run the node.
-    fn fetch_remote(&self) -> Option<Vec<OutputRecord>> {
-        let remote = self.remote.filter(|_| self.fetch)?;
+    /// materialize it like a local hit. `None`: run the node. `ran_elsewhere`: the executor
+    /// just ran it (asked even on `--rerun`; not counted as restored).
+    fn fetch_remote(&self, ran_elsewhere: bool) -> Option<Vec<OutputRecord>> {
+        let remote = self.remote.filter(|_| self.fetch || ran_elsewhere)?;
         let node = &self.graph.nodes[self.n];
         // What is in the way must be ours to replace (else the run below refuses, saying why).
         if !node
@@ -1320,7 +1360,9 @@ impl Job<'_> {
                 return None;
             }
         }
-        remote.note_restored();
+        if !ran_elsewhere {
+            remote.note_restored();
+        }
         Some(rec.outputs)
     }
 
@@ -1522,7 +1564,7 @@ fn folder_entries(root: &Path, dirs: &[&str]) -> std::collections::BTreeSet<Stri
 }
 
 /// Check one declared output and put it into the store.
-fn ingest(
+pub(crate) fn ingest(
     store: &Store,
     root: &Path,
     rel: &str,

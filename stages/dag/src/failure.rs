@@ -87,6 +87,19 @@ pub enum NodeFailure {
         /// The message.
         message: String,
     },
+    /// It ran on another machine (an executor's job: Slurm) and the job failed: the node's
+    /// command failed there, the worker refused the job, or the engine ended it (out of
+    /// memory or time, cancelled from outside). The message holds the engine's reason.
+    RemoteFailed {
+        /// The engine's reason and what the job printed last.
+        message: String,
+    },
+    /// The job's machine was lost, or the job ended without leaving its result in the
+    /// remote cache.
+    RemoteLost {
+        /// What was seen.
+        message: String,
+    },
     /// Not run (a skip): a node it depends on failed.
     DependencyFailed {
         /// The failed node's id.
@@ -116,6 +129,8 @@ impl NodeFailure {
             NodeFailure::UnknownKind { .. } => "unknown_kind",
             NodeFailure::Key { .. } => "key",
             NodeFailure::Io { .. } => "io",
+            NodeFailure::RemoteFailed { .. } => "remote_failed",
+            NodeFailure::RemoteLost { .. } => "remote_lost",
             NodeFailure::DependencyFailed { .. } => "dependency_failed",
             NodeFailure::StoppedAfterFailure { .. } => "stopped_after_failure",
         }
@@ -145,7 +160,9 @@ impl std::fmt::Display for NodeFailure {
             | NodeFailure::Cancelled { message }
             | NodeFailure::UnknownKind { message }
             | NodeFailure::Key { message }
-            | NodeFailure::Io { message } => f.write_str(message),
+            | NodeFailure::Io { message }
+            | NodeFailure::RemoteFailed { message }
+            | NodeFailure::RemoteLost { message } => f.write_str(message),
             NodeFailure::MissingOutput { path, strays } => {
                 write!(f, "declared output `{path}` was not written")?;
                 if !strays.is_empty() {

@@ -83,6 +83,7 @@ pub mod codec;
 pub mod command;
 pub mod compiled;
 pub mod error;
+pub mod executor;
 pub mod failure;
 pub mod fsutil;
 pub mod glob;

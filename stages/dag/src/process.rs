@@ -36,6 +36,16 @@ pub fn set_vars(declared: &BTreeMap<String, Option<String>>) -> Vec<(String, Str
         .collect()
 }
 
+/// Variables the engine that runs this process hands every child, whatever a node declares
+/// (a Slurm job's GPU assignment: `CUDA_VISIBLE_DEVICES` and its neighbours). Not part of any
+/// key: they say which device, not what is computed. Set once, before any node runs.
+static ENGINE_VARS: std::sync::OnceLock<Vec<(String, String)>> = std::sync::OnceLock::new();
+
+/// Set [`ENGINE_VARS`] (a second call changes nothing).
+pub fn set_engine_vars(vars: Vec<(String, String)>) {
+    let _ = ENGINE_VARS.set(vars);
+}
+
 /// A program to run for a node.
 pub struct Child<'a> {
     /// The executable (resolve a bare name with [`resolve`]).
@@ -69,6 +79,9 @@ impl Child<'_> {
             }
         }
         for (k, v) in self.env {
+            cmd.env(k, v);
+        }
+        for (k, v) in ENGINE_VARS.get().map(Vec::as_slice).unwrap_or_default() {
             cmd.env(k, v);
         }
         let started = STARTED_UMASK.load(std::sync::atomic::Ordering::Relaxed);

@@ -353,6 +353,51 @@ impl RemoteCache {
         Some(rec)
     }
 
+    /// Make sure the remote holds blob `d`, whose content is the file `file` (`HEAD`, then
+    /// `PUT` when missing): for an executor that runs nodes elsewhere and must ship their
+    /// inputs. Errors are returned (the node cannot run elsewhere without it), not turned into
+    /// warnings. `Ok(true)`: it was sent.
+    pub fn ensure_blob(&self, d: &Digest, file: &std::path::Path) -> Result<bool, String> {
+        self.ensure(d, |path| self.client().put_file(path, file))
+    }
+
+    /// [`RemoteCache::ensure_blob`] for bytes in memory.
+    pub fn ensure_bytes(&self, d: &Digest, bytes: &[u8]) -> Result<bool, String> {
+        self.ensure(d, |path| self.client().put_bytes(path, bytes))
+    }
+
+    fn ensure(
+        &self,
+        d: &Digest,
+        put: impl FnOnce(&str) -> std::result::Result<u64, Failure>,
+    ) -> Result<bool, String> {
+        if self.read_only() {
+            return Err(format!("remote cache {} is read-only", self.shown_url()));
+        }
+        let path = format!("cas/{}", d.hex());
+        self.count();
+        match self.client().head(&path) {
+            Ok(true) => return Ok(false),
+            Ok(false) => {}
+            Err(f) => return Err(format!("HEAD {path}: {}", describe(&f))),
+        }
+        self.count();
+        let n = put(&path).map_err(|f| format!("PUT {path}: {}", describe(&f)))?;
+        self.inner.up.fetch_add(n, Ordering::Relaxed);
+        Ok(true)
+    }
+
+    /// Fetch the blobs of `o` (a file, or a tree listing and its files) into `store`, each
+    /// verified against its digest: how a worker elsewhere gets a node's inputs.
+    pub fn fetch_blobs_of(&self, store: &Store, o: &OutputRecord) -> bool {
+        self.fetch_output(store, o)
+    }
+
+    /// Fetch one blob of at most `limit` bytes into `store`, verified.
+    pub fn fetch_blob_into(&self, store: &Store, d: &Digest, limit: u64) -> bool {
+        store.has_blob(d) || self.fetch_blob(store, d, false, Some(limit))
+    }
+
     /// A hit for `node` that could not be used locally (`what` failed): it runs instead.
     pub fn note_unusable(&self, node: &str, what: &str) {
         self.warn(format!("node `{node}`: {what}; it runs here instead"));

@@ -56,7 +56,9 @@ free_port() {
 }
 ctld_port=$(free_port)
 d_port=$(free_port)
-cpus=$(nproc)
+# Four job slots per core (config_overrides lets slurmd offer more CPUs than it has): the
+# test nodes mostly wait, and two cores would otherwise let two waiting jobs starve a third.
+cpus=$(( $(nproc) * 4 ))
 mem=$(awk '/MemTotal/ {print int($2/1024/2)}' /proc/meminfo)
 
 # munge: a key of our own, its socket under DIR (nothing in /run or /etc is touched).
@@ -102,6 +104,7 @@ SlurmdTimeout=30
 MinJobAge=30
 DefMemPerCPU=256
 KillWait=2
+SlurmdParameters=config_overrides
 NodeName=skynode NodeHostname=$(hostname) NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$mem Gres=gpu:k80:1 Feature=k80 State=UNKNOWN
 PartitionName=main Nodes=skynode Default=YES MaxTime=INFINITE State=UP
 EOF

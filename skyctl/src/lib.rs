@@ -27,7 +27,6 @@ macro_rules! out {
 
 pub mod cli;
 pub mod commands;
-pub mod execute;
 pub mod kinds;
 pub mod ops;
 pub mod outcome;

@@ -30,7 +30,7 @@ use sky_dag::tree::{Tree, TreeEntry};
 use sky_dag::NodeFailure;
 use sky_env::Secret;
 
-use crate::execute::{NodeResources, SlurmConfig};
+use crate::pipeline::execute::{NodeResources, SlurmConfig};
 
 /// A job's output file, read back for its message.
 const JOB_OUTPUT: sky_fs::Limit = sky_fs::Limit::new("a Slurm job's output", 16 << 20);

@@ -33,7 +33,7 @@ pub struct Args {
     pub verbose: bool,
     /// Where nodes that must run are run: `local` (here) or `slurm` (one Slurm job per node,
     /// data through the remote cache); default: [execute] engine, else local.
-    #[arg(long, value_name = "ENGINE", value_parser = clap::builder::PossibleValuesParser::new(crate::execute::ENGINES))]
+    #[arg(long, value_name = "ENGINE", value_parser = clap::builder::PossibleValuesParser::new(crate::pipeline::execute::ENGINES))]
     pub execute: Option<String>,
     #[command(flatten)]
     pub workspace: WorkspaceArgs,
@@ -88,7 +88,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
             max_jobs = Some(
                 cfg.slurm
                     .max_jobs
-                    .unwrap_or(crate::execute::DEFAULT_MAX_JOBS),
+                    .unwrap_or(crate::pipeline::execute::DEFAULT_MAX_JOBS),
             );
             Some(std::sync::Arc::new(crate::slurm::Slurm::new(
                 cache.clone(),

@@ -38,7 +38,7 @@ pub struct Compiled {
     /// `[cache] remote`, if set.
     pub remote: Option<String>,
     /// `[execute]` and the nodes' resources.
-    pub execute: crate::execute::ExecuteConfig,
+    pub execute: crate::pipeline::execute::ExecuteConfig,
     /// Whether the graph came from the cache.
     pub cached: bool,
 }
@@ -58,7 +58,7 @@ struct Extra {
     folders: Vec<(String, String)>,
     /// `[cache] remote`.
     remote: Option<String>,
-    /// `[execute]` and the nodes' resources ([`crate::execute::ExecuteConfig::encode`]).
+    /// `[execute]` and the nodes' resources ([`crate::pipeline::execute::ExecuteConfig::encode`]).
     execute: String,
 }
 
@@ -208,7 +208,8 @@ pub fn open(
             .remote
             .as_ref()
             .map(|u| u.get_ref().clone()),
-        execute: crate::execute::ExecuteConfig::from_manifest(&pipeline.manifest).encode(),
+        execute: crate::pipeline::execute::ExecuteConfig::from_manifest(&pipeline.manifest)
+            .encode(),
     };
     // Only a graph every kind accepts is cached (a build of any other stops before running).
     let checked = graph.nodes.iter().all(|n| {
@@ -226,7 +227,8 @@ pub fn open(
     Ok(Compiled {
         ws,
         graph,
-        execute: crate::execute::ExecuteConfig::decode(&extra.execute).unwrap_or_default(),
+        execute: crate::pipeline::execute::ExecuteConfig::decode(&extra.execute)
+            .unwrap_or_default(),
         remote: extra.remote,
         cached: false,
     })
@@ -293,7 +295,7 @@ fn check(
     sky_dag::compiled::Compiled,
     Workspace,
     Option<String>,
-    crate::execute::ExecuteConfig,
+    crate::pipeline::execute::ExecuteConfig,
 )> {
     let compiled = sky_dag::compiled::Compiled::read(path)?;
     if compiled.key() != key {
@@ -328,7 +330,7 @@ fn check(
     {
         return None;
     }
-    let execute = crate::execute::ExecuteConfig::decode(&extra.execute)?;
+    let execute = crate::pipeline::execute::ExecuteConfig::decode(&extra.execute)?;
     Some((compiled, ws, extra.remote, execute))
 }
 

@@ -3,6 +3,7 @@
 //! its manifest.
 
 pub mod cache;
+pub mod execute;
 pub mod expand;
 pub mod plan;
 pub mod schema;

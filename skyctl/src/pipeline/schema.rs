@@ -641,13 +641,13 @@ impl Manifest {
     /// `[execute]`: a known engine, and `[execute.slurm]` values Slurm takes.
     fn validate_execute(&self) -> Result<()> {
         if let Some(e) = &self.execute.engine {
-            if !crate::execute::ENGINES.contains(&e.get_ref().as_str()) {
+            if !crate::pipeline::execute::ENGINES.contains(&e.get_ref().as_str()) {
                 return Err(self.error_at(
                     e.span(),
                     format!(
                         "unknown engine `{}` (expected one of: {})",
                         e.get_ref(),
-                        crate::execute::ENGINES.join(", ")
+                        crate::pipeline::execute::ENGINES.join(", ")
                     ),
                 ));
             }

@@ -19,6 +19,7 @@ use crate::failure::NodeFailure;
 use crate::graph::{Graph, NodeIdx};
 use crate::key::{Digest, KeyMaterial};
 use crate::kind::{DynKind, Registry, StageCtx, StageInput};
+use crate::outputs::{ingest, through_real_folders};
 use crate::plan::Plan;
 use crate::release;
 use crate::report::{Event, NodeStatus, Reporter, Summary};
@@ -26,7 +27,6 @@ use crate::scan::{DirtyReason, Freshness, Scanner};
 use crate::scheduler::{Driver, Panicked, Scheduler, Start};
 use crate::state::{LastBuild, NodeState, Preloaded, StoreStamp};
 use crate::store::{ActionRecord, OutputRecord, Store};
-use crate::tree::{list_files, Tree, TreeEntry};
 use crate::workspace::Workspace;
 
 /// Options of a build.
@@ -1517,21 +1517,6 @@ impl Job<'_> {
     }
 }
 
-/// `Err` when a folder on the way to output `rel` is a symlink: the engine writes and reads
-/// outputs only through real folders, so nothing it does lands where a link points.
-fn through_real_folders(root: &Path, rel: &str) -> std::result::Result<(), NodeFailure> {
-    match crate::graph::symlink_on_path(root, rel, false) {
-        None => Ok(()),
-        Some((link, target)) => Err(NodeFailure::OutputThroughSymlink {
-            path: rel.to_string(),
-            message: format!(
-                "output `{rel}`: `{link}` is a symlink (to `{}`); outputs are written only through real folders",
-                target.display()
-            ),
-        }),
-    }
-}
-
 /// The folders (workspace paths, "" for the root) that hold a node's outputs.
 fn output_folders(node: &crate::graph::Node) -> Vec<&str> {
     let mut dirs: Vec<&str> = node
@@ -1561,64 +1546,6 @@ fn folder_entries(root: &Path, dirs: &[&str]) -> std::collections::BTreeSet<Stri
         }
     }
     out
-}
-
-/// Check one declared output and put it into the store.
-pub(crate) fn ingest(
-    store: &Store,
-    root: &Path,
-    rel: &str,
-    dir: bool,
-) -> std::result::Result<OutputRecord, NodeFailure> {
-    through_real_folders(root, rel)?;
-    let abs = root.join(rel);
-    let md = std::fs::symlink_metadata(&abs).map_err(|_| NodeFailure::MissingOutput {
-        path: rel.to_string(),
-        strays: Vec::new(),
-    })?;
-    if dir != md.is_dir() || md.file_type().is_symlink() {
-        return Err(NodeFailure::WrongOutputType {
-            path: rel.to_string(),
-            dir,
-        });
-    }
-    let io = |e: crate::DagError| NodeFailure::io(e.to_string());
-    if !dir {
-        let (digest, size) = store.put_file(&abs).map_err(io)?;
-        let exec = std::os::unix::fs::PermissionsExt::mode(&md.permissions()) & 0o111 != 0;
-        return Ok(OutputRecord {
-            path: rel.to_string(),
-            digest,
-            size,
-            dir: false,
-            exec,
-        });
-    }
-    let files = list_files(&abs).map_err(|e| NodeFailure::io(format!("output `{rel}`: {e}")))?;
-    let mut tree = Tree::default();
-    let mut total = 0;
-    for f in files {
-        let p = abs.join(&f);
-        let (digest, size) = store.put_file(&p).map_err(io)?;
-        let exec = std::fs::metadata(&p)
-            .map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o111 != 0)
-            .unwrap_or(false);
-        total += size;
-        tree.entries.push(TreeEntry {
-            path: f,
-            digest,
-            size,
-            exec,
-        });
-    }
-    let digest = store.put_bytes(&tree.encode()).map_err(io)?;
-    Ok(OutputRecord {
-        path: rel.to_string(),
-        digest,
-        size: total,
-        dir: true,
-        exec: false,
-    })
 }
 
 /// A cheap fingerprint of a directory tree (paths, sizes, mtimes, inodes) to detect writes.

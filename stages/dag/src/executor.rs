@@ -237,7 +237,7 @@ pub fn run_described(
     })?;
     let mut records = Vec::with_capacity(desc.outputs.len());
     for (path, dir) in &desc.outputs {
-        records.push(crate::builder::ingest(store, root, path, *dir)?);
+        records.push(crate::outputs::ingest(store, root, path, *dir)?);
     }
     let rec = ActionRecord {
         node: desc.node.clone(),

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::pipeline::schema::{Manifest, Resources};
+use super::schema::{Manifest, Resources};
 
 /// The engines `[execute] engine` and `--execute` take.
 pub const ENGINES: [&str; 2] = ["local", "slurm"];
@@ -95,7 +95,7 @@ impl ExecuteConfig {
                 // A kernels suite's work (the GPU, with the cuda harness) is its `run` node;
                 // the generator and the check stay wherever nodes go by default.
                 let id = match g.kind {
-                    crate::pipeline::schema::GoldenKind::Kernels => {
+                    super::schema::GoldenKind::Kernels => {
                         format!("golden/{}/run", g.name.get_ref())
                     }
                     _ => format!("golden/{}", g.name.get_ref()),

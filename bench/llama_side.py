@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+"""skyctl against upstream llama.cpp, side by side, on the committed models.
+
+For each model (s1-pico, s1-nano, s1-micro) and file type (F32, Q8_0) this converts the Laya
+checkpoint twice with `skyctl convert`: the whole file (encoder + decision head, what `skyctl
+bench` answers with) and the `--encoder-only` file that upstream llama.cpp loads. It then times,
+alternated round by round so that both see the same machine, at 1 and 2 threads:
+
+- skyctl: `skyctl bench FILE --questions 12`, one frame = the 12 built-in questions
+  (stages/quant/src/prompts.rs), whole questions from text to answer, head included; the figure
+  is the mean time per question (frame time / 12), best median of the rounds;
+- llama.cpp: `llama-bench -embd 1 -n 0 -p L1,...,L12` on the encoder-only file, where L1..L12
+  are the token counts of the same 12 questions (from `skyctl ask --requests --json`), so the
+  figure is llama.cpp's mean forward time over the same lengths (tokenization not included).
+
+The ratio skyctl / llama.cpp is taken per round; the table gives its median and range.
+
+    bash bench/llama_cpp_build.sh /tmp/llamacpp
+    cargo build --release -p skyctl
+    python3 bench/llama_side.py --skyctl target/release/skyctl --llama /tmp/llamacpp/bin \
+        [--rounds 5] [--models s1-pico,s1-nano,s1-micro] [--types f32,q8_0] [--threads 1,2]
+"""
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def builtin_questions():
+    text = open(os.path.join(ROOT, "stages/quant/src/prompts.rs"), encoding="utf-8").read()
+    block = text.split("pub const CALIBRATION_PROMPTS", 1)[-1].split("];", 1)[0]
+    lines = re.findall(r'r#"(\{.*?\})"#', block)
+    if len(lines) != 12:
+        sys.exit(f"expected the 12 built-in questions in prompts.rs, found {len(lines)}")
+    return [json.loads(l) for l in lines]
+
+
+def run(cmd):
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f"{' '.join(cmd)} failed ({r.returncode}):\n{r.stderr}")
+    return r.stdout
+
+
+def token_counts(skyctl, model_file, questions, tmp):
+    path = os.path.join(tmp, "questions.jsonl")
+    with open(path, "w", encoding="utf-8") as f:
+        for q in questions:
+            f.write(json.dumps(q) + "\n")
+    out = run([skyctl, "ask", "--requests", path, "--json", model_file])
+    counts = [len(json.loads(l)["input_ids"]) for l in out.splitlines() if l.strip()]
+    if len(counts) != len(questions):
+        sys.exit(f"skyctl ask answered {len(counts)} of {len(questions)} questions")
+    return counts
+
+
+def skyctl_us(skyctl, model_file, threads, iters):
+    out = run([skyctl, "bench", model_file, "--questions", "12", "--iters", str(iters),
+               "--rounds", "1", "--threads", str(threads), "--json"])
+    return json.loads(out)["us_per_question"]
+
+
+def llama_us(llama_bench, enc_file, counts, threads, reps):
+    out = run([llama_bench, "-m", enc_file, "-embd", "1", "-n", "0", "-t", str(threads),
+               "-r", str(reps), "-p", ",".join(str(c) for c in counts), "-o", "json"])
+    rows = json.loads(out)
+    by_p = {r["n_prompt"]: r["avg_ns"] / 1e3 for r in rows}
+    missing = [c for c in counts if c not in by_p]
+    if missing:
+        sys.exit(f"llama-bench gave no row for prompt lengths {missing}")
+    return statistics.fmean(by_p[c] for c in counts)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--skyctl", required=True)
+    ap.add_argument("--llama", required=True, help="folder with llama-bench")
+    ap.add_argument("--models", default="s1-pico,s1-nano,s1-micro")
+    ap.add_argument("--types", default="f32,q8_0")
+    ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--iters", type=int, default=10, help="skyctl frames per round")
+    ap.add_argument("--reps", type=int, default=5, help="llama-bench repetitions per round")
+    args = ap.parse_args()
+    llama_bench = os.path.join(args.llama, "llama-bench")
+    questions = builtin_questions()
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for model in args.models.split(","):
+            ckpt = os.path.join(ROOT, "models", model)
+            for ftype in args.types.split(","):
+                whole = os.path.join(tmp, f"{model}.{ftype}.gguf")
+                enc = os.path.join(tmp, f"{model}.{ftype}.encoder.gguf")
+                run([args.skyctl, "convert", ckpt, whole, "--type", ftype])
+                run([args.skyctl, "convert", ckpt, enc, "--type", ftype, "--encoder-only"])
+                counts = token_counts(args.skyctl, whole, questions, tmp)
+                for threads in (int(t) for t in args.threads.split(",")):
+                    ratios, sky, lla = [], [], []
+                    for r in range(args.rounds):
+                        # Alternate which side goes first, so neither always meets a warm cache.
+                        if r % 2 == 0:
+                            s = skyctl_us(args.skyctl, whole, threads, args.iters)
+                            l = llama_us(llama_bench, enc, counts, threads, args.reps)
+                        else:
+                            l = llama_us(llama_bench, enc, counts, threads, args.reps)
+                            s = skyctl_us(args.skyctl, whole, threads, args.iters)
+                        sky.append(s)
+                        lla.append(l)
+                        ratios.append(s / l)
+                    row = {
+                        "model": model, "type": ftype.upper(), "threads": threads,
+                        "tokens": f"{min(counts)}-{max(counts)}",
+                        "skyctl_us": statistics.median(sky), "llama_us": statistics.median(lla),
+                        "ratio": statistics.median(ratios),
+                        "ratio_min": min(ratios), "ratio_max": max(ratios),
+                    }
+                    rows.append(row)
+                    print(json.dumps(row), flush=True)
+    print()
+    print("| model | type | threads | tokens | skyctl us/question | llama.cpp us | skyctl / llama.cpp (median, range) |")
+    print("|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['model']} | {r['type']} | {r['threads']} | {r['tokens']} | {r['skyctl_us']:.0f} "
+              f"| {r['llama_us']:.0f} | {r['ratio']:.2f} ({r['ratio_min']:.2f}-{r['ratio_max']:.2f}) |")
+
+
+if __name__ == "__main__":
+    main()

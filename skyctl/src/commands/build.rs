@@ -128,6 +128,9 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
     let summary =
         sky_dag::builder::build_preloaded(ws, graph, &registry, &opts, &mut console, state)?;
     console.summary(&summary);
+    if !args.json {
+        push_hint(ws, &opts, &summary);
+    }
     sky_dag::timings::mark("summary");
     for line in sky_dag::timings::report() {
         #[allow(clippy::print_stderr)]
@@ -145,4 +148,29 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
     } else {
         Outcome::Success
     })
+}
+
+/// A build that found everything in the local store and moved nothing through a writable
+/// remote cache: when the remote lacks those results (they were built before the remote was
+/// set), say that `skyctl store push` uploads them. One `HEAD`, only in that case.
+fn push_hint(ws: &sky_dag::Workspace, opts: &BuildOptions, s: &sky_dag::report::Summary) {
+    let (Some(remote), Some(r)) = (&opts.remote, &s.remote) else {
+        return;
+    };
+    if remote.read_only() || r.uploaded > 0 || r.restored > 0 || s.executed > 0 || s.failed > 0 {
+        return;
+    }
+    let last = sky_dag::state::LastBuild::load(&ws.state);
+    let Some(key) = last.nodes.values().map(|n| n.key).next() else {
+        return;
+    };
+    if !remote.has_action(&key) {
+        #[allow(clippy::print_stderr)]
+        {
+            eprintln!(
+                "skyctl: nothing was uploaded: these results were built before the remote cache \
+                 was set and builds upload only what they run; `skyctl store push` uploads them"
+            );
+        }
+    }
 }

@@ -22,6 +22,19 @@ use crate::tree::{list_files, Tree, TreeEntry};
 
 /// How many characters of a changed parameter's value `explain` shows.
 pub const SHOWN_VALUE: usize = 80;
+/// How many of them come before the first character where the old and new values differ.
+const SHOWN_BEFORE: usize = 24;
+
+/// `SHOWN_VALUE` characters of `text` from character `from`, with `…` where it is cut.
+fn excerpt(text: &str, from: usize) -> String {
+    let n = text.chars().count();
+    // A value that fits is shown whole.
+    let from = if n <= SHOWN_VALUE { 0 } else { from };
+    let body: String = text.chars().skip(from).take(SHOWN_VALUE).collect();
+    let head = if from > 0 { "…" } else { "" };
+    let tail = if from + SHOWN_VALUE < n { "…" } else { "" };
+    format!("{head}{body}{tail}")
+}
 
 /// Why a node has to run (or be restored).
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -758,6 +771,13 @@ impl<'a> Scanner<'a> {
         }
     }
 
+    /// Every difference of node `n`'s key material from the last build's (empty without one).
+    pub fn differences(&self, n: NodeIdx, material: &KeyMaterial) -> Vec<DirtyReason> {
+        self.last_state(n)
+            .and_then(|st| self.last.material(st))
+            .map_or_else(Vec::new, |old| diff_all(&old, material))
+    }
+
     /// The last recorded state of node `n`.
     pub fn last_state(&self, n: NodeIdx) -> Option<&'a NodeState> {
         self.last_of.get(n).copied().flatten()
@@ -855,19 +875,25 @@ pub fn diff_all(old: &KeyMaterial, new: &KeyMaterial) -> Vec<DirtyReason> {
                 fields.dedup();
                 out.extend(fields.into_iter().map(|f| {
                     // What the user changed, shown; never the values of environment variables.
-                    let shown = |v: Option<&serde_json::Value>| {
-                        v.filter(|_| f != "env").map(|v| {
-                            let text = v.to_string();
-                            match text.char_indices().nth(SHOWN_VALUE) {
-                                Some((cut, _)) => format!("{}…", &text[..cut]),
-                                None => text,
-                            }
-                        })
+                    let text = |v: Option<&serde_json::Value>| {
+                        v.filter(|_| f != "env").map(|v| v.to_string())
+                    };
+                    let (old, new) = (text(a.get(f)), text(b.get(f)));
+                    // Both sides from just before where they part, so a long value shows the
+                    // change rather than the prefix the two share.
+                    let from = match (&old, &new) {
+                        (Some(o), Some(n)) => o
+                            .chars()
+                            .zip(n.chars())
+                            .position(|(x, y)| x != y)
+                            .unwrap_or(o.chars().count().min(n.chars().count()))
+                            .saturating_sub(SHOWN_BEFORE),
+                        _ => 0,
                     };
                     DirtyReason::ParamsChanged {
                         field: f.clone(),
-                        old: shown(a.get(f)),
-                        new: shown(b.get(f)),
+                        old: old.map(|t| excerpt(&t, from)),
+                        new: new.map(|t| excerpt(&t, from)),
                     }
                 }));
             }
@@ -956,6 +982,22 @@ mod tests {
                 files: Vec::new(),
             }],
         }
+    }
+
+    #[test]
+    fn a_long_changed_parameter_is_shown_where_it_changed() {
+        let long = |path: &str| json!({"models": [{"name": "s1-pico", "variants": ["f16", "q8_0"], "publish": ["f16"], "path": path}]});
+        let (mut a, mut b) = (mat(), mat());
+        std::sync::Arc::make_mut(&mut a.params)["run"] = long("build/s1-pico/s1-pico.f16.gguf");
+        std::sync::Arc::make_mut(&mut b.params)["run"] = long("build/s1-pico/s1-pico.bf16.gguf");
+        let text = diff(&a, &b).unwrap().to_string();
+        assert!(
+            text.contains("s1-pico.f16.gguf") && text.contains("s1-pico.bf16.gguf"),
+            "{text}"
+        );
+        assert!(text.starts_with("parameter `run` changed from …"), "{text}");
+        // A short value is shown whole.
+        assert_eq!(excerpt("\"sub\"", 3), "\"sub\"");
     }
 
     #[test]

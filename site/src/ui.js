@@ -95,7 +95,7 @@ export async function describeModel(modelUrl) {
         for (const f of model.files || []) {
           // Paths in the manifest are relative to the release root (this page's folder).
           if (new URL(f.path, location.href).href === modelUrl) {
-            return { name: `${model.name} (${f.variant.toUpperCase()}, ${f.path.split('/').pop()})`, bytes: f.bytes };
+            return { name: `${model.name} (${(f.policy && f.policy.encoder) || f.variant.toUpperCase()}, ${f.path.split('/').pop()})`, bytes: f.bytes };
           }
         }
       }

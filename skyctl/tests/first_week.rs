@@ -3,6 +3,10 @@
 //! messages say what to do next.
 
 mod common;
+// Only the open server is used here.
+#[allow(dead_code)]
+#[path = "common/nginx.rs"]
+mod nginx;
 
 use common::Ws;
 use std::path::Path;
@@ -200,4 +204,278 @@ fn the_release_checksums_check_with_sha256sum_in_the_release_root() {
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+}
+
+const RECORD_FIX: &str = "skyctl golden record models/s1-pico --cases golden/s1-pico/cases.jsonl --out golden/s1-pico/expected.jsonl --set-tolerance";
+
+/// `skyctl build` (plain text): exit code and stderr.
+fn plain_build(ws: &Ws) -> (Option<i32>, String) {
+    let o = ws.run(&["build"]);
+    (o.status.code(), text(&o))
+}
+
+#[test]
+fn a_golden_failure_says_what_failed_once_and_names_the_command_that_fixes_it() {
+    let ws = initialised();
+    assert_eq!(ws.build(&[]).code, 0);
+    // A new case without an expected record.
+    let cases = ws.read("golden/s1-pico/cases.jsonl");
+    let first = cases.lines().next().unwrap();
+    let mut new: serde_json::Value = serde_json::from_str(first).unwrap();
+    new["id"] = "my_refund".into();
+    ws.write("golden/s1-pico/cases.jsonl", &format!("{cases}{new}\n"));
+    let (code, out) = plain_build(&ws);
+    assert_eq!(code, Some(1), "{out}");
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("FAILED    golden/s1-pico-f16"))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(
+        line.ends_with(&format!(
+            "golden `s1-pico-f16` failed: 1 of 9 cases have no expected record: my_refund; to record the new cases: {RECORD_FIX}"
+        )),
+        "{line}"
+    );
+    assert!(!line.contains("mismatched"), "{line}");
+    assert_eq!(line.matches("failed:").count(), 1, "said once: {line}");
+    assert_eq!(
+        out.matches("golden `s1-pico-f16` failed").count(),
+        1,
+        "{out}"
+    );
+    let v = ws.run(&["verify"]);
+    assert!(
+        text(&v).contains("s1-pico-f16   f32   9 cases")
+            && text(&v).contains("FAIL (1 not recorded)"),
+        "{}",
+        text(&v)
+    );
+
+    // The command it names fixes it.
+    let args: Vec<&str> = RECORD_FIX.split(' ').skip(1).collect();
+    let o = ws.run(&args);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let (code, out) = plain_build(&ws);
+    assert_eq!(code, Some(0), "{out}");
+
+    // Another checkpoint moves every answer: the failure names the same fix.
+    let ck = ws.p("other");
+    let o = ws.run(&["random", "s1-pico", ck.to_str().unwrap(), "--seed", "7"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    std::fs::copy(
+        ck.join("model.safetensors"),
+        ws.p("models/s1-pico/model.safetensors"),
+    )
+    .unwrap();
+    let (code, out) = plain_build(&ws);
+    assert_eq!(code, Some(1), "{out}");
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("FAILED    golden/s1-pico-f16"))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(line.contains("failed: max |dp| "), "{line}");
+    assert!(
+        line.ends_with(&format!(
+            "; if the new answers are right, record them: {RECORD_FIX}"
+        )),
+        "{line}"
+    );
+    let o = ws.run(&args);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let (code, out) = plain_build(&ws);
+    assert_eq!(code, Some(0), "{out}");
+}
+
+#[test]
+fn ctrl_c_during_a_build_is_a_cancel_not_a_failure() {
+    let ws = Ws::new();
+    ws.write(
+        "pipeline.toml",
+        "[[command]]\nname = \"slow\"\nrun = \"touch started; sleep 30; echo x > a.txt\"\noutputs = [\"a.txt\"]\n\n\
+         [[command]]\nname = \"after\"\nrun = \"cp a.txt b.txt\"\ninputs = [\"node:slow\"]\noutputs = [\"b.txt\"]\n",
+    );
+    let child = ws
+        .cmd(&["build"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    while !ws.p("started").exists() {
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(60),
+            "the node never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let kill = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let o = child.wait_with_output().unwrap();
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(130), "{out}");
+    assert!(out.contains("cancelled slow (new node): "), "{out}");
+    assert!(
+        out.contains("skipped   after: not run: the build was interrupted"),
+        "{out}"
+    );
+    assert!(
+        out.contains("skyctl: cancelled (interrupted by signal 2): 0 executed, 0 cached, 0 failed, 0 skipped, 2 cancelled"),
+        "{out}"
+    );
+    assert!(
+        !out.contains("FAILED") && !out.contains("--keep-going"),
+        "{out}"
+    );
+}
+
+#[test]
+fn messages_of_the_first_week() {
+    let ws = initialised();
+    assert_eq!(ws.build(&[]).code, 0);
+    ws.write(
+        "r.json",
+        r#"{"id": "r", "type": "score", "instructions": "Rate it", "criteria": ["good"], "state": "fine"}"#,
+    );
+    // A mistyped variant: the path once, and the built file it was probably meant to be.
+    let e = ws.fails(
+        &[
+            "ask",
+            "build/s1-pico/s1-pico.f61.gguf",
+            "--request",
+            "r.json",
+        ],
+        2,
+    );
+    assert_eq!(
+        e.trim(),
+        "skyctl: build/s1-pico/s1-pico.f61.gguf: no such file or directory (did you mean `build/s1-pico/s1-pico.f16.gguf`?); a model is a .gguf file or a Laya checkpoint directory"
+    );
+    // A folder that is no checkpoint is called that.
+    let e = ws.fails(&["ask", "golden", "--request", "r.json"], 2);
+    assert_eq!(
+        e.trim(),
+        "skyctl: golden: not a Laya checkpoint (it has no encoder/config.json nor rl_agent_config.json; a checkpoint directory holds model.safetensors, encoder/, rl_agent_config.json and tokenizer/)"
+    );
+
+    // status names every changed parameter, and a long one where it changed.
+    let text0 = ws.read("pipeline.toml");
+    let edited = text0
+        .replacen("compute = \"f32\"", "compute = \"q8-fast\"", 1)
+        .replace(
+            "publish = [\"f16\", \"q8_0\"]",
+            "publish = [\"q8_0\", \"f16\"]",
+        );
+    let tol = tolerances(&text0)[0];
+    let edited = edited.replacen(&format!("tolerance = {tol:e}"), "tolerance = 0.5", 1);
+    ws.write("pipeline.toml", &edited);
+    let o = ws.run(&["status"]);
+    let out = text(&o);
+    let golden = out
+        .lines()
+        .find(|l| l.contains("golden/s1-pico-f16"))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(
+        golden.ends_with(&format!("parameter `path` changed from \"f32\" to \"q8-fast\"; parameter `tolerance` changed from {tol} to 0.5")),
+        "{golden}"
+    );
+    let manifest = out
+        .lines()
+        .find(|l| l.contains(" manifest "))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(
+        manifest.contains("changed from …,\"publish\":[{\"variant\":\"f16\"")
+            && manifest.contains(" to …,\"publish\":[{\"variant\":\"q8_0\""),
+        "{manifest}"
+    );
+    ws.write("pipeline.toml", &text0);
+
+    // verify MODEL runs that model's suites; a name that is neither is refused with the list.
+    let o = ws.run(&["verify", "s1-pico"]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(
+        out.contains("s1-pico-f16") && out.contains("s1-pico-q8_0"),
+        "{out}"
+    );
+    let e = ws.fails(&["verify", "s1-pic"], 2);
+    assert_eq!(
+        e.trim(),
+        "skyctl: no golden suite named `s1-pic`; the suites: s1-pico-f16, s1-pico-q8_0"
+    );
+}
+
+#[test]
+fn a_remote_cache_added_to_a_built_project_hints_store_push() {
+    let _turn = nginx::one_at_a_time();
+    let server = nginx::Nginx::start(nginx::Mode::Open);
+    let ws = initialised();
+    assert_eq!(ws.build(&[]).code, 0);
+    let hint = "skyctl: nothing was uploaded: these results were built before the remote cache was set, and a build uploads only what it runs; `skyctl store push` uploads them";
+    let url = server.url();
+    let with_remote = || {
+        let o = ws
+            .cmd(&["build", "--remote-cache", &url])
+            .env_remove("SKYCTL_REMOTE_CACHE")
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        text(&o)
+    };
+    let out = with_remote();
+    assert!(
+        out.contains("0 fetched, 0 uploaded") && out.contains(hint),
+        "{out}"
+    );
+    let o = ws
+        .cmd(&["store", "push", "--remote-cache", &url])
+        .env_remove("SKYCTL_REMOTE_CACHE")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // Pushed: the next no-op build has nothing to say about it.
+    let out = with_remote();
+    assert!(!out.contains("store push"), "{out}");
+}
+
+#[test]
+fn a_bf16_policy_variant_is_named_and_labelled_bf16() {
+    let ws = initialised();
+    let text0 = ws.read("pipeline.toml");
+    let edited = text0
+        .replacen("type = \"f16\"", "type = \"bf16\"", 1)
+        .replace("s1-pico.f16.gguf", "s1-pico.bf16.gguf");
+    assert_ne!(edited, text0, "the template changed");
+    ws.write("pipeline.toml", &edited);
+    let o = ws.run(&[
+        "golden",
+        "record",
+        "models/s1-pico",
+        "--cases",
+        "golden/s1-pico/cases.jsonl",
+        "--out",
+        "golden/s1-pico/expected.jsonl",
+        "--set-tolerance",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let b = ws.build(&[]);
+    assert_eq!((b.code, b.count("failed")), (0, 0), "{}", b.stderr);
+    assert!(ws.p("build/s1-pico/s1-pico.bf16.gguf").is_file());
+    assert!(!ws.p("build/s1-pico/s1-pico.f16.gguf").exists());
+    assert!(ws.p("site/public/models/s1-pico.gguf").is_file());
+    let manifest: serde_json::Value =
+        serde_json::from_str(&ws.read("site/public/models/manifest.json")).unwrap();
+    let file = &manifest["models"][0]["files"][0];
+    assert_eq!(file["path"], "models/s1-pico.gguf");
+    // The type the site shows for it.
+    assert_eq!(file["policy"]["encoder"], "BF16", "{file}");
+    assert!(file["types"]["BF16"].as_u64().unwrap() > 0, "{file}");
+    assert!(
+        file["types"]
+            .get("F16")
+            .is_none_or(|n| n.as_u64() <= Some(1)),
+        "{file}"
+    );
 }

@@ -157,6 +157,7 @@ fn fit_suites(out: &std::path::Path, set: bool) -> anyhow::Result<()> {
         Err(_) => return Ok(()),
     };
     let (path, text) = (file.root.join(&file.manifest_rel), file.text.clone());
+    let shown = file.shown.clone();
     let pipe = crate::pipeline::Pipeline::from_file(file, None, crate::kinds::planners())?;
     let target = std::path::absolute(out)?;
     let uses_out: Vec<String> = pipe
@@ -174,7 +175,7 @@ fn fit_suites(out: &std::path::Path, set: bool) -> anyhow::Result<()> {
         if set {
             anyhow::bail!(
                 "--set-tolerance: no [[golden]] suite of `{}` has expected = `{}`",
-                path.display(),
+                shown.display(),
                 out.display()
             );
         }
@@ -199,7 +200,7 @@ fn fit_suites(out: &std::path::Path, set: bool) -> anyhow::Result<()> {
         text.push_str(&format!("  {}\n", m.line()));
     }
     text.push_str(&if set {
-        format!("wrote the fitted tolerances into {}\n", path.display())
+        format!("wrote the fitted tolerances into {}\n", shown.display())
     } else {
         "--set-tolerance writes the fitted tolerances into pipeline.toml\n".to_string()
     });

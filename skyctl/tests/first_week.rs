@@ -479,3 +479,48 @@ fn a_bf16_policy_variant_is_named_and_labelled_bf16() {
         "{file}"
     );
 }
+
+#[test]
+fn a_reverted_model_is_restored_as_built_before_and_a_misused_flag_is_its_own_error() {
+    let ws = initialised();
+    assert_eq!(ws.build(&[]).code, 0);
+    let cfg = "models/s1-pico/rl_agent_config.json";
+    let before = ws.read(cfg);
+    ws.write(
+        cfg,
+        &before.replace("\"choice:2\": 0.9", "\"choice:2\": 2.5"),
+    );
+    assert_eq!(ws.build(&["-k"]).code, 1);
+    ws.write(cfg, &before);
+    let (code, out) = plain_build(&ws);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(
+        out.contains(
+            "restored  s1-pico/convert.f16 (built before: these inputs' result is in the store)"
+        ),
+        "{out}"
+    );
+    assert!(
+        !out.contains("s1-pico.f16.gguf` missing or modified"),
+        "{out}"
+    );
+
+    ws.write(
+        "r.json",
+        r#"{"id": "r", "type": "score", "instructions": "Rate it", "criteria": ["good"], "state": "fine"}"#,
+    );
+    let e = ws.fails(
+        &[
+            "ask",
+            "build/s1-pico/s1-pico.f16.gguf",
+            "--no-calib",
+            "--request",
+            "r.json",
+        ],
+        2,
+    );
+    assert_eq!(
+        e.trim(),
+        "skyctl: `--no-calib`: selects plain int8 without outliers: use it with --q8 or --q8-fast, or on a Q8_0 file"
+    );
+}

@@ -3,7 +3,6 @@
 
 use std::path::Path;
 
-use anyhow::Context;
 use sky_infer::engine::Engine;
 use sky_infer::int8::{ComputeOptions, ComputeReport};
 use sky_quant::ActQuant;
@@ -62,8 +61,11 @@ impl ComputePath {
         if let Some(e) = sky_laya::checkpoint::not_a_checkpoint(model).filter(|_| model.is_dir()) {
             return Err(e.into());
         }
-        sky_infer::int8::open(model, &self.options(), None)
-            .with_context(|| format!("loading {}", model.display()))
+        sky_infer::int8::open(model, &self.options(), None).map_err(|e| match &e {
+            // A flag that does not fit the model is the flag's error, not the load's.
+            sky_infer::InferError::BadValue { key, .. } if key.starts_with("--") => e.into(),
+            _ => anyhow::Error::from(e).context(format!("loading {}", model.display())),
+        })
     }
 }
 

@@ -92,6 +92,12 @@ pub enum DirtyReason {
         /// The output path.
         path: String,
     },
+    /// The workspace holds the last build's outputs, made from other inputs; these inputs
+    /// were built before and their result is in the store (a reverted edit): restored.
+    BuiltBefore {
+        /// The first output that differs.
+        path: String,
+    },
     /// The stored outputs could not be used (missing or corrupted blob); re-run.
     StoreDamaged {
         /// What was wrong.
@@ -141,6 +147,9 @@ impl fmt::Display for DirtyReason {
             DirtyReason::InputRemoved { path } => write!(f, "input `{path}` removed"),
             DirtyReason::NoRecord => write!(f, "no cached result in the store"),
             DirtyReason::OutputMissing { path } => write!(f, "output `{path}` missing or modified"),
+            DirtyReason::BuiltBefore { .. } => {
+                write!(f, "built before: these inputs' result is in the store")
+            }
             DirtyReason::StoreDamaged { message } => write!(f, "cached result unusable: {message}"),
             DirtyReason::UpstreamChanged { node } => write!(f, "upstream node `{node}` is stale"),
         }
@@ -749,6 +758,12 @@ impl<'a> Scanner<'a> {
         match self.recorded_outputs(n, key) {
             Some(outputs) => match self.check_outputs_of(n, &outputs) {
                 None => (Freshness::Fresh, Some(outputs)),
+                // The last build ran the node on other inputs: its outputs are there, not
+                // damaged, and this key's were made by an earlier build.
+                Some(path) if self.last_state(n).is_some_and(|st| st.key != *key) => (
+                    Freshness::Restore(DirtyReason::BuiltBefore { path }),
+                    Some(outputs),
+                ),
                 Some(path) => (
                     Freshness::Restore(DirtyReason::OutputMissing { path }),
                     Some(outputs),

@@ -524,3 +524,154 @@ fn a_reverted_model_is_restored_as_built_before_and_a_misused_flag_is_its_own_er
         "skyctl: `--no-calib`: selects plain int8 without outliers: use it with --q8 or --q8-fast, or on a Q8_0 file"
     );
 }
+
+/// A float32 C-order `.npy`: (shape, values).
+fn read_npy(path: &Path) -> (Vec<usize>, Vec<f32>) {
+    let b = std::fs::read(path).unwrap();
+    assert_eq!(&b[..6], b"\x93NUMPY", "{}", path.display());
+    let (hlen, start) = match b[6] {
+        1 => (u16::from_le_bytes([b[8], b[9]]) as usize, 10),
+        _ => (u32::from_le_bytes([b[8], b[9], b[10], b[11]]) as usize, 12),
+    };
+    let header = std::str::from_utf8(&b[start..start + hlen]).unwrap();
+    assert!(
+        header.contains("'descr': '<f4'") && header.contains("'fortran_order': False"),
+        "{header}"
+    );
+    let shape: Vec<usize> = header
+        .split("'shape': (")
+        .nth(1)
+        .and_then(|r| r.split(')').next())
+        .unwrap()
+        .split(',')
+        .filter(|s| !s.trim().is_empty())
+        .map(|s| s.trim().parse().unwrap())
+        .collect();
+    let data = b[start + hlen..]
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect();
+    (shape, data)
+}
+
+#[test]
+fn embed_matches_the_pytorch_encoder_output_and_pools_it() {
+    let ws = Ws::new();
+    let cases = std::fs::read_to_string(repo().join("fixtures/laya-ref/cases.jsonl")).unwrap();
+    for case in ["c3_route", "c3_long_state"] {
+        let line = cases
+            .lines()
+            .find(|l| l.contains(&format!("\"id\": \"{case}\"")))
+            .unwrap_or_else(|| panic!("no case {case}"));
+        ws.write(&format!("{case}.jsonl"), &format!("{line}\n"));
+        for model in ["s1-pico", "s1-nano", "s1-micro"] {
+            let out = ws.p(&format!("{model}.{case}.npy"));
+            let m = repo().join("models").join(model);
+            let o = ws.run(&[
+                "embed",
+                m.to_str().unwrap(),
+                "--requests",
+                &format!("{case}.jsonl"),
+                "--pooling",
+                "none",
+                "--npy",
+                out.to_str().unwrap(),
+            ]);
+            assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+            let (shape, got) = read_npy(&out);
+            let (want_shape, want) = read_npy(
+                &repo()
+                    .join("fixtures/laya-ref/goldens")
+                    .join(format!("{model}.last_hidden_state.{case}.npy")),
+            );
+            assert_eq!(shape, want_shape, "{model} {case}");
+            let err = got
+                .iter()
+                .zip(&want)
+                .map(|(a, b)| (a - b).abs())
+                .fold(0f32, f32::max);
+            // The engine's f32 against PyTorch's f32 (measured: about 3e-6).
+            assert!(err < 1e-4, "{model} {case}: max |dh| {err}");
+            let line: serde_json::Value =
+                serde_json::from_str(String::from_utf8_lossy(&o.stdout).lines().next().unwrap())
+                    .unwrap();
+            assert_eq!(line["id"], case);
+            assert_eq!(line["tokens"], shape[0]);
+            assert_eq!(line["hidden"].as_array().unwrap().len(), shape[0]);
+        }
+    }
+    // Pooled: cls is the first row, mean the mean of the rows.
+    let m = repo().join("models/s1-pico");
+    let (_, rows) = read_npy(&ws.p("s1-pico.c3_route.npy"));
+    let d = 64;
+    for (pooling, want) in [
+        ("cls", rows[..d].to_vec()),
+        ("mean", {
+            let n = rows.len() / d;
+            (0..d)
+                .map(|j| (0..n).map(|i| rows[i * d + j] as f64).sum::<f64>() / n as f64)
+                .map(|v| v as f32)
+                .collect::<Vec<f32>>()
+        }),
+    ] {
+        let o = ws.run(&[
+            "embed",
+            m.to_str().unwrap(),
+            "--requests",
+            "c3_route.jsonl",
+            "--pooling",
+            pooling,
+        ]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        let line: serde_json::Value =
+            serde_json::from_slice(o.stdout.split(|&b| b == b'\n').next().unwrap()).unwrap();
+        let got: Vec<f32> = line["embedding"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_f64().unwrap() as f32)
+            .collect();
+        assert_eq!(got.len(), d);
+        for (a, b) in got.iter().zip(&want) {
+            assert!((a - b).abs() < 1e-5, "{pooling}: {a} vs {b}");
+        }
+    }
+    // Texts: [CLS] text [SEP], one row each in the .npy.
+    let out = ws.p("texts.npy");
+    let o = ws.run(&[
+        "embed",
+        m.to_str().unwrap(),
+        "--text",
+        "hello world",
+        "--text",
+        "refund please",
+        "--npy",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(read_npy(&out).0, vec![2, d]);
+    let first: serde_json::Value =
+        serde_json::from_slice(o.stdout.split(|&b| b == b'\n').next().unwrap()).unwrap();
+    assert_eq!(first["id"], "text1");
+    assert_eq!(first["input_ids"][0], 2, "[CLS] first: {first}");
+    // Per-token rows of two inputs do not make one array.
+    let e = ws.fails(
+        &[
+            "embed",
+            m.to_str().unwrap(),
+            "--text",
+            "a",
+            "--text",
+            "b",
+            "--pooling",
+            "none",
+            "--npy",
+            out.to_str().unwrap(),
+        ],
+        2,
+    );
+    assert_eq!(
+        e.trim(),
+        "skyctl: --npy with --pooling none writes one input's tokens x hidden; 2 inputs were given"
+    );
+}

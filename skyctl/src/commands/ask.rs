@@ -44,7 +44,7 @@ const _: () = assert!(matches!(sky_fs::REQUEST.max, Some(MAX_REQUEST_BYTES)));
 
 /// The bytes of `path` (a regular file, a FIFO or a pipe: `--request <(...)`), or of standard
 /// input for `-`, at most [`MAX_REQUEST_BYTES`].
-fn read(path: &std::path::Path) -> anyhow::Result<Vec<u8>> {
+pub(crate) fn read(path: &std::path::Path) -> anyhow::Result<Vec<u8>> {
     use std::io::Read as _;
     if path.as_os_str() != "-" {
         return Ok(sky_fs::read(path, sky_fs::REQUEST)?);

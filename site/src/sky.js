@@ -12,10 +12,11 @@
 // file, else its first published file, from models/manifest.json); ?simd=0 forces the scalar
 // module, ?simd=1 the SIMD128 one (default: SIMD128 where WebAssembly.validate accepts it).
 
-// What a published file is called on the page: the encoder's type from its policy (a bf16
-// policy variant is BF16, not F16), else the variant's name.
-function label(f) {
-  return (f.policy && f.policy.encoder) || f.variant.toUpperCase();
+// What a published file is called on the page: the variant's name, except that the policy
+// variant (`f16`) says its encoder's type (a bf16 policy makes BF16 tensors, not F16).
+export function label(f) {
+  const typed = f.variant === 'f16' && f.policy && f.policy.encoder;
+  return typed || f.variant.toUpperCase();
 }
 
 // The files the release publishes, from models/manifest.json, in its order:

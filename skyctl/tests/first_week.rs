@@ -675,3 +675,39 @@ fn embed_matches_the_pytorch_encoder_output_and_pools_it() {
         "skyctl: --npy with --pooling none writes one input's tokens x hidden; 2 inputs were given"
     );
 }
+
+#[test]
+fn requests_in_text_mode_print_the_answer_not_its_object() {
+    let ws = Ws::new();
+    let m = repo().join("models/s1-pico");
+    let cases = std::fs::read_to_string(repo().join("fixtures/laya-ref/cases.jsonl")).unwrap();
+    let pick = |t: &str| {
+        cases
+            .lines()
+            .find(|l| l.contains(&format!("\"type\": \"{t}\"")))
+            .unwrap()
+            .to_string()
+    };
+    ws.write(
+        "c.jsonl",
+        &format!("{}\n{}\n{}\n", pick("choice"), pick("score"), pick("noul")),
+    );
+    let o = ws.run(&["ask", m.to_str().unwrap(), "--requests", "c.jsonl"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    let answers: Vec<&str> = out.lines().map(|l| l.split('\t').nth(1).unwrap()).collect();
+    assert_eq!(answers.len(), 3, "{out}");
+    assert!(answers.iter().all(|a| !a.starts_with('{')), "{out}");
+    let (score, noul): (f64, f64) = (answers[1].parse().unwrap(), answers[2].parse().unwrap());
+    assert!(score >= 0.0 && (0.0..=1.0).contains(&noul), "{out}");
+    let choice: serde_json::Value = serde_json::from_str(&pick("choice")).unwrap();
+    let labels = match &choice["criteria"] {
+        serde_json::Value::Array(a) => a
+            .iter()
+            .map(|v| v.as_str().unwrap().to_string())
+            .collect::<Vec<_>>(),
+        serde_json::Value::Object(o) => o.keys().cloned().collect(),
+        other => panic!("{other}"),
+    };
+    assert!(labels.iter().any(|l| l == answers[0]), "{out}");
+}

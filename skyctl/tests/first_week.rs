@@ -711,3 +711,18 @@ fn requests_in_text_mode_print_the_answer_not_its_object() {
     };
     assert!(labels.iter().any(|l| l == answers[0]), "{out}");
 }
+
+#[test]
+fn a_refused_long_option_is_not_echoed_whole() {
+    let ws = Ws::new();
+    let long = "refund the order ".repeat(40);
+    let req = serde_json::json!({"state": "s", "questions": {"q": {"type": "choice", "instructions": "Pick", "criteria": [long, long]}}});
+    ws.write("r.json", &req.to_string());
+    let m = repo().join("models/s1-pico");
+    let e = ws.fails(&["ask", m.to_str().unwrap(), "--request", "r.json"], 2);
+    assert!(
+        e.contains("questions.q.criteria[1]: the label \"refund the order refund the order refund the ord…\" is given twice (also questions.q.criteria[0])"),
+        "{e}"
+    );
+    assert!(e.len() < 300, "{e}");
+}

@@ -166,7 +166,14 @@ fn push_hint(
         note_remote(&ws.state, remote.shown_url());
         return;
     }
-    if !print || remote.read_only() || s.executed > 0 || s.failed > 0 || s.cached == 0 {
+    // A server that did not answer is its own warning, not a reason to push.
+    if !print
+        || remote.read_only()
+        || r.warnings > 0
+        || s.executed > 0
+        || s.failed > 0
+        || s.cached == 0
+    {
         return;
     }
     if !used_remotes(&ws.state)

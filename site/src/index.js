@@ -31,7 +31,7 @@ Promise.all([published, opts]).then(([files, { modelUrl }]) => {
   for (const f of files) {
     const o = document.createElement('option');
     o.value = f.path;
-    o.textContent = `${f.model} (${f.variant.toUpperCase()}, ${formatBytes(f.bytes)})`;
+    o.textContent = `${f.model} (${f.type || f.variant.toUpperCase()}, ${formatBytes(f.bytes)})`;
     o.selected = f.url === modelUrl;
     pick.append(o);
   }

@@ -12,8 +12,15 @@
 // file, else its first published file, from models/manifest.json); ?simd=0 forces the scalar
 // module, ?simd=1 the SIMD128 one (default: SIMD128 where WebAssembly.validate accepts it).
 
+// What a published file is called on the page: the variant's name, except that the policy
+// variant (`f16`) says its encoder's type (a bf16 policy makes BF16 tensors, not F16).
+export function label(f) {
+  const typed = f.variant === 'f16' && f.policy && f.policy.encoder;
+  return typed || f.variant.toUpperCase();
+}
+
 // The files the release publishes, from models/manifest.json, in its order:
-// [{model, variant, path, bytes, url}] (empty when there is no manifest).
+// [{model, variant, type, path, bytes, url}] (empty when there is no manifest).
 export async function publishedModels(base = location.href) {
   let manifest;
   try {
@@ -27,7 +34,7 @@ export async function publishedModels(base = location.href) {
   for (const m of manifest.models || []) {
     for (const f of m.files || []) {
       // Paths in the manifest are relative to the release root (this page's folder).
-      out.push({ model: m.name, variant: f.variant, path: f.path, bytes: f.bytes, url: new URL(f.path, base).href });
+      out.push({ model: m.name, variant: f.variant, type: label(f), path: f.path, bytes: f.bytes, url: new URL(f.path, base).href });
     }
   }
   return out;

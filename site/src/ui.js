@@ -1,4 +1,5 @@
 // Shared page pieces: bars, errors, the model's name and size before it is fetched.
+import { label } from './sky.js';
 
 export const DASH = '\u2014';
 
@@ -95,7 +96,7 @@ export async function describeModel(modelUrl) {
         for (const f of model.files || []) {
           // Paths in the manifest are relative to the release root (this page's folder).
           if (new URL(f.path, location.href).href === modelUrl) {
-            return { name: `${model.name} (${f.variant.toUpperCase()}, ${f.path.split('/').pop()})`, bytes: f.bytes };
+            return { name: `${model.name} (${label(f)}, ${f.path.split('/').pop()})`, bytes: f.bytes };
           }
         }
       }

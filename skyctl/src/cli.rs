@@ -35,6 +35,8 @@ pub enum Command {
     Random(commands::random::Args),
     /// Answer decision questions with a model (GGUF file or Laya directory).
     Ask(commands::ask::Args),
+    /// Print the encoder's output for texts or requests (pooled or per token; JSON lines, .npy).
+    Embed(commands::embed::Args),
     /// Record per-channel activation magnitudes of a model over a prompt set.
     Calibrate(commands::calibrate::Args),
     /// Write an outlier-aware Q8_0 GGUF of a model.
@@ -138,6 +140,7 @@ fn run(command: Command) -> anyhow::Result<Outcome> {
         Command::Convert(a) => commands::convert::run(a),
         Command::Random(a) => commands::random::run(a),
         Command::Ask(a) => commands::ask::run(a),
+        Command::Embed(a) => commands::embed::run(a),
         Command::Calibrate(a) => commands::calibrate::run(a),
         Command::Quantize(a) => commands::quantize::run(a),
         Command::Tune(a) => commands::tune::run(a),

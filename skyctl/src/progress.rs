@@ -10,6 +10,7 @@ use std::io::IsTerminal;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use sky_dag::report::{Event, NodeStatus, Reporter, Summary};
+use sky_dag::NodeFailure;
 
 /// Output mode chosen from flags and the terminal.
 pub enum Mode {
@@ -40,6 +41,8 @@ pub struct Console {
     verbose: bool,
     bar: Option<ProgressBar>,
     running: BTreeSet<String>,
+    /// Nodes stopped or not run because of Ctrl-C or SIGTERM: (counted as failed, as skipped).
+    cancelled: (usize, usize),
 }
 
 impl Console {
@@ -50,6 +53,7 @@ impl Console {
             verbose,
             bar: None,
             running: BTreeSet::new(),
+            cancelled: (0, 0),
         }
     }
 
@@ -95,14 +99,22 @@ impl Console {
                         if r.warnings == 1 { "" } else { "s" }
                     )
                 });
+                let (cf, cs) = self.cancelled;
+                let (head, cancelled) = match sky_dag::interrupt::requested() {
+                    Some(sig) => (
+                        format!("skyctl: cancelled (interrupted by signal {sig}): "),
+                        format!(", {} cancelled", cf + cs),
+                    ),
+                    None => ("skyctl: ".to_string(), String::new()),
+                };
                 out(
                     &mut std::io::stderr(),
                     &format!(
-                        "skyctl: {} executed, {} cached, {} failed, {} skipped in {:.2}s{}",
+                        "{head}{} executed, {} cached, {} failed, {} skipped{cancelled} in {:.2}s{}",
                         s.executed,
                         s.cached,
-                        s.failed,
-                        s.skipped,
+                        s.failed.saturating_sub(cf),
+                        s.skipped.saturating_sub(cs),
                         s.seconds,
                         remote.unwrap_or_default()
                     ),
@@ -184,10 +196,18 @@ impl Reporter for Console {
                 why,
                 seconds,
                 error,
+                failure,
                 log_tail,
                 ..
             } => {
                 self.running.remove(node);
+                if matches!(failure, Some(NodeFailure::Cancelled { .. })) {
+                    match status {
+                        NodeStatus::Failed => self.cancelled.0 += 1,
+                        NodeStatus::Skipped => self.cancelled.1 += 1,
+                        _ => {}
+                    }
+                }
                 if let Some(b) = &self.bar {
                     b.inc(1);
                 }
@@ -205,6 +225,15 @@ impl Reporter for Console {
                         Some(e) => self.line(&format!("skipped   {node}: {e}")),
                         None => self.line(&format!("skipped   {node}")),
                     },
+                    // Stopped by Ctrl-C or SIGTERM: a cancel, not a failure of the node.
+                    NodeStatus::Failed
+                        if matches!(failure, Some(NodeFailure::Cancelled { .. })) =>
+                    {
+                        self.line(&format!(
+                            "cancelled {node}{why}: {}",
+                            error.as_deref().unwrap_or("interrupted")
+                        ))
+                    }
                     NodeStatus::Failed => {
                         self.line(&format!(
                             "FAILED    {node}{why}: {}",

@@ -44,7 +44,7 @@ const _: () = assert!(matches!(sky_fs::REQUEST.max, Some(MAX_REQUEST_BYTES)));
 
 /// The bytes of `path` (a regular file, a FIFO or a pipe: `--request <(...)`), or of standard
 /// input for `-`, at most [`MAX_REQUEST_BYTES`].
-fn read(path: &std::path::Path) -> anyhow::Result<Vec<u8>> {
+pub(crate) fn read(path: &std::path::Path) -> anyhow::Result<Vec<u8>> {
     use std::io::Read as _;
     if path.as_os_str() != "-" {
         return Ok(sky_fs::read(path, sky_fs::REQUEST)?);
@@ -103,7 +103,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
             Ok((id, r)) => writeln!(
                 out,
                 "{id}\t{}\t{}",
-                r.answer,
+                short_answer(&r.answer),
                 serde_json::to_string(&r.probabilities)?
             )?,
             Err(e) => {
@@ -134,6 +134,22 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         anyhow::bail!("{failed} case(s) of {} failed", path.display());
     }
     Ok(Outcome::Success)
+}
+
+/// The ANSWER column of `--requests` text output: the choice, the score or the noul value
+/// (`--json` has the whole answer object); anything else as compact JSON.
+fn short_answer(answer: &serde_json::Value) -> String {
+    let key = match answer["type"].as_str() {
+        Some("choice") => "choice",
+        Some("score") => "score",
+        Some("noul") => "noul",
+        _ => return answer.to_string(),
+    };
+    match &answer[key] {
+        serde_json::Value::String(s) => s.clone(),
+        serde_json::Value::Null => answer.to_string(),
+        v => v.to_string(),
+    }
 }
 
 /// The `id` of a request line, if the line is a JSON object with a string id.

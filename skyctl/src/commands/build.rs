@@ -128,6 +128,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
     let summary =
         sky_dag::builder::build_preloaded(ws, graph, &registry, &opts, &mut console, state)?;
     console.summary(&summary);
+    push_hint(ws, &opts, &summary, !args.json);
     sky_dag::timings::mark("summary");
     for line in sky_dag::timings::report() {
         #[allow(clippy::print_stderr)]
@@ -145,4 +146,64 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
     } else {
         Outcome::Success
     })
+}
+
+/// A build that found everything in the local store and moved nothing through a writable
+/// remote cache that no build or push of this workspace ever used: its results were built
+/// before the remote was set, and builds upload only what they run, so say that `skyctl store
+/// push` uploads them. Known from a local note ([`note_remote`]): a no-op build still sends
+/// no request.
+fn push_hint(
+    ws: &sky_dag::Workspace,
+    opts: &BuildOptions,
+    s: &sky_dag::report::Summary,
+    print: bool,
+) {
+    let (Some(remote), Some(r)) = (&opts.remote, &s.remote) else {
+        return;
+    };
+    if r.uploaded > 0 || r.restored > 0 {
+        note_remote(&ws.state, remote.shown_url());
+        return;
+    }
+    // A server that did not answer is its own warning, not a reason to push.
+    if !print
+        || remote.read_only()
+        || r.warnings > 0
+        || s.executed > 0
+        || s.failed > 0
+        || s.cached == 0
+    {
+        return;
+    }
+    if !used_remotes(&ws.state)
+        .iter()
+        .any(|u| u == remote.shown_url())
+    {
+        #[allow(clippy::print_stderr)]
+        {
+            eprintln!(
+                "skyctl: nothing was uploaded: these results were built before the remote cache \
+                 was set, and a build uploads only what it runs; `skyctl store push` uploads them"
+            );
+        }
+    }
+}
+
+/// The remote caches this workspace's results went to or came from.
+fn used_remotes(state: &sky_dag::state::StatePaths) -> Vec<String> {
+    sky_fs::read_to_string(&state.remotes(), sky_fs::TEXT)
+        .map(|t| t.lines().map(str::to_string).collect())
+        .unwrap_or_default()
+}
+
+/// Note that results of this workspace went to or came from `url` (best effort: the note
+/// only decides whether a hint is printed).
+pub fn note_remote(state: &sky_dag::state::StatePaths, url: &str) {
+    let mut urls = used_remotes(state);
+    if urls.iter().any(|u| u == url) || !state.dir.is_dir() {
+        return;
+    }
+    urls.push(url.to_string());
+    let _ = sky_fs::write(&state.remotes(), (urls.join("\n") + "\n").as_bytes());
 }

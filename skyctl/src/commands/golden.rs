@@ -45,6 +45,12 @@ pub enum Command {
         /// The compute path to record with.
         #[arg(long, value_enum, default_value_t = Compute::F32)]
         compute: Compute,
+        /// Also write each suite's tolerance into pipeline.toml, fitted to the error measured
+        /// on its variant and compute path: 2x the measured max |dp|, rounded up to one
+        /// significant digit, at least 1e-4, at most 1. Without it, the suites of the
+        /// nearest pipeline.toml that use OUT are measured and reported, not changed.
+        #[arg(long)]
+        set_tolerance: bool,
     },
     /// Compare a kernel implementation's output files with the goldens; exit 1 on any failure.
     ///
@@ -89,6 +95,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
             cases,
             out,
             compute,
+            set_tolerance,
         } => {
             crate::ops::out_path::check(
                 "golden record",
@@ -114,6 +121,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
                 model.display(),
                 report.mode
             ))?;
+            fit_suites(&out, set_tolerance)?;
             Ok(Outcome::Success)
         }
         Command::Check {
@@ -135,6 +143,68 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
             })
         }
     }
+}
+
+/// Measure the model suites of the nearest pipeline.toml whose expected file is `out`, print
+/// each one's error and fitted tolerance, and write those when `set`.
+fn fit_suites(out: &std::path::Path, set: bool) -> anyhow::Result<()> {
+    let cwd = std::env::current_dir()?;
+    let file = match crate::pipeline::ManifestFile::find(&cwd, None) {
+        Ok(f) => f,
+        Err(e) if set => {
+            return Err(e.context("--set-tolerance writes into the project's pipeline.toml"))
+        }
+        Err(_) => return Ok(()),
+    };
+    let (path, text) = (file.root.join(&file.manifest_rel), file.text.clone());
+    let shown = file.shown.clone();
+    let pipe = crate::pipeline::Pipeline::from_file(file, None, crate::kinds::planners())?;
+    let target = std::path::absolute(out)?;
+    let uses_out: Vec<String> = pipe
+        .manifest
+        .golden
+        .iter()
+        .filter(|g| {
+            g.expected
+                .as_ref()
+                .is_some_and(|e| pipe.ws.root.join(e.get_ref()) == target)
+        })
+        .map(|g| g.name.get_ref().clone())
+        .collect();
+    if uses_out.is_empty() {
+        if set {
+            anyhow::bail!(
+                "--set-tolerance: no [[golden]] suite of `{}` has expected = `{}`",
+                shown.display(),
+                out.display()
+            );
+        }
+        return Ok(());
+    }
+    let keep = |s: &str| uses_out.iter().any(|u| u == s);
+    let fits = match crate::ops::fit::measure_and_set(&pipe, &path, &text, &keep, set) {
+        Ok(f) => f,
+        Err(e) if !set => {
+            emit(&format!(
+                "note: the suites using it were not measured: {e:#}\n"
+            ))?;
+            return Ok(());
+        }
+        Err(e) => return Err(e),
+    };
+    let mut text = format!(
+        "measured on the suites' variants and paths (fitted: {}):\n",
+        crate::ops::fit::RULE
+    );
+    for m in &fits {
+        text.push_str(&format!("  {}\n", m.line()));
+    }
+    text.push_str(&if set {
+        format!("wrote the fitted tolerances into {}\n", shown.display())
+    } else {
+        "--set-tolerance writes the fitted tolerances into pipeline.toml\n".to_string()
+    });
+    emit(&text)
 }
 
 /// Write to stdout; a closed pipe (`... | head`) is not an error of ours.

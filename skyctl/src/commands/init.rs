@@ -99,6 +99,9 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
     crate::pipeline::Manifest::parse(&text, Path::new(MANIFEST))?;
     sky_fs::write(&manifest, text.as_bytes())
         .with_context(|| format!("writing `{}`", manifest.display()))?;
+    // The template's tolerances are placeholders: each suite's comes from the error measured
+    // on this checkpoint and path, so the first build passes whatever the checkpoint.
+    let fits = fit_tolerances(&manifest, &text)?;
     wrote.push(format!(
         "{} (commented; edit it to add models)",
         manifest.display()
@@ -108,6 +111,21 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
     for w in &wrote {
         outln!("  {w}");
     }
+    outln!(
+        "golden tolerances ({}), measured on this checkpoint:",
+        crate::ops::fit::RULE
+    );
+    for m in &fits {
+        outln!(
+            "  {}: max |dp| {:.3e} ({} {} on the {} path) -> tolerance = {}",
+            m.suite,
+            m.max_abs_err,
+            m.model,
+            m.variant,
+            m.path,
+            m.fitted.text
+        );
+    }
     let cd = if dir == Path::new(".") {
         String::new()
     } else {
@@ -115,6 +133,15 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
     };
     outln!("next: {cd}skyctl build && skyctl verify");
     Ok(Outcome::Success)
+}
+
+/// Measure the model suites of the manifest just written and write their fitted tolerances.
+fn fit_tolerances(manifest: &Path, text: &str) -> anyhow::Result<Vec<crate::ops::fit::Measured>> {
+    let file = crate::pipeline::ManifestFile::find(Path::new("."), Some(manifest))?;
+    // The scratch measurement reads no store; a store path that does not exist is never made.
+    let pipe = crate::pipeline::Pipeline::from_file(file, None, crate::kinds::planners())?;
+    crate::ops::fit::measure_and_set(&pipe, manifest, text, &|_| true, true)
+        .context("measuring the golden suites to fit their tolerances")
 }
 
 /// What a build writes, which git should not track: the folders of the template's `[project]`.

@@ -7,6 +7,7 @@ pub mod calibrate;
 pub mod clean;
 pub mod convert;
 pub mod cuda;
+pub mod embed;
 pub mod explain;
 pub mod gc;
 pub mod golden;

@@ -63,12 +63,18 @@ pub fn report(
             (false, _, _) => "stale",
         };
         if json {
-            outln!(
-                "{}",
-                serde_json::json!({"node": v.id, "kind": v.kind, "action": verb, "why": why, "key": v.key})
-            );
+            let mut line = serde_json::json!({"node": v.id, "kind": v.kind, "action": verb, "why": why, "key": v.key});
+            if !v.more_params.is_empty() {
+                line["also"] = serde_json::json!(v.more_params);
+            }
+            outln!("{line}");
         } else {
-            outln!("{verb:<8} {:<32} {why}", v.id);
+            // Every changed parameter, not only the first.
+            let mut text = why.to_string();
+            for more in &v.more_params {
+                text.push_str(&format!("; {more}"));
+            }
+            outln!("{verb:<8} {:<32} {text}", v.id);
         }
     }
     if let Some(r) = remote {

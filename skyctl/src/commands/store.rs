@@ -72,6 +72,9 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
                 eprintln!("skyctl: {w}");
             }
             let s = remote.stats();
+            if s.uploaded > 0 || pushed > 0 {
+                super::build::note_remote(&ws.ws.state, remote.shown_url());
+            }
             outln!(
                 "pushed {} of {pushed} results to {} ({} requests, {} bytes up, {} warnings)",
                 s.uploaded,

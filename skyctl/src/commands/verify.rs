@@ -18,7 +18,8 @@ use sky_dag::BuildOptions;
 /// Arguments of `skyctl verify`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Suites to run (names from [[golden]]); default: all.
+    /// Suites to run (names from [[golden]]), or models (every suite of that model);
+    /// default: all.
     pub suites: Vec<String>,
     /// Parallel jobs, at least 1 (default: number of cores).
     #[arg(short, long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
@@ -45,7 +46,26 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
             .map(|g| g.name.get_ref().clone())
             .collect()
     } else {
-        args.suites
+        // A model name stands for every suite of that model (on-request ones included).
+        let mut named = Vec::new();
+        for t in args.suites {
+            let of_model: Vec<String> = ws
+                .manifest
+                .golden
+                .iter()
+                .filter(|g| g.name.get_ref() != &t)
+                .filter(|g| g.model.as_ref().is_some_and(|m| m.get_ref() == &t))
+                .map(|g| g.name.get_ref().clone())
+                .collect();
+            let is_suite = ws.manifest.golden.iter().any(|g| g.name.get_ref() == &t);
+            if of_model.is_empty() || is_suite {
+                named.push(t);
+            } else {
+                named.extend(of_model);
+            }
+        }
+        named.dedup();
+        named
     };
     if targets.is_empty() {
         outln!(
@@ -63,8 +83,14 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         .map(|g| g.name.get_ref().as_str())
         .collect();
     if let Some(bad) = targets.iter().find(|t| !suites.contains(&t.as_str())) {
+        let model = ws.manifest.model.iter().any(|m| m.name.get_ref() == bad);
         anyhow::bail!(
-            "no golden suite named `{bad}`{}; the suites: {}",
+            "no golden suite named `{bad}`{}{}; the suites: {}",
+            if model {
+                " (model `".to_string() + bad + "` has no suites)"
+            } else {
+                String::new()
+            },
             sky_dag::source::did_you_mean(bad, suites.iter().copied()),
             if suites.is_empty() {
                 "none".to_string()

@@ -7,7 +7,8 @@
 //! int8 paths `q8` / `q8-fast`).
 //!
 //! Output: the suite report as pretty JSON (`suite`, `kind`, `path`, `model`, `cases`,
-//! `max_abs_err`, `worst_case`, `mismatched_ids`, `failures`, `tolerance`, `passed`). A suite
+//! `max_abs_err`, `worst_case`, `mismatched_ids`, `unrecorded_ids`, `fix` (the `skyctl golden
+//! record` command that records the expected file again), `failures`, `tolerance`, `passed`). A suite
 //! that does not pass fails the node with a one-line summary; the report file is written
 //! first, so `skyctl verify` still shows it, and the table row goes to the node log.
 
@@ -63,8 +64,24 @@ fn plan(cx: &GoldenPlan<'_>, out: &mut Planned) -> sky_dag::Result<()> {
         .as_ref()
         .map(|v| *v.get_ref())
         .unwrap_or(Variant::F16);
+    let record_from = match m.model.iter().find(|x| x.name.get_ref() == &model) {
+        Some(x) => match (&x.source, &x.export) {
+            (Some(s), _) => s.get_ref().clone(),
+            // The export command's output directory is the checkpoint.
+            (None, Some(e)) => m
+                .command
+                .iter()
+                .find(|c| c.name.get_ref() == e.get_ref())
+                .and_then(|c| c.outputs.first())
+                .map(|o| o.get_ref().trim_end_matches('/').to_string())
+                .unwrap_or_default(),
+            (None, None) => String::new(),
+        },
+        None => String::new(),
+    };
     let params = Params {
-        tolerance: g.tolerance.unwrap_or(1e-3),
+        record_from,
+        tolerance: g.tolerance.as_ref().map_or(1e-3, |t| *t.get_ref()),
         variant,
         suite: g.name.get_ref().clone(),
         // Checked with the manifest: an unknown name was refused there.
@@ -104,11 +121,15 @@ pub struct Params {
     pub suite: String,
     /// The compute path.
     pub path: Compute,
+    /// The checkpoint the suite's expected file is recorded from: the fix a failing report
+    /// names (`skyctl golden record ...`) starts from it. Empty: no fix is named.
+    #[serde(default)]
+    pub record_from: String,
 }
 
 impl Kind for GoldenModel {
     const NAME: &'static str = "golden_model";
-    const VERSION: u32 = 2;
+    const VERSION: u32 = 3;
     type Params = Params;
 
     fn run(&self, p: Params, ctx: &mut StageCtx<'_>) -> anyhow::Result<()> {
@@ -150,6 +171,12 @@ impl Kind for GoldenModel {
             bail!("interrupted by signal {sig}");
         }
         let r = sky_infer::golden::compare(&outputs, &want, params.tolerance);
+        let fix = (!params.record_from.is_empty()).then(|| {
+            format!(
+                "skyctl golden record {} --cases {} --out {} --set-tolerance",
+                params.record_from, cases.rel, expected.rel
+            )
+        });
         let report = json!({
             "suite": suite,
             "kind": "model",
@@ -159,6 +186,8 @@ impl Kind for GoldenModel {
             "max_abs_err": r.max_abs_err,
             "worst_case": r.worst_case,
             "mismatched_ids": r.mismatched_ids,
+            "unrecorded_ids": r.unrecorded_ids,
+            "fix": fix,
             "failures": r.failures,
             "tolerance": r.tolerance,
             "passed": r.passed,

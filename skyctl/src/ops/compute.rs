@@ -3,7 +3,6 @@
 
 use std::path::Path;
 
-use anyhow::Context;
 use sky_infer::engine::Engine;
 use sky_infer::int8::{ComputeOptions, ComputeReport};
 use sky_quant::ActQuant;
@@ -56,9 +55,48 @@ impl ComputePath {
 
     /// Load a model (GGUF file or Laya directory) on this path.
     pub fn open(&self, model: &Path) -> anyhow::Result<(Engine, ComputeReport)> {
-        sky_infer::int8::open(model, &self.options(), None)
-            .with_context(|| format!("loading {}", model.display()))
+        if let Some(e) = missing_model(model) {
+            return Err(e);
+        }
+        if let Some(e) = sky_laya::checkpoint::not_a_checkpoint(model).filter(|_| model.is_dir()) {
+            return Err(e.into());
+        }
+        sky_infer::int8::open(model, &self.options(), None).map_err(|e| match &e {
+            // A flag that does not fit the model is the flag's error, not the load's.
+            sky_infer::InferError::BadValue { key, .. } if key.starts_with("--") => e.into(),
+            _ => anyhow::Error::from(e).context(format!("loading {}", model.display())),
+        })
     }
+}
+
+/// The error for a model path that does not exist: the path once, and the closest file or
+/// folder beside it (a mistyped variant, `s1-pico.f61.gguf`); `None` when it exists.
+pub fn missing_model(model: &Path) -> Option<anyhow::Error> {
+    if std::fs::symlink_metadata(model).is_ok() {
+        return None;
+    }
+    let dir = match model.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let beside: Vec<String> = std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| {
+                    if dir == Path::new(".") && model.parent() != Some(dir) {
+                        e.file_name().to_string_lossy().into_owned()
+                    } else {
+                        dir.join(e.file_name()).display().to_string()
+                    }
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let given = model.display().to_string();
+    let hint = sky_dag::source::did_you_mean(&given, beside.iter().map(String::as_str));
+    Some(anyhow::anyhow!(
+        "{given}: no such file or directory{hint}; a model is a .gguf file or a Laya checkpoint directory"
+    ))
 }
 
 #[cfg(test)]

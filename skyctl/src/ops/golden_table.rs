@@ -47,11 +47,20 @@ impl Row {
                 format!("FAIL ({} of {} files)", n("files_failed"), n("files")),
             ),
             _ => {
-                let mismatched = v["mismatched_ids"].as_array().map_or(0, Vec::len);
-                let fail = if mismatched > 0 {
-                    format!("FAIL ({mismatched} mismatched)")
-                } else {
+                let count = |k: &str| v[k].as_array().map_or(0, Vec::len);
+                let mut why = Vec::new();
+                match count("unrecorded_ids") {
+                    0 => {}
+                    n => why.push(format!("{n} not recorded")),
+                }
+                match count("mismatched_ids") {
+                    0 => {}
+                    n => why.push(format!("{n} mismatched")),
+                }
+                let fail = if why.is_empty() {
                     "FAIL".to_string()
+                } else {
+                    format!("FAIL ({})", why.join(", "))
                 };
                 (format!("{} cases", n("cases")), s("worst_case"), fail)
             }
@@ -176,10 +185,16 @@ pub fn failure_summary(v: &Value) -> String {
                 row.worst
             ));
         }
-        let ids: Vec<&str> = v["mismatched_ids"]
-            .as_array()
-            .map_or(Vec::new(), |a| a.iter().filter_map(Value::as_str).collect());
-        if !ids.is_empty() {
+        for (key, what) in [
+            ("unrecorded_ids", "have no expected record"),
+            ("mismatched_ids", "mismatched"),
+        ] {
+            let ids: Vec<&str> = v[key]
+                .as_array()
+                .map_or(Vec::new(), |a| a.iter().filter_map(Value::as_str).collect());
+            if ids.is_empty() {
+                continue;
+            }
             let shown: Vec<&str> = ids.iter().take(5).copied().collect();
             let more = if ids.len() > shown.len() {
                 format!(" (+{} more)", ids.len() - shown.len())
@@ -187,7 +202,7 @@ pub fn failure_summary(v: &Value) -> String {
                 String::new()
             };
             parts.push(format!(
-                "{} of {} cases mismatched: {}{more}",
+                "{} of {} cases {what}: {}{more}",
                 ids.len(),
                 v["cases"].as_u64().unwrap_or(0),
                 shown.join(", ")
@@ -195,6 +210,19 @@ pub fn failure_summary(v: &Value) -> String {
         }
         if v["cases"].as_u64() == Some(0) {
             parts.push("no cases".into());
+        }
+        // The way out, when the report knows it: record the expected file again (from the
+        // suite's model) and refit the tolerances, once the new answers are checked.
+        if let Some(fix) = v["fix"].as_str() {
+            let lead = if v["unrecorded_ids"]
+                .as_array()
+                .is_some_and(|a| !a.is_empty())
+            {
+                "to record the new cases"
+            } else {
+                "if the new answers are right, record them"
+            };
+            parts.push(format!("{lead}: {fix}"));
         }
     }
     format!("golden `{suite}` failed: {}", parts.join("; "))
@@ -272,6 +300,12 @@ mod tests {
         assert_eq!(Row::from_report(&bad).result, "FAIL (2 mismatched)");
         let s = failure_summary(&bad);
         assert_eq!(s, "golden `pico` failed: max |dp| 2.000e-3 > tolerance 1e-3 (worst case c3_route); 2 of 41 cases mismatched: c1, c2");
+        // A case with no expected record says so, and the fix the report carries is named.
+        let mut new = model(false, json!(1e-4), json!([]));
+        new["unrecorded_ids"] = json!(["c9"]);
+        new["fix"] = json!("skyctl golden record m --cases c --out e --set-tolerance");
+        assert_eq!(Row::from_report(&new).result, "FAIL (1 not recorded)");
+        assert_eq!(failure_summary(&new), "golden `pico` failed: 1 of 41 cases have no expected record: c9; to record the new cases: skyctl golden record m --cases c --out e --set-tolerance");
         // NaN probabilities: the report holds null, the row says inf.
         let nan = model(false, Value::Null, json!([]));
         assert_eq!(Row::from_report(&nan).max_abs_err, Some(f64::INFINITY));

@@ -168,7 +168,28 @@ pub fn build_dir(m: &Manifest) -> &str {
 
 /// The file of variant `variant` of model `model`.
 pub fn model_file(m: &Manifest, model: &str, variant: Variant) -> String {
-    format!("{}/{model}/{model}.{}.gguf", build_dir(m), variant.name())
+    format!(
+        "{}/{model}/{model}.{}.gguf",
+        build_dir(m),
+        file_label(m, model, variant)
+    )
+}
+
+/// What a variant's file name says it holds: the variant's name, except for the policy
+/// variant (`f16`) of a model whose policy gives the encoder BF16: `bf16`, so neither the
+/// file nor anything named after it calls BF16 tensors F16.
+pub fn file_label(m: &Manifest, model: &str, variant: Variant) -> &'static str {
+    let bf16 = || {
+        m.model
+            .iter()
+            .find(|x| x.name.get_ref() == model)
+            .and_then(|x| m.policy_for(x.policy.get_ref()))
+            .is_some_and(|p| p.default_type == crate::ops::policy::TensorType::BF16)
+    };
+    match variant {
+        Variant::F16 if bf16() => "bf16",
+        v => v.name(),
+    }
 }
 
 /// The record model `model`'s `bench` node writes.

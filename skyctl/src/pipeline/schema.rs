@@ -270,8 +270,8 @@ pub struct Golden {
     pub cases: Option<Spanned<String>>,
     /// (model) expected outputs: JSONL.
     pub expected: Option<Spanned<String>>,
-    /// (model) max absolute probability error.
-    pub tolerance: Option<f64>,
+    /// (model) max absolute probability error (its span: where `--set-tolerance` writes).
+    pub tolerance: Option<Spanned<f64>>,
     /// (model) compute path: `f32` (default), `q8` (int8, Q8x2 activations) or `q8-fast`.
     pub compute: Option<Spanned<String>>,
     /// (kernels) directory of PNGOLDEN1 files.
@@ -1058,10 +1058,12 @@ impl Manifest {
                         }
                     }
                 }
-                if let Some(t) = g.tolerance {
+                if let Some(t) = &g.tolerance {
+                    let t_span = t.span();
+                    let t = *t.get_ref();
                     if !(t.is_finite() && t >= 0.0) {
                         return Err(self.error_at(
-                            g.name.span(),
+                            t_span,
                             format!("golden `{name}`: tolerance must be a number >= 0"),
                         ));
                     }

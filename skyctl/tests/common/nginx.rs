@@ -123,6 +123,7 @@ http {{
     server {{
         {listen}
         root {dp}/data;
+        log_not_found off;
         location /cache/ {{
             {guard}
             dav_methods PUT DELETE;

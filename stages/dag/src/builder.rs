@@ -1206,6 +1206,10 @@ impl<'a> Driver<'a, JobOutput> for BuildDriver<'a> {
 
     fn skip(&mut self, n: NodeIdx) {
         let failure = match (self.blame(n), self.first_failure) {
+            // Ctrl-C or SIGTERM: what did not run was cancelled, whatever else failed.
+            _ if crate::interrupt::requested().is_some() => NodeFailure::Cancelled {
+                message: "not run: the build was interrupted".into(),
+            },
             (Some(d), _) => NodeFailure::DependencyFailed {
                 node: self.graph.nodes[d].id.clone(),
             },

@@ -25,6 +25,10 @@ pub struct NodeView {
     pub key: Option<Digest>,
     /// `None` when fresh; otherwise why it would run (or be restored).
     pub stale: Option<DirtyReason>,
+    /// The other parameters that changed, when `stale` is a changed parameter (a status line
+    /// names every one).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub more_params: Vec<DirtyReason>,
     /// Whether it would only be restored from the store (not run).
     pub restore_only: bool,
     /// Dependencies (ids).
@@ -60,6 +64,7 @@ pub fn scan(
             kind: node.kind.clone(),
             key: None,
             stale: None,
+            more_params: Vec::new(),
             restore_only: false,
             deps: graph.deps[n]
                 .iter()
@@ -106,7 +111,19 @@ pub fn scan(
                         view.stale = Some(why);
                         view.restore_only = true;
                     }
-                    Freshness::Dirty(why) => view.stale = Some(why),
+                    Freshness::Dirty(why) => {
+                        if let (DirtyReason::ParamsChanged { .. }, Some(m)) = (&why, &view.material)
+                        {
+                            view.more_params = scanner
+                                .differences(n, m)
+                                .into_iter()
+                                .filter(|d| {
+                                    matches!(d, DirtyReason::ParamsChanged { .. }) && *d != why
+                                })
+                                .collect();
+                        }
+                        view.stale = Some(why);
+                    }
                 }
             }
         }

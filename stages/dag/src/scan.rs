@@ -22,6 +22,19 @@ use crate::tree::{list_files, Tree, TreeEntry};
 
 /// How many characters of a changed parameter's value `explain` shows.
 pub const SHOWN_VALUE: usize = 80;
+/// How many of them come before the first character where the old and new values differ.
+const SHOWN_BEFORE: usize = 24;
+
+/// `SHOWN_VALUE` characters of `text` from character `from`, with `…` where it is cut.
+fn excerpt(text: &str, from: usize) -> String {
+    let n = text.chars().count();
+    // A value that fits is shown whole.
+    let from = if n <= SHOWN_VALUE { 0 } else { from };
+    let body: String = text.chars().skip(from).take(SHOWN_VALUE).collect();
+    let head = if from > 0 { "…" } else { "" };
+    let tail = if from + SHOWN_VALUE < n { "…" } else { "" };
+    format!("{head}{body}{tail}")
+}
 
 /// Why a node has to run (or be restored).
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -79,6 +92,12 @@ pub enum DirtyReason {
         /// The output path.
         path: String,
     },
+    /// The workspace holds the last build's outputs, made from other inputs; these inputs
+    /// were built before and their result is in the store (a reverted edit): restored.
+    BuiltBefore {
+        /// The first output that differs.
+        path: String,
+    },
     /// The stored outputs could not be used (missing or corrupted blob); re-run.
     StoreDamaged {
         /// What was wrong.
@@ -128,6 +147,9 @@ impl fmt::Display for DirtyReason {
             DirtyReason::InputRemoved { path } => write!(f, "input `{path}` removed"),
             DirtyReason::NoRecord => write!(f, "no cached result in the store"),
             DirtyReason::OutputMissing { path } => write!(f, "output `{path}` missing or modified"),
+            DirtyReason::BuiltBefore { .. } => {
+                write!(f, "built before: these inputs' result is in the store")
+            }
             DirtyReason::StoreDamaged { message } => write!(f, "cached result unusable: {message}"),
             DirtyReason::UpstreamChanged { node } => write!(f, "upstream node `{node}` is stale"),
         }
@@ -736,6 +758,12 @@ impl<'a> Scanner<'a> {
         match self.recorded_outputs(n, key) {
             Some(outputs) => match self.check_outputs_of(n, &outputs) {
                 None => (Freshness::Fresh, Some(outputs)),
+                // The last build ran the node on other inputs: its outputs are there, not
+                // damaged, and this key's were made by an earlier build.
+                Some(path) if self.last_state(n).is_some_and(|st| st.key != *key) => (
+                    Freshness::Restore(DirtyReason::BuiltBefore { path }),
+                    Some(outputs),
+                ),
                 Some(path) => (
                     Freshness::Restore(DirtyReason::OutputMissing { path }),
                     Some(outputs),
@@ -756,6 +784,13 @@ impl<'a> Scanner<'a> {
                 .and_then(|old| diff(&old, material))
                 .unwrap_or(DirtyReason::NoRecord),
         }
+    }
+
+    /// Every difference of node `n`'s key material from the last build's (empty without one).
+    pub fn differences(&self, n: NodeIdx, material: &KeyMaterial) -> Vec<DirtyReason> {
+        self.last_state(n)
+            .and_then(|st| self.last.material(st))
+            .map_or_else(Vec::new, |old| diff_all(&old, material))
     }
 
     /// The last recorded state of node `n`.
@@ -855,19 +890,25 @@ pub fn diff_all(old: &KeyMaterial, new: &KeyMaterial) -> Vec<DirtyReason> {
                 fields.dedup();
                 out.extend(fields.into_iter().map(|f| {
                     // What the user changed, shown; never the values of environment variables.
-                    let shown = |v: Option<&serde_json::Value>| {
-                        v.filter(|_| f != "env").map(|v| {
-                            let text = v.to_string();
-                            match text.char_indices().nth(SHOWN_VALUE) {
-                                Some((cut, _)) => format!("{}…", &text[..cut]),
-                                None => text,
-                            }
-                        })
+                    let text = |v: Option<&serde_json::Value>| {
+                        v.filter(|_| f != "env").map(|v| v.to_string())
+                    };
+                    let (old, new) = (text(a.get(f)), text(b.get(f)));
+                    // Both sides from just before where they part, so a long value shows the
+                    // change rather than the prefix the two share.
+                    let from = match (&old, &new) {
+                        (Some(o), Some(n)) => o
+                            .chars()
+                            .zip(n.chars())
+                            .position(|(x, y)| x != y)
+                            .unwrap_or(o.chars().count().min(n.chars().count()))
+                            .saturating_sub(SHOWN_BEFORE),
+                        _ => 0,
                     };
                     DirtyReason::ParamsChanged {
                         field: f.clone(),
-                        old: shown(a.get(f)),
-                        new: shown(b.get(f)),
+                        old: old.map(|t| excerpt(&t, from)),
+                        new: new.map(|t| excerpt(&t, from)),
                     }
                 }));
             }
@@ -956,6 +997,22 @@ mod tests {
                 files: Vec::new(),
             }],
         }
+    }
+
+    #[test]
+    fn a_long_changed_parameter_is_shown_where_it_changed() {
+        let long = |path: &str| json!({"models": [{"name": "s1-pico", "variants": ["f16", "q8_0"], "publish": ["f16"], "path": path}]});
+        let (mut a, mut b) = (mat(), mat());
+        std::sync::Arc::make_mut(&mut a.params)["run"] = long("build/s1-pico/s1-pico.f16.gguf");
+        std::sync::Arc::make_mut(&mut b.params)["run"] = long("build/s1-pico/s1-pico.bf16.gguf");
+        let text = diff(&a, &b).unwrap().to_string();
+        assert!(
+            text.contains("s1-pico.f16.gguf") && text.contains("s1-pico.bf16.gguf"),
+            "{text}"
+        );
+        assert!(text.starts_with("parameter `run` changed from …"), "{text}");
+        // A short value is shown whole.
+        assert_eq!(excerpt("\"sub\"", 3), "\"sub\"");
     }
 
     #[test]

@@ -1142,6 +1142,51 @@ pub fn forward<'w>(
     )
 }
 
+/// The encoder's output for `ids` (Hugging Face's `last_hidden_state`: after the final
+/// encoder norm), `n x d` row-major, on `model` as loaded (an int8 model on its int8 path).
+pub fn hidden_states(model: &Model, isa: Isa, ws: &mut Workspace, ids: &[u32]) -> Result<Vec<f32>> {
+    if ids.is_empty() {
+        return Err(InferError::BadRequest {
+            path: "ids".into(),
+            message: "no tokens".into(),
+        });
+    }
+    let mut capture = Vec::new();
+    // The pass runs the head too (on one row); only the encoder's boundary is kept.
+    forward_from(
+        model,
+        isa,
+        ws,
+        ids,
+        &[0],
+        QType::Choice,
+        None,
+        Boundaries {
+            resume: None,
+            capture: Some(&mut capture),
+        },
+    )?;
+    let d = model.config.hidden;
+    let last = capture.pop().filter(|x| x.len() == ids.len() * d);
+    let Some(x) = last else {
+        return Err(InferError::BadRequest {
+            path: "ids".into(),
+            message: "the pass recorded no encoder output".into(),
+        });
+    };
+    let mut out = vec![0.0; x.len()];
+    layer_norm(
+        isa,
+        &x,
+        &mut out,
+        d,
+        &model.output_norm,
+        None,
+        model.config.eps,
+    );
+    Ok(out)
+}
+
 /// The hidden state entering encoder layer `layer` (`layer == n_enc`: the encoder's output,
 /// before its final norm), `n x d` row-major, as a pass with [`Boundaries::capture`] recorded it.
 #[derive(Debug, Clone, Copy)]

@@ -292,6 +292,9 @@ mod fs {
 
     /// Load a Laya checkpoint directory (safetensors computed in f32).
     pub fn engine_from_laya_dir(dir: &Path) -> Result<Engine> {
+        if let Some(e) = sky_laya::checkpoint::not_a_checkpoint(dir) {
+            return Err(upstream("laya checkpoint", e));
+        }
         let read = |rel: &str| {
             let p = dir.join(rel);
             sky_fs::read(&p, sky_fs::CONFIG).map_err(|e| io(&p, std::io::Error::from(e)))

@@ -54,6 +54,18 @@ pub struct Question {
     pub legend: Vec<Value>,
 }
 
+/// At most [`SHOWN_CHARS`] characters of a user's text for a message (`…` where cut): the
+/// path names the value, the message need not repeat all of it.
+fn shown(text: &str) -> String {
+    match text.char_indices().nth(SHOWN_CHARS) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_string(),
+    }
+}
+
+/// How many characters of a user's text a message repeats.
+const SHOWN_CHARS: usize = 48;
+
 /// Render a criterion value: strings as is, anything else compact JSON.
 fn render_criterion(v: &Value) -> String {
     match v {
@@ -122,7 +134,7 @@ impl Question {
                             if let Some(first) = pairs.iter().position(|(k, _)| *k == key) {
                                 return Err(bad_request(
                                     format!("{cpath}[{i}]"),
-                                    format!("the label {key:?} is given twice (also {cpath}[{first}])"),
+                                    format!("the label {:?} is given twice (also {cpath}[{first}])", shown(&key)),
                                 ));
                             }
                             pairs.push((key, Value::Null));
@@ -443,6 +455,15 @@ mod tests {
             mask: 4,
             mask_text: "[MASK]".into(),
         }
+    }
+
+    #[test]
+    fn a_long_text_is_cut_in_messages() {
+        let long = "word ".repeat(60);
+        let s = shown(&long);
+        assert_eq!(s.chars().count(), SHOWN_CHARS + 1);
+        assert!(s.ends_with('…'));
+        assert_eq!(shown("short"), "short");
     }
 
     #[test]

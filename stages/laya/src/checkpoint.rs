@@ -308,6 +308,16 @@ fn map_shards(dir: &Path) -> Vec<Result<Shard>> {
     paths.into_iter().map(map).collect()
 }
 
+/// [`LayaError::NotACheckpoint`] for a directory with neither config (some other folder, not
+/// a checkpoint with a file missing, whose own error names that file).
+pub fn not_a_checkpoint(dir: &Path) -> Option<LayaError> {
+    let none = !dir.join("encoder").join("config.json").exists()
+        && !dir.join("rl_agent_config.json").exists();
+    none.then(|| LayaError::NotACheckpoint {
+        path: dir.to_path_buf(),
+    })
+}
+
 impl LayaCheckpoint {
     /// Open a Laya directory: parse the configs and the tokenizer, map the weights, and
     /// check every tensor's name, dtype and shape against the configs (the first
@@ -319,6 +329,9 @@ impl LayaCheckpoint {
                 path: dir.to_path_buf(),
                 what: "a Laya checkpoint directory",
             });
+        }
+        if let Some(e) = not_a_checkpoint(dir) {
+            return Err(e);
         }
         let owned = |b: Result<Option<Vec<u8>>>| b.map(|b| b.map(Cow::Owned));
         LayaCheckpoint::from_sources(

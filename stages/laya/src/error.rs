@@ -19,6 +19,14 @@ pub enum LayaError {
     /// The caller asked the conversion to stop ([`crate::convert_until`]).
     #[error("stopped: cancelled by the caller")]
     Cancelled,
+    /// A directory with none of a checkpoint's configs: not a Laya checkpoint at all.
+    #[error(
+        "{path}: not a Laya checkpoint (it has no encoder/config.json nor rl_agent_config.json; a checkpoint directory holds model.safetensors, encoder/, rl_agent_config.json and tokenizer/)"
+    )]
+    NotACheckpoint {
+        /// The directory.
+        path: PathBuf,
+    },
     /// A file the Laya layout requires is not there.
     #[error("{path}: missing ({what})")]
     MissingFile {

@@ -49,6 +49,11 @@ impl StatePaths {
     pub fn failures(&self) -> PathBuf {
         self.dir.join("failures.json")
     }
+    /// `.skyctl/state-v1/remotes`: the remote caches (shown URLs, one a line) that results of
+    /// this workspace went to or came from: a front end's note, read for its hints.
+    pub fn remotes(&self) -> PathBuf {
+        self.dir.join("remotes")
+    }
     /// `.skyctl/state-v1/outputs.log`: the outputs of nodes about to run ([`super::Journal`]).
     pub fn journal(&self) -> PathBuf {
         self.dir.join("outputs.log")

@@ -111,6 +111,13 @@ export class SkyEngine {
     return this.result(this.call('sky_ask'));
   }
 
+  // The demo form's fields as typed ({state, type, instructions, options}) as the request they
+  // send, checked as `skyctl ask` checks a request: {ok, value: {request, options} | error}.
+  form(fields) {
+    this.writeText(JSON.stringify(fields));
+    return this.result(this.call('sky_form'));
+  }
+
   // The built-in benchmark questions: [{id, request}], the prompts `skyctl bench` times.
   questions() {
     return this.result(this.call('sky_questions'));

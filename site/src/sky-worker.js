@@ -1,6 +1,7 @@
 // The engine's Web Worker: fetches the module and the model, answers questions off the page's
 // thread. Messages in: {type: "init", base, modelUrl, prefer} then {type: "ask", id, request} (or
 // {type: "ask", id, op: "questions"}: the built-in benchmark questions; {type: "ask", id,
+// op: "form", request: fields}: the demo form as its request (engine.form); {type: "ask", id,
 // op: "bench", request: {requests, reps}}: ms per answer of each request, answered reps times).
 // Messages out: {type: "progress", loaded, total}, {type: "ready", info} or
 // {type: "failed", message}, {type: "answer", id, ok, value, ms}.
@@ -128,6 +129,8 @@ self.onmessage = async (ev) => {
       const r =
         msg.op === 'questions'
           ? engine.questions()
+          : msg.op === 'form'
+            ? engine.form(msg.request)
           : msg.op === 'bench'
             ? benchRun(msg.request)
             : engine.ask(msg.request);

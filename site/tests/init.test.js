@@ -93,24 +93,67 @@ test('the demo offers every published file and loads the one picked', async () =
     );
     assert.match(options[1].text, /^s1-pico \(Q8_0, [\d,]+ bytes/);
     assert.equal(await page.textContent('#model-name'), 's1-pico (F16, s1-pico.gguf)');
+    assert.equal(await page.textContent('#compute'), 'Answers computed in f32.');
     await Promise.all([page.waitForURL(/model=models%2Fs1-pico\.q8_0\.gguf/), page.selectOption('#model-pick', 'models/s1-pico.q8_0.gguf')]);
     const info = await page.evaluate(() => window.sky.ready);
     assert.equal(info.model, 's1-pico.q8_0.gguf');
     assert.equal(info.model_bytes, fs.statSync(path.join(release, 'models/s1-pico.q8_0.gguf')).size);
     assert.equal(await page.$eval('#model-pick', (s) => s.value), 'models/s1-pico.q8_0.gguf');
-    // Natively a Q8_0 file runs its matrix products in int8; the browser engine decodes it to
-    // f32. So the answer has the native one's shape, with probabilities within int8's error.
-    const [c] = cases;
-    const [want] = nativeAnswers(path.join(release, 'models/s1-pico.q8_0.gguf'), [c]);
-    const got = await page.evaluate((r) => window.sky.ask(r), c.request);
-    assert.deepEqual(diff(want.answers[c.id].probabilities, got.answers[c.id].probabilities, 0.02), [], `case ${c.id} on the Q8_0 file`);
-    assert.deepEqual(Object.keys(got.answers[c.id]), Object.keys(want.answers[c.id]));
-    assert.equal(got.usage.input_tokens, want.usage.input_tokens);
+    // The page says which path answers: the file's own int8 path, as `skyctl ask` runs it.
+    assert.equal(info.compute, 'int8, outlier-aware');
+    assert.equal(await page.textContent('#compute'), 'Answers computed in int8, outlier-aware.');
+    assert.match(await page.textContent('#engine-line'), /int8, outlier-aware compute \(\d+ matrices in int8, \d+ outlier columns in f32/);
     assert.deepEqual(page.errors, []);
   } finally {
     await page.close();
   }
 });
+
+// A few requests besides the golden cases: a score, a yes/no with descriptions, JSON state.
+const FREE = [
+  { id: 'free_score', request: { state: 'The parcel arrived broken and support hung up on me.', questions: { free_score: { type: 'score', instructions: 'How angry is the customer?', criteria: ['calm', 'annoyed', 'angry', 'furious'] } } } },
+  { id: 'free_noul', request: { state: { customer: 'Ana', message: 'Where is my refund?' }, questions: { free_noul: { type: 'noul', instructions: 'Is this about money?', criteria: { true: 'about payments', false: 'about something else' } } } } },
+  { id: 'free_choice', request: { state: ['hi', 'my login fails since the update'], questions: { free_choice: { type: 'choice', instructions: 'Which team?', criteria: { billing: 'payments and refunds', technical: 'apps and logins', shipping: null } } } } },
+];
+
+// Every published file, at both modules: the browser answers every golden case of the project
+// and the free requests as `skyctl ask` does on the same file: within 1e-3 for an int8 file
+// (its integer parts are exact, the f32 parts differ by the order of operations), within 1e-5
+// for a float file.
+for (const [query, simd] of [['', true], ['&simd=0', false]]) {
+  test(`every published file answers as skyctl ask does on it (${simd ? 'SIMD128' : 'scalar'})`, async (t) => {
+    const manifest = JSON.parse(fs.readFileSync(path.join(release, 'models/manifest.json'), 'utf8'));
+    const files = manifest.models.flatMap((m) => m.files);
+    assert.deepEqual(files.map((f) => f.variant), ['f16', 'q8_0']);
+    const all = [...cases, ...FREE];
+    for (const f of files) {
+      const int8 = f.types.Q8_0 > 0;
+      const tol = int8 ? 1e-3 : TOL;
+      const page = await openPage(ctx, `${site.url}index.html?model=${encodeURIComponent(f.path)}${query}`);
+      try {
+        const info = await page.evaluate(() => window.sky.ready);
+        assert.equal(info.simd, simd);
+        assert.equal(info.compute, int8 ? 'int8, outlier-aware' : 'f32', f.path);
+        const want = nativeAnswers(path.join(release, f.path), all);
+        const got = await page.evaluate(async (reqs) => {
+          const out = [];
+          for (const r of reqs) out.push(await window.sky.ask(r));
+          return out;
+        }, all.map((c) => c.request));
+        let worst = 0;
+        for (let i = 0; i < all.length; i++) {
+          const d = diff(want[i], got[i], tol);
+          assert.deepEqual(d, [], `${f.path}, ${all[i].id}:\n${d.join('\n')}`);
+          worst = Math.max(worst, maxAbs(want[i], got[i]));
+        }
+        t.diagnostic(`${f.path} (${info.compute}, ${simd ? 'SIMD128' : 'scalar'}): ${all.length} requests, max |browser - native| = ${worst.toExponential(2)} (bound ${tol})`);
+        assert.deepEqual(page.errors, []);
+      } finally {
+        await page.close();
+      }
+    }
+  });
+}
 
 test("the Bench page shows the project's model", async () => {
   const page = await openPage(ctx, `${site.url}bench.html`);

@@ -47,8 +47,18 @@ fn plan(cx: &Plan<'_>, out: &mut Planned) -> sky_dag::Result<()> {
     let mut inputs = Vec::new();
     for model in &m.model {
         let name = model.name.get_ref();
-        // Every variant the pipeline builds (sizes and digests), published or not.
-        for &v in &model.variants {
+        // Every variant the pipeline builds (sizes and digests), published or not: the F32
+        // reference too where quantizing builds it without its being a listed variant (the
+        // Bench page would otherwise show no size for a file the build made).
+        let mut built = model.variants.clone();
+        if !built.contains(&Variant::F32)
+            && built
+                .iter()
+                .any(|v| matches!(v, Variant::Q8_0 | Variant::Tuned))
+        {
+            built.insert(0, Variant::F32);
+        }
+        for &v in &built {
             inputs.push((model_file(m, name, v), model.name.span()));
         }
         if model.bench.is_some() {
@@ -60,11 +70,7 @@ fn plan(cx: &Plan<'_>, out: &mut Planned) -> sky_dag::Result<()> {
         }
         models.push(ModelParams {
             name: name.clone(),
-            variants: model
-                .variants
-                .iter()
-                .map(|v| v.name().to_string())
-                .collect(),
+            variants: built.iter().map(|v| v.name().to_string()).collect(),
             publish: model
                 .publish
                 .iter()

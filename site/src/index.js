@@ -89,9 +89,8 @@ sky.ready.then(
 );
 
 // The answer, or the refusal in its place: the previous answer never stays under a new error.
-// The first answer of a page includes the engine's warm-up (memory grown, caches filled): it
+// The engine's first answer includes its warm-up (memory grown, caches filled): its latency
 // is marked so, not shown as the engine's speed.
-let answered = 0;
 function showAnswer(value, ms, options, first) {
   const a = value.answers.q;
   $('answer-error').hidden = true;
@@ -144,8 +143,8 @@ $('ask-form').addEventListener('submit', async (ev) => {
   try {
     const built = await sky.form(fields);
     options = built.options;
-    const { value, ms } = await sky.timed(built.request);
-    showAnswer(value, ms, options, answered++ === 0);
+    const { value, ms, first } = await sky.timed(built.request);
+    showAnswer(value, ms, options, first);
   } catch (err) {
     // A refusal names the request's fields; say it in the form's words.
     showRefusal(err.response ? explainRefusal(err.message, err.response.options || options) : err.message);

@@ -69,7 +69,8 @@ export function startSky({ modelUrl, prefer = 'auto', onProgress = () => {} }) {
     ask(request) {
       return sky.timed(request).then((r) => r.value);
     },
-    // {value, ms}: the response and the engine's latency for it (ms, measured in the worker).
+    // {value, ms, first}: the response and the engine's latency for it (ms, measured in the
+    // worker); `first` when it was the engine's first answer (its latency includes the warm-up).
     timed(request, op = 'ask') {
       return ready.then(
         () =>
@@ -116,7 +117,7 @@ export function startSky({ modelUrl, prefer = 'auto', onProgress = () => {} }) {
       pending.delete(m.id);
       sky.lastMs = m.ms;
       if (m.ok) {
-        p.resolve({ value: m.value, ms: m.ms });
+        p.resolve({ value: m.value, ms: m.ms, first: m.first === true });
       } else {
         const err = new Error(m.value?.error?.message || 'the engine refused the request');
         err.response = m.value;

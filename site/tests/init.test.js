@@ -16,6 +16,7 @@ import { skyctlBin, serve, launch, openPage, nativeAnswers, diff, maxAbs } from 
 const TOL = 1e-5;
 let tmp;
 let release;
+let proj;
 let site;
 let ctx;
 let cases;
@@ -26,7 +27,7 @@ before(async () => {
   // Only the binary: PATH without cargo or rustc, so nothing could build the engine.
   const env = { PATH: '/usr/bin:/bin', HOME: tmp };
   execFileSync(bin, ['init', 'proj'], { cwd: tmp, env, stdio: 'ignore' });
-  const proj = path.join(tmp, 'proj');
+  proj = path.join(tmp, 'proj');
   execFileSync(bin, ['build'], { cwd: proj, env, stdio: 'ignore' });
   release = path.join(proj, 'site/public');
   // The project's own golden cases as /v1/systemone requests.
@@ -165,6 +166,9 @@ test("the Bench page shows the project's model", async () => {
     const params = manifest.models[0].parameters;
     assert.ok(params > 0);
     assert.match(await page.textContent('#models-table'), new RegExp(params.toLocaleString('en-US')));
+    // The F32 reference the build makes (the Q8_0 file is quantized from it) has its size.
+    const f32 = fs.statSync(path.join(proj, 'build/s1-pico/s1-pico.f32.gguf')).size;
+    assert.equal(await page.textContent('#models-table td[data-col="bytes-f32"]'), f32.toLocaleString('en-US'));
     assert.deepEqual(page.errors, []);
   } finally {
     await page.close();

@@ -123,6 +123,12 @@ export class SkyEngine {
     return this.result(this.call('sky_questions'));
   }
 
+  // The int8 kernel paths of this module, each checked bit for bit against the portable
+  // scalar path: {paths, products, equal}.
+  int8Check() {
+    return this.result(this.call('sky_int8_check'));
+  }
+
   info() {
     return this.result(this.call('sky_info'));
   }

@@ -48,6 +48,16 @@ before(async () => {
   const nulls = structuredClone(bench);
   for (const modes of Object.values(nulls.models)) for (const k of Object.keys(modes)) modes[k] = null;
   fs.writeFileSync(path.join(dir, 'nulls/bench.json'), JSON.stringify(nulls, null, 2));
+  // The same site with a wide spread on one timing (rounds 30% apart) and a narrow one on
+  // another: the first must be marked noisy, the second not.
+  fs.cpSync(RELEASE, path.join(dir, 'noisy'), { recursive: true });
+  const noisy = structuredClone(bench);
+  const first = Object.keys(noisy.models)[0];
+  noisy.models[first].f32 = 1000;
+  noisy.models[first].q8_0 = 1200;
+  noisy.spread ??= {};
+  noisy.spread[first] = { ...(noisy.spread[first] ?? {}), f32: { min: 850, max: 1150, rounds: 5 }, q8_0: { min: 1190, max: 1215, rounds: 5 } };
+  fs.writeFileSync(path.join(dir, 'noisy/bench.json'), JSON.stringify(noisy, null, 2));
   fs.mkdirSync(SHOTS, { recursive: true });
   cases = goldenCases();
   native = nativeAnswers(path.join(RELEASE, 'models/s1-pico.gguf'), cases);
@@ -539,7 +549,10 @@ async function tableCells(page) {
   return page.evaluate(() =>
     [...document.querySelectorAll('#models-table tbody tr')].map((tr) => ({
       model: tr.dataset.model,
-      cells: Object.fromEntries([...tr.querySelectorAll('td[data-col]')].map((td) => [td.dataset.col, td.textContent])),
+      // A timing cell: its median (the spread is under it, in its own span).
+      cells: Object.fromEntries([...tr.querySelectorAll('td[data-col]')].map((td) => [td.dataset.col, (td.querySelector('.value') ?? td).textContent])),
+      spreads: Object.fromEntries([...tr.querySelectorAll('td[data-col] .spread')].map((sp) => [sp.parentElement.dataset.col, sp.textContent])),
+      noisy: [...tr.querySelectorAll('td[data-noisy="true"]')].map((td) => td.dataset.col),
       text: tr.textContent,
     })),
   );
@@ -562,6 +575,15 @@ test('the Bench page shows bench.json and manifest.json, and measures this brows
       for (const v of m.variants) assert.equal(row.cells[`bytes-${v.variant}`], fmt(v.bytes, 0), `${m.name} ${v.variant}`);
       for (const [mode, us] of Object.entries(bench.models[m.name])) {
         assert.equal(row.cells[`native-${mode}`], fmt(us), `${m.name} ${mode}`);
+        // Every timing with its spread over rounds: the fastest and the slowest round.
+        const sp = bench.spread[m.name][mode];
+        if (us === null) assert.equal(sp, null, `${m.name} ${mode}: no spread without a timing`);
+        else {
+          assert.ok(sp.min <= us && us <= sp.max, `${m.name} ${mode}: ${sp.min} <= ${us} <= ${sp.max}`);
+          const noisy = (sp.max - sp.min) / us > 0.1;
+          assert.equal(row.spreads[`native-${mode}`], `${fmt(sp.min)}–${fmt(sp.max)}${noisy ? ' noisy' : ''}`);
+          assert.equal(row.noisy.includes(`native-${mode}`), noisy);
+        }
       }
       assert.equal(row.cells.browser, DASH);
       // Every native timing names the CPU, the instruction set and the threads that made it.
@@ -605,6 +627,35 @@ test('the Bench page shows an em dash for every null of bench.json', async () =>
     assert.doesNotMatch(table, /null|NaN|undefined/);
     assert.match(await page.textContent('#chart'), new RegExp(DASH));
     await page.screenshot({ path: path.join(SHOTS, 'bench-nulls.png'), fullPage: true });
+    assert.deepEqual(page.errors, []);
+  } finally {
+    await page.close();
+  }
+});
+
+test('the Bench page gives each timing its spread and marks a wide one noisy', async () => {
+  const page = await openPage(ctx, `${site.url}noisy/bench.html`);
+  try {
+    await page.evaluate(() => window.benchReady);
+    const [row] = await tableCells(page);
+    assert.equal(row.cells['native-f32'], '1,000');
+    assert.equal(row.spreads['native-f32'], '850–1,150 noisy');
+    assert.equal(row.cells['native-q8_0'], '1,200');
+    assert.equal(row.spreads['native-q8_0'], '1,190–1,215');
+    assert.deepEqual(row.noisy, ['native-f32']);
+    const title = await page.getAttribute(`tr[data-model="${row.model}"] td[data-col="native-f32"]`, 'title');
+    assert.match(title, /fastest round 850 µs, slowest 1,150 µs \(30\.0% apart\): noisy/);
+    // In the chart: the noisy bar faded and labelled so, a whisker from fastest to slowest round.
+    const chart = await page.evaluate(() => ({
+      noisyBars: [...document.querySelectorAll('#chart rect[data-noisy="true"]')].map((r) => Number(r.dataset.value)),
+      whiskers: [...document.querySelectorAll('#chart line.whisker')].map((l) => [Number(l.dataset.min), Number(l.dataset.max)]),
+      labels: [...document.querySelectorAll('#chart text.noisy')].map((t) => t.textContent),
+    }));
+    assert.deepEqual(chart.noisyBars, [1000]);
+    assert.ok(chart.whiskers.some(([a, b]) => a === 850 && b === 1150), JSON.stringify(chart.whiskers));
+    assert.ok(chart.whiskers.some(([a, b]) => a === 1190 && b === 1215), JSON.stringify(chart.whiskers));
+    assert.deepEqual(chart.labels, ['1,000 µs noisy']);
+    await page.screenshot({ path: path.join(SHOTS, 'bench-noisy.png'), fullPage: true });
     assert.deepEqual(page.errors, []);
   } finally {
     await page.close();

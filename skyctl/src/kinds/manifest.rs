@@ -210,7 +210,8 @@ fn tune_summary(report: &Value) -> Value {
 
 impl Kind for Manifest {
     const NAME: &'static str = "manifest";
-    const VERSION: u32 = 3;
+    // 4: bench.json's `spread` (min and max round per timing); F32 reference sizes.
+    const VERSION: u32 = 4;
     type Params = Params;
 
     fn run(&self, p: Params, ctx: &mut StageCtx<'_>) -> anyhow::Result<()> {
@@ -223,6 +224,7 @@ impl Kind for Manifest {
         let mut models = Vec::new();
         let mut bench = Map::new();
         let mut measured = Map::new();
+        let mut spreads = Map::new();
         for m in &p.models {
             let mut files = Vec::new();
             let mut variants = Vec::new();
@@ -253,14 +255,23 @@ impl Kind for Manifest {
                 }
             }
             let mut per_mode = Map::new();
+            let mut spread_per_mode = Map::new();
             for mode in BenchMode::ALL {
                 per_mode.insert(mode.name().into(), Value::Null);
+                spread_per_mode.insert(mode.name().into(), Value::Null);
             }
             if m.bench {
                 let doc = next_json(&mut inputs, node, "bench.json", &m.name)?;
                 if let Some(modes) = doc["modes"].as_object() {
                     for (mode, r) in modes {
                         per_mode.insert(mode.clone(), r["us_per_question"].clone());
+                        // The spread over rounds: the fastest and the slowest round's median.
+                        let spread = if r.is_object() {
+                            json!({"min": r["min_us"], "max": r["max_us"], "rounds": r["rounds"]})
+                        } else {
+                            Value::Null
+                        };
+                        spread_per_mode.insert(mode.clone(), spread);
                     }
                     // Where the timings come from: one process measures every mode.
                     if let Some(r) = modes.values().find(|r| r.is_object()) {
@@ -273,6 +284,7 @@ impl Kind for Manifest {
                 }
             }
             bench.insert(m.name.clone(), Value::Object(per_mode));
+            spreads.insert(m.name.clone(), Value::Object(spread_per_mode));
             if m.tune {
                 let doc = next_json(&mut inputs, node, "tune.json", &m.name)?;
                 let tune = tune_summary(&doc);
@@ -287,7 +299,7 @@ impl Kind for Manifest {
             );
         }
         let manifest = json!({"format": MANIFEST_FORMAT, "models": models});
-        let bench = json!({"format": BENCH_FORMAT, "unit": "microseconds per question", "models": bench, "measured": measured});
+        let bench = json!({"format": BENCH_FORMAT, "unit": "microseconds per question", "models": bench, "spread": spreads, "measured": measured});
         sky_fs::write(
             manifest_out,
             format!("{}\n", serde_json::to_string_pretty(&manifest)?).as_bytes(),

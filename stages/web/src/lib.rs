@@ -13,6 +13,7 @@
 //! | `sky_out_ptr()`, `sky_out_len()` | the result of the last call: JSON, UTF-8 |
 //! | `sky_simd() -> 0/1` | whether this build's kernels are SIMD128 |
 //! | `sky_form() -> status` | turn the demo form in buffer 1 (`{"state", "type", "instructions", "options"}`, the fields as typed) into the `/v1/systemone` request it sends: `{"request", "options": [{"key", "text"}]}`, or the refusal ([`form_request`]) |
+//! | `sky_int8_check() -> status` | the int8 kernel paths this module runs, each checked bit for bit against the portable scalar path on extreme and random blocks, both activation modes, with outlier columns ([`int8_check`]) |
 //! | `sky_questions() -> status` | the built-in benchmark questions (the twelve prompts `skyctl bench` times), as `/v1/systemone` requests (JSON array) |
 //!
 //! A status is 0 when the result is the answer, 1 when it is the spec's error object
@@ -180,6 +181,7 @@ impl Session {
             "int8_matrices": int8_matrices,
             "outlier_columns": outlier_columns,
             "isa": isa_name(e.isa),
+            "int8_kernel": e.isa.int8_path().name(),
             "simd": simd(),
             "hidden": c.hidden,
             "encoder_layers": c.n_enc,
@@ -313,6 +315,52 @@ pub fn form_request(form: &Value) -> Result<Value, Value> {
     Ok(json!({"request": request, "options": options}))
 }
 
+/// The int8 kernel paths of this build (`simd128` in the SIMD128 module, then `scalar`), each
+/// run on the same product as the portable scalar path: `{"paths", "products", "equal"}`,
+/// `equal` when every output has the scalar path's bits (the integer dots are exact on every
+/// path, and the f32 steps are the scalar path's). Extreme blocks (weights -128 against
+/// activations of +-127 after quantization) and random ones, Q8 and Q8x2, with outlier columns.
+pub fn int8_check() -> Result<Value, Value> {
+    use sky_quant::{ActQuant, KernelPath, Q8Matrix, Scratch};
+    let fail = |e: sky_quant::Error| error_object(500, "server_error", e.to_string());
+    let (rows, k, n) = (37usize, 96usize, 3usize);
+    let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        (seed >> 40) as f32 / (1u64 << 24) as f32 - 0.5
+    };
+    let mut w: Vec<f32> = (0..rows * k).map(|_| next()).collect();
+    // Row 0, block 0: one weight at -max, so it quantizes to -127 and its neighbours near it.
+    w[..32].fill(-0.5);
+    let mut x: Vec<f32> = (0..n * k).map(|_| next() * 4.0).collect();
+    x[..32].fill(3.0);
+    x[7] = 90.0; // an outlier channel
+    let m = Q8Matrix::quantize(&w, rows, k, &[7, 40]).map_err(fail)?;
+    let paths = KernelPath::available();
+    let mut products = 0usize;
+    let mut equal = true;
+    for mode in [ActQuant::Q8, ActQuant::Q8x2] {
+        let mut want = vec![0f32; n * rows];
+        let mut scalar = Scratch::with_path(KernelPath::Scalar).map_err(fail)?;
+        m.matmul(&x, n, &mut want, mode, &mut scalar)
+            .map_err(fail)?;
+        for &p in &paths {
+            let mut got = vec![1f32; n * rows];
+            let mut s = Scratch::with_path(p).map_err(fail)?;
+            m.matmul(&x, n, &mut got, mode, &mut s).map_err(fail)?;
+            equal &= got
+                .iter()
+                .zip(&want)
+                .all(|(a, b)| a.to_bits() == b.to_bits());
+            products += 1;
+        }
+    }
+    let names: Vec<&str> = paths.iter().map(|p| p.name()).collect();
+    Ok(json!({"paths": names, "products": products, "equal": equal}))
+}
+
 /// Whether this build's kernels use SIMD128 (a property of the module, fixed at compile time:
 /// WebAssembly has no run-time feature detection; the loader picks the module instead).
 pub fn simd() -> bool {
@@ -379,6 +427,15 @@ pub extern "C" fn sky_form() -> i32 {
 #[no_mangle]
 pub extern "C" fn sky_questions() -> i32 {
     with(Session::questions)
+}
+
+/// The int8 kernel paths checked against the scalar one. 0: `{"paths", "products", "equal"}`.
+#[no_mangle]
+pub extern "C" fn sky_int8_check() -> i32 {
+    with(|s| {
+        let r = int8_check();
+        s.finish(r)
+    })
 }
 
 /// Address of the last result.

@@ -365,3 +365,15 @@ fn the_form_refuses_what_skyctl_ask_refuses_in_its_words() {
         .unwrap_or_default()
         .contains("`type`"));
 }
+
+#[test]
+fn the_int8_paths_check_runs_natively() {
+    let r = sky_web::int8_check().expect("checks");
+    assert_eq!(r["equal"], true, "{r}");
+    let paths = r["paths"].as_array().expect("paths");
+    assert_eq!(paths.last().and_then(Value::as_str), Some("scalar"), "{r}");
+    assert_eq!(r["products"].as_u64(), Some(2 * paths.len() as u64));
+    // The loaded engine names its int8 kernel.
+    let s = loaded(&pico_gguf());
+    assert!(out(&s)["int8_kernel"].is_string());
+}

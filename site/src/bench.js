@@ -44,7 +44,9 @@ function timingCell(tr, col, median, sp) {
   if (sp) {
     const note = document.createElement('span');
     note.className = 'spread';
-    note.textContent = `${fmt(sp.min)}–${fmt(sp.max)}${sp.noisy ? ' noisy' : ''}`;
+    // Whole µs from 100 up: the spread line stays narrower than its median.
+    const short = (v) => fmt(v, Math.abs(v) >= 100 ? 0 : 1);
+    note.textContent = `${short(sp.min)}–${short(sp.max)}${sp.noisy ? ' noisy' : ''}`;
     td.append(note);
     td.dataset.min = sp.min;
     td.dataset.max = sp.max;

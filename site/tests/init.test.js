@@ -17,6 +17,8 @@ const TOL = 1e-5;
 let tmp;
 let release;
 let proj;
+let tunedProj;
+let tunedSite;
 let site;
 let ctx;
 let cases;
@@ -30,6 +32,21 @@ before(async () => {
   proj = path.join(tmp, 'proj');
   execFileSync(bin, ['build'], { cwd: proj, env, stdio: 'ignore' });
   release = path.join(proj, 'site/public');
+  // The same project with a tuned variant published too (the smallest policy within 0.03 of
+  // f32 on the project's cases): a file that mixes Q8_0 and float matrices.
+  execFileSync(bin, ['init', 'tuned'], { cwd: tmp, env, stdio: 'ignore' });
+  tunedProj = path.join(tmp, 'tuned');
+  const toml = path.join(tunedProj, 'pipeline.toml');
+  const text = fs
+    .readFileSync(toml, 'utf8')
+    .replace('variants = ["f16", "q8_0"]', 'variants = ["f16", "q8_0", "tuned"]')
+    .replace('# tune = { cases = "golden/s1-pico/cases.jsonl", tolerance = 0.03 }', 'tune = { cases = "golden/s1-pico/cases.jsonl", tolerance = 0.03 }')
+    .replace('publish = ["f16", "q8_0"]', 'publish = ["f16", "q8_0", "tuned"]');
+  assert.match(text, /publish = \["f16", "q8_0", "tuned"\]/);
+  assert.match(text, /^tune = /m);
+  fs.writeFileSync(toml, text);
+  execFileSync(bin, ['build'], { cwd: tunedProj, env, stdio: 'ignore' });
+  tunedSite = await serve(path.join(tunedProj, 'site/public'));
   // The project's own golden cases as /v1/systemone requests.
   cases = fs
     .readFileSync(path.join(proj, 'golden/s1-pico/cases.jsonl'), 'utf8')
@@ -50,6 +67,7 @@ after(async () => {
     if (ctx) await ctx.close();
   } finally {
     if (site) await site.close();
+    if (tunedSite) await tunedSite.close();
     if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
   }
 });
@@ -117,25 +135,28 @@ const FREE = [
   { id: 'free_choice', request: { state: ['hi', 'my login fails since the update'], questions: { free_choice: { type: 'choice', instructions: 'Which team?', criteria: { billing: 'payments and refunds', technical: 'apps and logins', shipping: null } } } } },
 ];
 
-// Every published file, at both modules: the browser answers every golden case of the project
-// and the free requests as `skyctl ask` does on the same file: within 1e-3 for an int8 file
+// Every published file of a project that publishes a tuned variant too, at both modules: the
+// browser answers every golden case of the project and the free requests as `skyctl ask` does
+// on the same file: within 1e-3 for an int8 file
 // (its integer parts are exact, the f32 parts differ by the order of operations), within 1e-5
 // for a float file.
 for (const [query, simd] of [['', true], ['&simd=0', false]]) {
   test(`every published file answers as skyctl ask does on it (${simd ? 'SIMD128' : 'scalar'})`, async (t) => {
-    const manifest = JSON.parse(fs.readFileSync(path.join(release, 'models/manifest.json'), 'utf8'));
+    const tunedRelease = path.join(tunedProj, 'site/public');
+    const manifest = JSON.parse(fs.readFileSync(path.join(tunedRelease, 'models/manifest.json'), 'utf8'));
     const files = manifest.models.flatMap((m) => m.files);
-    assert.deepEqual(files.map((f) => f.variant), ['f16', 'q8_0']);
+    assert.deepEqual(files.map((f) => f.variant), ['f16', 'q8_0', 'tuned']);
     const all = [...cases, ...FREE];
     for (const f of files) {
-      const int8 = f.types.Q8_0 > 0;
+      // Q8_0 matrices run in int8 (a Q8_0 token embedding is read as f32 at load).
+      const int8 = (f.types.Q8_0 ?? 0) - (f.policy.token_embd === 'Q8_0' ? 1 : 0) > 0;
       const tol = int8 ? 1e-3 : TOL;
-      const page = await openPage(ctx, `${site.url}index.html?model=${encodeURIComponent(f.path)}${query}`);
+      const page = await openPage(ctx, `${tunedSite.url}index.html?model=${encodeURIComponent(f.path)}${query}`);
       try {
         const info = await page.evaluate(() => window.sky.ready);
         assert.equal(info.simd, simd);
-        assert.equal(info.compute, int8 ? 'int8, outlier-aware' : 'f32', f.path);
-        const want = nativeAnswers(path.join(release, f.path), all);
+        assert.equal(info.compute, int8 ? (f.policy.tensors_with_outliers > 0 ? 'int8, outlier-aware' : 'int8') : 'f32', f.path);
+        const want = nativeAnswers(path.join(tunedRelease, f.path), all);
         const got = await page.evaluate(async (reqs) => {
           const out = [];
           for (const r of reqs) out.push(await window.sky.ask(r));

@@ -18,6 +18,7 @@ let tmp;
 let release;
 let proj;
 let tunedProj;
+let expected;
 let tunedSite;
 let site;
 let ctx;
@@ -58,6 +59,15 @@ before(async () => {
       if ('criteria' in c) q.criteria = c.criteria;
       return { id: c.id, request: { state: c.state, questions: { [c.id]: q } } };
     });
+  // The recorded f32 answers of those cases (golden/s1-pico/expected.jsonl).
+  expected = new Map(
+    fs
+      .readFileSync(path.join(proj, 'golden/s1-pico/expected.jsonl'), 'utf8')
+      .split('\n')
+      .filter((l) => l.trim())
+      .map((l) => JSON.parse(l))
+      .map((e) => [e.id, e.probabilities]),
+  );
   site = await serve(release);
   ctx = await launch();
 });
@@ -169,6 +179,20 @@ for (const [query, simd] of [['', true], ['&simd=0', false]]) {
           worst = Math.max(worst, maxAbs(want[i], got[i]));
         }
         t.diagnostic(`${f.path} (${info.compute}, ${simd ? 'SIMD128' : 'scalar'}): ${all.length} requests, max |browser - native| = ${worst.toExponential(2)} (bound ${tol})`);
+        // The file keeps its promise in the browser too: its golden suite's tolerance against
+        // the recorded f32 answers (F16: 1e-3, Q8_0: 0.05; tuned: the tolerance it was tuned to).
+        const promise = { f16: 1e-3, q8_0: 0.05, tuned: f.tune?.tolerance }[f.variant];
+        assert.ok(promise > 0, `${f.path}: a tolerance to keep`);
+        let fromGolden = 0;
+        for (let i = 0; i < cases.length; i++) {
+          const a = got[i].answers[cases[i].id];
+          const probs = a.probabilities ? Object.values(a.probabilities) : [1 - a.noul, a.noul];
+          const want = expected.get(cases[i].id);
+          assert.equal(probs.length, want.length, `${f.path}, ${cases[i].id}: options`);
+          probs.forEach((p, j) => (fromGolden = Math.max(fromGolden, Math.abs(p - want[j]))));
+        }
+        assert.ok(fromGolden <= promise, `${f.path}: ${fromGolden} from the recorded f32 answers, above ${promise}`);
+        t.diagnostic(`${f.path}: max |browser - recorded f32| = ${fromGolden.toExponential(2)} (tolerance ${promise})`);
         assert.deepEqual(page.errors, []);
       } finally {
         await page.close();

@@ -486,6 +486,11 @@ fn bench_compare_times_the_three_paths_in_turn() {
         lines[2].contains("f32 / q8 = ") && lines[3].contains("f32 / q8-fast = "),
         "{text}"
     );
+    // Each timing with its spread over rounds (one round here: no spread).
+    for line in &lines[1..] {
+        assert!(line.contains("us/question (rounds "), "{text}");
+        assert!(line.contains(", spread 0.0%)"), "{text}");
+    }
 
     ok(d, &["convert", "--type", "q8_0", m, "plain.gguf"]);
     let e = fails(

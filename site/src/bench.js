@@ -20,6 +20,47 @@ export function fmt(v, digits = 1) {
   return v.toLocaleString('en-US', { maximumFractionDigits: digits });
 }
 
+// A spread ((max - min) / median over rounds) above which a figure is marked noisy: the
+// rounds disagree by more than the differences the table is read for.
+export const NOISY = 0.1;
+
+// {min, max, spread, noisy} of a timing and its bench.json spread entry (null without one).
+export function spreadOf(median, entry) {
+  if (typeof median !== 'number' || !entry || typeof entry.min !== 'number' || typeof entry.max !== 'number' || !(median > 0)) {
+    return null;
+  }
+  const spread = (entry.max - entry.min) / median;
+  return { min: entry.min, max: entry.max, rounds: entry.rounds ?? null, spread, noisy: spread > NOISY };
+}
+
+// A native timing's cell: the median, under it the spread over rounds (±half of max - min, in
+// % of the median), marked noisy when the rounds are more than 10% apart.
+function timingCell(tr, col, median, sp) {
+  const td = cell(tr, '', { col });
+  const value = document.createElement('span');
+  value.className = 'value';
+  value.textContent = fmt(median);
+  td.append(value);
+  if (sp) {
+    const note = document.createElement('span');
+    note.className = 'spread';
+    // Whole µs from 100 up: the spread line stays narrower than its median.
+    const short = (v) => fmt(v, Math.abs(v) >= 100 ? 0 : 1);
+    note.textContent = `${short(sp.min)}–${short(sp.max)}${sp.noisy ? ' noisy' : ''}`;
+    td.append(note);
+    td.dataset.min = sp.min;
+    td.dataset.max = sp.max;
+    td.dataset.spread = sp.spread.toFixed(3);
+    td.title = `median of ${sp.rounds ?? 'the'} rounds; fastest round ${fmt(sp.min)} µs, slowest ${fmt(sp.max)} µs (${(sp.spread * 100).toFixed(1)}% apart)` +
+      (sp.noisy ? ': noisy, the rounds disagree by more than 10%' : '');
+    if (sp.noisy) {
+      td.classList.add('noisy');
+      td.dataset.noisy = 'true';
+    }
+  }
+  return td;
+}
+
 function cell(tr, text, attrs = {}) {
   const td = document.createElement('td');
   td.textContent = text;
@@ -49,7 +90,7 @@ function render() {
     cell(tr, r.name);
     cell(tr, fmt(r.parameters, 0), { col: 'parameters' });
     for (const v of VARIANTS) cell(tr, fmt(r.bytes[v], 0), { col: `bytes-${v}` });
-    for (const [m] of MODES) cell(tr, fmt(r.native[m]), { col: `native-${m}` });
+    for (const [m] of MODES) timingCell(tr, `native-${m}`, r.native[m], r.spread[m]);
     cell(tr, fmt(state.browser[r.name]), { col: 'browser' });
     // Where the native figures come from: a timing means little without its CPU and path.
     const on = r.measured;
@@ -93,7 +134,8 @@ function chart() {
   for (const r of state.rows) {
     for (const [k, label] of series) {
       const v = k === 'browser' ? state.browser[r.name] : r.native[k];
-      if (typeof v === 'number' && Number.isFinite(v) && v > 0) items.push({ model: r.name, k, label, v });
+      const sp = k === 'browser' ? null : r.spread[k];
+      if (typeof v === 'number' && Number.isFinite(v) && v > 0) items.push({ model: r.name, k, label, v, sp });
     }
   }
   const el = $('chart');
@@ -102,15 +144,16 @@ function chart() {
     el.textContent = `${DASH} no latency measured yet`;
     return;
   }
-  const max = Math.max(...items.map((i) => i.v));
-  const min = Math.min(...items.map((i) => i.v));
+  const max = Math.max(...items.map((i) => Math.max(i.v, i.sp?.max ?? 0)));
+  const min = Math.min(...items.map((i) => Math.min(i.v, i.sp?.min > 0 ? i.sp.min : i.v)));
   // Whole decades, the smallest value a little inside, so the ticks read 10, 100, 1,000 µs.
   const lo = Math.floor(Math.log10(min) - 0.05);
   const hi = Math.max(lo + 1, Math.ceil(Math.log10(max)));
   const W = Math.max(280, Math.floor(el.clientWidth || 820));
   const narrow = W < 560;
   const left = narrow ? 14 : 230;
-  const right = 84;
+  // Room for the value label, and " noisy" after it where a figure is marked so.
+  const right = items.some((i) => i.sp?.noisy) ? 132 : 84;
   const rowH = 18;
   const xOf = (v) => left + ((Math.log10(v) - lo) / (hi - lo)) * (W - left - right);
   const ns = 'http://www.w3.org/2000/svg';
@@ -139,8 +182,17 @@ function chart() {
       add('text', { x: 12, y: y + 13 }, it.label);
     }
     const w = Math.max(2, xOf(it.v) - left);
-    add('rect', { x: left, y: y + 2, width: w, height: rowH - 5, fill: colours[it.k], rx: 2, 'data-value': it.v });
-    add('text', { x: left + w + 6, y: y + 13 }, `${fmt(it.v)} µs`);
+    // A noisy figure is drawn faded and hatched-out: not a fact to compare bars by.
+    const bar = { x: left, y: y + 2, width: w, height: rowH - 5, fill: colours[it.k], rx: 2, 'data-value': it.v };
+    if (it.sp?.noisy) Object.assign(bar, { 'fill-opacity': 0.35, stroke: colours[it.k], 'stroke-dasharray': '3 2', 'data-noisy': 'true' });
+    add('rect', bar);
+    // The spread over rounds: a whisker from the fastest to the slowest round.
+    if (it.sp && it.sp.max > it.sp.min) {
+      const ym = y + 2 + (rowH - 5) / 2;
+      add('line', { x1: xOf(it.sp.min), x2: xOf(it.sp.max), y1: ym, y2: ym, stroke: '#1d232a', 'stroke-width': 1.5, class: 'whisker', 'data-min': it.sp.min, 'data-max': it.sp.max });
+    }
+    const labelX = Math.max(left + w, it.sp ? xOf(it.sp.max) : 0) + 6;
+    add('text', { x: labelX, y: y + 13, class: it.sp?.noisy ? 'noisy' : '' }, `${fmt(it.v)} µs${it.sp?.noisy ? ' noisy' : ''}`);
     y += rowH;
   }
   // The axis: a tick and a label at each value, grid lines through the bars.
@@ -190,10 +242,14 @@ async function main() {
       const bytes = {};
       for (const v of m.variants || []) bytes[v.variant] = v.bytes;
       const native = {};
-      for (const [k] of MODES) native[k] = bench.models?.[name]?.[k] ?? null;
+      const spread = {};
+      for (const [k] of MODES) {
+        native[k] = bench.models?.[name]?.[k] ?? null;
+        spread[k] = spreadOf(native[k], bench.spread?.[name]?.[k]);
+      }
       const published = (m.files || []).find((f) => f.variant === 'f16') || (m.files || [])[0] || null;
       const measured = bench.measured?.[name] ?? null;
-      state.rows.push({ name, parameters: m.parameters ?? null, bytes, native, measured, file: published?.path ?? null });
+      state.rows.push({ name, parameters: m.parameters ?? null, bytes, native, spread, measured, file: published?.path ?? null });
     }
     const machines = new Set(
       Object.values(bench.measured || {})

@@ -35,7 +35,19 @@ Promise.all([published, opts]).then(([files, { modelUrl }]) => {
     o.selected = f.url === modelUrl;
     pick.append(o);
   }
-  pick.disabled = files.length < 2;
+  // A ?model= the release does not publish is shown as what is loading, never as one of the
+  // published files (a <select> would show its first option as chosen).
+  const known = files.some((f) => f.url === modelUrl);
+  if (modelUrl && !known) {
+    const o = document.createElement('option');
+    o.value = new URLSearchParams(location.search).get('model') || modelUrl;
+    o.textContent = `${decodeURIComponent(new URL(modelUrl).pathname.split('/').pop())} (not published here)`;
+    o.selected = true;
+    o.dataset.unpublished = 'true';
+    pick.prepend(o);
+    pick.value = o.value;
+  }
+  pick.disabled = files.length + (known ? 0 : 1) < 2;
   $('model-picker').hidden = files.length === 0;
   pick.addEventListener('change', () => {
     const q = new URLSearchParams(location.search);
@@ -50,6 +62,13 @@ Promise.all([published, opts]).then(([files, { modelUrl }]) => {
   }
 });
 
+// Which path answers: the file's own, as `skyctl ask` runs it.
+function computeWords(info) {
+  if (info.compute === 'f32') return 'f32 compute';
+  const outliers = info.outlier_columns ? `, ${info.outlier_columns} outlier columns in f32` : '';
+  return `${info.compute} compute (${info.int8_matrices} matrices in int8${outliers}, as skyctl ask runs this file)`;
+}
+
 sky.ready.then(
   (info) => {
     // The bar ends at the model's size in bytes (1 of 1 when the server sent no length).
@@ -59,7 +78,9 @@ sky.ready.then(
     $('ask').disabled = false;
     $('engine-line').textContent =
       `Engine: ${info.simd ? 'WebAssembly SIMD128' : 'WebAssembly (scalar)'}, ${formatBytes(info.module_bytes)}; ` +
-      `model ${info.model}: ${info.hidden} wide, ${info.encoder_layers} encoder + ${info.head_layers} head layers, f32 compute.`;
+      `model ${info.model}: ${info.hidden} wide, ${info.encoder_layers} encoder + ${info.head_layers} head layers, ${computeWords(info)}.`;
+    $('compute').textContent = `Answers computed in ${info.compute}.`;
+    $('compute').dataset.compute = info.compute;
   },
   (err) => {
     $('status').textContent = 'The model could not be loaded.';
@@ -67,42 +88,10 @@ sky.ready.then(
   },
 );
 
-// The options box as criteria: labels alone make a list, any `label: description` makes an
-// object. `options` is what was sent, in the request's order, as {key, text}: `key` is how the
-// engine names an option (a label; a score level's index), `text` what the person typed (the
-// score bars and the error messages use it). No lines for a choice or a score sends an empty
-// list, so the engine's refusal counts the options rather than speaking of a missing field.
-function readOptions(type, text) {
-  const lines = text.split('\n').map((l) => l.trim()).filter(Boolean);
-  if (type === 'noul') return { criteria: null, options: [] };
-  if (type === 'score' || !lines.some((l) => l.includes(':'))) {
-    const criteria = lines.map((l) => l.split(':')[0].trim());
-    const options = criteria.map((c, i) => ({ key: type === 'score' ? String(i) : c, text: c }));
-    return { criteria, options };
-  }
-  const criteria = {};
-  for (const l of lines) {
-    const at = l.indexOf(':');
-    if (at < 0) criteria[l] = null;
-    else criteria[l.slice(0, at).trim()] = l.slice(at + 1).trim() || null;
-  }
-  return { criteria, options: Object.keys(criteria).map((k) => ({ key: k, text: k })) };
-}
-
-function parseState(text) {
-  const t = text.trim();
-  if (t.startsWith('{') || t.startsWith('[')) {
-    try {
-      return JSON.parse(t);
-    } catch {
-      return text;
-    }
-  }
-  return text;
-}
-
 // The answer, or the refusal in its place: the previous answer never stays under a new error.
-function showAnswer(value, ms, options) {
+// The engine's first answer includes its warm-up (memory grown, caches filled): its latency
+// is marked so, not shown as the engine's speed.
+function showAnswer(value, ms, options, first) {
   const a = value.answers.q;
   $('answer-error').hidden = true;
   $('answer').hidden = false;
@@ -123,7 +112,10 @@ function showAnswer(value, ms, options) {
     $('answer-line').textContent = `${a.noul >= 0.5 ? 'Yes' : 'No'}: P(yes) = ${a.noul.toFixed(3)}`;
     bars($('bars'), [['yes', a.noul], ['no', 1 - a.noul]], a.noul >= 0.5 ? 'yes' : 'no');
   }
-  $('latency').textContent = `${ms.toFixed(2)} ms in the browser · ${value.usage.input_tokens} input tokens`;
+  $('latency').textContent =
+    `${ms.toFixed(2)} ms in the browser${first ? ' (first answer: includes the warm-up)' : ''} · ` +
+    `${value.usage.input_tokens} input tokens · ${sky.info.compute}`;
+  $('latency').dataset.first = first ? 'true' : 'false';
   $('response').textContent = JSON.stringify(value, null, 2);
 }
 
@@ -138,18 +130,23 @@ function showRefusal(message) {
 
 $('ask-form').addEventListener('submit', async (ev) => {
   ev.preventDefault();
-  const type = $('qtype').value;
-  const { criteria, options } = readOptions(type, $('options').value);
-  const request = {
-    state: parseState($('state').value),
-    questions: { q: { type, instructions: $('instructions').value, criteria } },
+  // The fields as typed: the engine builds the request and checks it as `skyctl ask` does
+  // (sky.form), so the form refuses exactly what the CLI refuses.
+  const fields = {
+    state: $('state').value,
+    type: $('qtype').value,
+    instructions: $('instructions').value,
+    options: $('options').value,
   };
   $('result-card').hidden = false;
+  let options = [];
   try {
-    const { value, ms } = await sky.timed(request);
-    showAnswer(value, ms, options);
+    const built = await sky.form(fields);
+    options = built.options;
+    const { value, ms, first } = await sky.timed(built.request);
+    showAnswer(value, ms, options, first);
   } catch (err) {
     // A refusal names the request's fields; say it in the form's words.
-    showRefusal(err.response ? explainRefusal(err.message, options) : err.message);
+    showRefusal(err.response ? explainRefusal(err.message, err.response.options || options) : err.message);
   }
 });

@@ -111,9 +111,22 @@ export class SkyEngine {
     return this.result(this.call('sky_ask'));
   }
 
+  // The demo form's fields as typed ({state, type, instructions, options}) as the request they
+  // send, checked as `skyctl ask` checks a request: {ok, value: {request, options} | error}.
+  form(fields) {
+    this.writeText(JSON.stringify(fields));
+    return this.result(this.call('sky_form'));
+  }
+
   // The built-in benchmark questions: [{id, request}], the prompts `skyctl bench` times.
   questions() {
     return this.result(this.call('sky_questions'));
+  }
+
+  // The int8 kernel paths of this module, each checked bit for bit against the portable
+  // scalar path: {paths, products, equal}.
+  int8Check() {
+    return this.result(this.call('sky_int8_check'));
   }
 
   info() {

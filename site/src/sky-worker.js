@@ -1,12 +1,17 @@
 // The engine's Web Worker: fetches the module and the model, answers questions off the page's
 // thread. Messages in: {type: "init", base, modelUrl, prefer} then {type: "ask", id, request} (or
 // {type: "ask", id, op: "questions"}: the built-in benchmark questions; {type: "ask", id,
+// op: "form", request: fields}: the demo form as its request (engine.form); {type: "ask", id,
 // op: "bench", request: {requests, reps}}: ms per answer of each request, answered reps times).
 // Messages out: {type: "progress", loaded, total}, {type: "ready", info} or
-// {type: "failed", message}, {type: "answer", id, ok, value, ms}.
+// {type: "failed", message}, {type: "answer", id, ok, value, ms, first} (`first`: the engine's
+// first answer, which includes its warm-up).
 import { SkyEngine, moduleName } from './sky-engine.js';
 
 let engine = null;
+// Whether an answer has been given yet: the first one includes the engine's warm-up (memory
+// grown, caches filled), so its latency is not the engine's speed.
+let warm = false;
 
 function post(msg) {
   self.postMessage(msg);
@@ -128,11 +133,16 @@ self.onmessage = async (ev) => {
       const r =
         msg.op === 'questions'
           ? engine.questions()
+          : msg.op === 'form'
+            ? engine.form(msg.request)
           : msg.op === 'bench'
             ? benchRun(msg.request)
             : engine.ask(msg.request);
       const ms = performance.now() - t0;
-      post({ type: 'answer', id: msg.id, ok: r.ok, value: r.value, ms });
+      const asked = !msg.op || msg.op === 'ask';
+      const first = asked && r.ok && !warm;
+      if (asked && r.ok) warm = true;
+      post({ type: 'answer', id: msg.id, ok: r.ok, value: r.value, ms, first });
     } catch (e) {
       post({
         type: 'answer',

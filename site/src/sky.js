@@ -2,7 +2,11 @@
 //
 //   await sky.ready            // resolves with sky.info when the model is loaded, rejects otherwise
 //   await sky.ask(request)     // the /v1/systemone response, as `skyctl ask --json` prints it
-//   sky.info                   // {simd, module_bytes, model_bytes, load_ms, model, ...}
+//   sky.info                   // {simd, compute, module_bytes, model_bytes, load_ms, model, ...}
+//   await sky.form(fields)     // the demo form as its request, checked as `skyctl ask` checks it
+//
+// `compute` says which path answers: "f32" (a float file), "int8, outlier-aware" (a Q8_0 file
+// with its outlier columns, as `skyctl ask` runs it) or "int8" (plain Q8_0).
 //
 // A request the engine refuses rejects with an Error whose `response` is the spec's error object
 // ({"error": {"code", "message", "type"}}, what `skyctl ask --json` prints for it) and whose
@@ -72,7 +76,8 @@ export function startSky({ modelUrl, prefer = 'auto', onProgress = () => {} }) {
     ask(request) {
       return sky.timed(request).then((r) => r.value);
     },
-    // {value, ms}: the response and the engine's latency for it (ms, measured in the worker).
+    // {value, ms, first}: the response and the engine's latency for it (ms, measured in the
+    // worker); `first` when it was the engine's first answer (its latency includes the warm-up).
     timed(request, op = 'ask') {
       return ready.then(
         () =>
@@ -86,6 +91,11 @@ export function startSky({ modelUrl, prefer = 'auto', onProgress = () => {} }) {
     // ms per answer of each request, each answered `reps` times in a row in the worker.
     bench(requests, reps = 10) {
       return sky.timed({ requests, reps }, 'bench').then((r) => r.value);
+    },
+    // The demo form's fields as typed ({state, type, instructions, options}) as the request they
+    // send, {request, options}; rejects with the refusal `skyctl ask` gives that request.
+    form(fields) {
+      return sky.timed(fields, 'form').then((r) => r.value);
     },
     // The built-in benchmark questions, [{id, request}].
     questions() {
@@ -114,7 +124,7 @@ export function startSky({ modelUrl, prefer = 'auto', onProgress = () => {} }) {
       pending.delete(m.id);
       sky.lastMs = m.ms;
       if (m.ok) {
-        p.resolve({ value: m.value, ms: m.ms });
+        p.resolve({ value: m.value, ms: m.ms, first: m.first === true });
       } else {
         const err = new Error(m.value?.error?.message || 'the engine refused the request');
         err.response = m.value;

@@ -48,6 +48,23 @@ before(async () => {
   const nulls = structuredClone(bench);
   for (const modes of Object.values(nulls.models)) for (const k of Object.keys(modes)) modes[k] = null;
   fs.writeFileSync(path.join(dir, 'nulls/bench.json'), JSON.stringify(nulls, null, 2));
+  // The same site with a wide spread on one timing (rounds 30% apart) and a narrow one on
+  // another: the first must be marked noisy, the second not.
+  fs.cpSync(RELEASE, path.join(dir, 'noisy'), { recursive: true });
+  const noisy = structuredClone(bench);
+  const first = Object.keys(noisy.models)[0];
+  noisy.models[first].f32 = 1000;
+  noisy.models[first].q8_0 = 1200;
+  noisy.spread ??= {};
+  for (const [name, modes] of Object.entries(noisy.models)) {
+    noisy.spread[name] = {};
+    for (const [mode, us] of Object.entries(modes)) {
+      noisy.spread[name][mode] = us === null ? null : { min: us * 0.99, max: us * 1.01, rounds: 5 };
+    }
+  }
+  noisy.spread[first].f32 = { min: 850, max: 1150, rounds: 5 };
+  noisy.spread[first].q8_0 = { min: 1190, max: 1215, rounds: 5 };
+  fs.writeFileSync(path.join(dir, 'noisy/bench.json'), JSON.stringify(noisy, null, 2));
   fs.mkdirSync(SHOTS, { recursive: true });
   cases = goldenCases();
   native = nativeAnswers(path.join(RELEASE, 'models/s1-pico.gguf'), cases);
@@ -124,7 +141,8 @@ async function checkAgainstNative(t, query, wantSimd, shot) {
     await page.waitForSelector('#result-card:not([hidden])');
     assert.equal(await page.locator('#bars .bar-row').count(), 3);
     assert.match(await page.textContent('#answer-line'), /Choice: (billing|shipping|technical)/);
-    assert.match(await page.textContent('#latency'), /\d+\.\d\d ms in the browser · \d+ input tokens/);
+    // Not the engine's first answer (the golden cases came before): no warm-up mark.
+    assert.match(await page.textContent('#latency'), /^\d+\.\d\d ms in the browser · \d+ input tokens · f32$/);
     await page.screenshot({ path: path.join(SHOTS, shot), fullPage: true });
     // A score and a yes/no question through the form.
     await page.selectOption('#qtype', 'score');
@@ -212,6 +230,125 @@ async function askForm(page, { type = 'choice', instructions = 'Which team shoul
     modelError: !document.getElementById('error').hidden,
   }));
 }
+
+// What `skyctl ask --json` prints for one request: the answer, or the error object (printed
+// on stdout, with a non-zero exit).
+function cliAnswer(model, request) {
+  const file = path.join(dir, 'cli-request.json');
+  fs.writeFileSync(file, JSON.stringify(request));
+  let out;
+  try {
+    out = execFileSync(skyctlBin(), ['ask', model, '--request', file, '--json'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  } catch (e) {
+    assert.ok(e.status !== 0 && e.stdout.length > 0, `skyctl ask failed without an error object: ${e.stderr}`);
+    out = e.stdout;
+  }
+  return JSON.parse(out.toString('utf8'));
+}
+
+test("the form refuses what skyctl ask refuses, with the CLI's message in the form's words", async () => {
+  const model = path.join(dir, 'models/s1-pico.gguf');
+  const page = await openPage(ctx, `${site.url}index.html`);
+  try {
+    await page.evaluate(() => window.sky.ready);
+    // `null` as state: the JSON null, which the CLI refuses.
+    const cliNull = cliAnswer(model, { state: null, questions: { q: { type: 'choice', instructions: 'Which?', criteria: ['a', 'b'] } } });
+    assert.equal(cliNull.error.message, 'state: null (any JSON value except null)');
+    await page.fill('#state', 'null');
+    let got = await askForm(page, { options: 'billing\nshipping' });
+    assert.equal(got.error, 'State: null (any JSON value except null)');
+    assert.equal(got.answerVisible, false);
+    // A state that starts like JSON but does not parse: refused, never sent as text.
+    await page.fill('#state', '{"customer": "Ana", "message": ');
+    got = await askForm(page, { options: 'billing\nshipping' });
+    assert.equal(
+      got.error,
+      'State: starts like JSON but is not valid JSON (line 1, column 30: EOF while parsing a value); fix the JSON, or write the state as plain text',
+    );
+    // A noul question with options: sent as typed, so refused as the CLI refuses such criteria.
+    await page.fill('#state', 'I was charged twice.');
+    const cliNoul = cliAnswer(model, { state: 'x', questions: { q: { type: 'noul', instructions: 'Angry?', criteria: ['yes', 'no'] } } });
+    const why = "a noul question takes criteria as an object with optional 'true' / 'false' descriptions, or omits it";
+    assert.equal(cliNoul.error.message, `questions.q.criteria: ${why}`);
+    got = await askForm(page, { type: 'noul', instructions: 'Is the customer angry?', options: 'yes\nno' });
+    assert.equal(got.error, `Options: ${why.replace('criteria', 'options')}`);
+    // true / false descriptions are a noul question's options, answered.
+    got = await askForm(page, { type: 'noul', instructions: 'Is the customer angry?', options: 'true: angry\nfalse: calm' });
+    assert.equal(got.error, null);
+    assert.match(got.line, /^(Yes|No): P\(yes\) = /);
+    // An empty question: the CLI answers it (Laya's golden case c2_empty does), so the form does.
+    const empty = { state: 'I was charged twice.', questions: { q: { type: 'choice', instructions: '', criteria: ['billing', 'shipping'] } } };
+    const cliEmpty = cliAnswer(model, empty);
+    assert.ok(cliEmpty.answers, `the CLI answers an empty question: ${JSON.stringify(cliEmpty)}`);
+    got = await askForm(page, { instructions: '', options: 'billing\nshipping' });
+    assert.equal(got.error, null);
+    assert.deepEqual(diff(cliEmpty, JSON.parse(got.response), TOL), []);
+    await page.screenshot({ path: path.join(SHOTS, 'demo-refusals.png'), fullPage: true });
+    assert.deepEqual(page.errors, []);
+  } finally {
+    await page.close();
+  }
+});
+
+test('the page title names the project, and the first answer is marked as including the warm-up', async () => {
+  const page = await openPage(ctx, `${site.url}index.html`);
+  try {
+    await page.evaluate(() => window.sky.ready);
+    assert.equal(await page.title(), 'skyctl · Laya in your browser');
+    const first = await askForm(page, { options: 'billing\nshipping\ntechnical' });
+    assert.equal(first.error, null);
+    assert.match(await page.textContent('#latency'), /^\d+\.\d\d ms in the browser \(first answer: includes the warm-up\) · \d+ input tokens · f32$/);
+    assert.equal(await page.getAttribute('#latency', 'data-first'), 'true');
+    const second = await askForm(page, { options: 'billing\nshipping' });
+    assert.equal(second.error, null);
+    assert.match(await page.textContent('#latency'), /^\d+\.\d\d ms in the browser · \d+ input tokens · f32$/);
+    assert.equal(await page.getAttribute('#latency', 'data-first'), 'false');
+    const bench = await openPage(ctx, `${site.url}bench.html`);
+    try {
+      assert.equal(await bench.title(), 'skyctl · Bench');
+    } finally {
+      await bench.close();
+    }
+  } finally {
+    await page.close();
+  }
+});
+
+test('at 390 px the Question field is whole, inside its card', async () => {
+  const page = await openPage(ctx, `${site.url}index.html`);
+  try {
+    await page.setViewportSize({ width: 390, height: 900 });
+    await page.evaluate(() => window.sky.ready);
+    const box = await page.evaluate(() => {
+      const card = document.getElementById('ask-form').getBoundingClientRect();
+      const q = document.getElementById('instructions');
+      const r = q.getBoundingClientRect();
+      return { left: r.left, right: r.right, width: r.width, cardLeft: card.left, cardRight: card.right, scroll: q.scrollWidth, client: q.clientWidth };
+    });
+    assert.ok(box.left >= box.cardLeft - 0.5 && box.right <= box.cardRight + 0.5, `inside the form: ${JSON.stringify(box)}`);
+    // As wide as the form: the default question shows whole.
+    assert.ok(box.width >= box.cardRight - box.cardLeft - 1, `full width: ${JSON.stringify(box)}`);
+    assert.ok(box.scroll <= box.client, `the default question is not cut: ${JSON.stringify(box)}`);
+    await page.screenshot({ path: path.join(SHOTS, 'demo-390-form.png'), fullPage: true });
+  } finally {
+    await page.close();
+  }
+});
+
+test('?model= a file the release does not publish: the picker shows that file, not a published one', async () => {
+  const page = await openPage(ctx, `${site.url}index.html?model=models/nope.gguf`);
+  try {
+    await page.evaluate(() => window.sky.ready.catch(() => null));
+    await page.waitForFunction(() => document.querySelectorAll('#model-pick option').length > 0);
+    const picked = await page.$eval('#model-pick', (s) => ({ value: s.value, text: s.selectedOptions[0]?.textContent, index: s.selectedIndex }));
+    assert.deepEqual(picked, { value: 'models/nope.gguf', text: 'nope.gguf (not published here)', index: 0 });
+    const published = await page.$$eval('#model-pick option:not([data-unpublished])', (os) => os.map((o) => o.selected));
+    assert.ok(published.length > 0 && published.every((sel) => !sel), 'no published file shown as chosen');
+    assert.match(await page.textContent('#error'), /HTTP 404/);
+  } finally {
+    await page.close();
+  }
+});
 
 // An option whose text is ~70 tokens: over the 48 that fit, so the engine refuses it.
 const LONG_BILLING = `billing: ${'payments, refunds, invoices and double charges on the card; '.repeat(6).trim()}`;
@@ -419,7 +556,10 @@ async function tableCells(page) {
   return page.evaluate(() =>
     [...document.querySelectorAll('#models-table tbody tr')].map((tr) => ({
       model: tr.dataset.model,
-      cells: Object.fromEntries([...tr.querySelectorAll('td[data-col]')].map((td) => [td.dataset.col, td.textContent])),
+      // A timing cell: its median (the spread is under it, in its own span).
+      cells: Object.fromEntries([...tr.querySelectorAll('td[data-col]')].map((td) => [td.dataset.col, (td.querySelector('.value') ?? td).textContent])),
+      spreads: Object.fromEntries([...tr.querySelectorAll('td[data-col] .spread')].map((sp) => [sp.parentElement.dataset.col, sp.textContent])),
+      noisy: [...tr.querySelectorAll('td[data-noisy="true"]')].map((td) => td.dataset.col),
       text: tr.textContent,
     })),
   );
@@ -442,6 +582,16 @@ test('the Bench page shows bench.json and manifest.json, and measures this brows
       for (const v of m.variants) assert.equal(row.cells[`bytes-${v.variant}`], fmt(v.bytes, 0), `${m.name} ${v.variant}`);
       for (const [mode, us] of Object.entries(bench.models[m.name])) {
         assert.equal(row.cells[`native-${mode}`], fmt(us), `${m.name} ${mode}`);
+        // Every timing with its spread over rounds: the fastest and the slowest round.
+        const sp = bench.spread[m.name][mode];
+        if (us === null) assert.equal(sp, null, `${m.name} ${mode}: no spread without a timing`);
+        else {
+          assert.ok(sp.min <= us && us <= sp.max, `${m.name} ${mode}: ${sp.min} <= ${us} <= ${sp.max}`);
+          const noisy = (sp.max - sp.min) / us > 0.1;
+          const short = (v) => fmt(v, Math.abs(v) >= 100 ? 0 : 1);
+          assert.equal(row.spreads[`native-${mode}`], `${short(sp.min)}–${short(sp.max)}${noisy ? ' noisy' : ''}`);
+          assert.equal(row.noisy.includes(`native-${mode}`), noisy);
+        }
       }
       assert.equal(row.cells.browser, DASH);
       // Every native timing names the CPU, the instruction set and the threads that made it.
@@ -485,6 +635,37 @@ test('the Bench page shows an em dash for every null of bench.json', async () =>
     assert.doesNotMatch(table, /null|NaN|undefined/);
     assert.match(await page.textContent('#chart'), new RegExp(DASH));
     await page.screenshot({ path: path.join(SHOTS, 'bench-nulls.png'), fullPage: true });
+    assert.deepEqual(page.errors, []);
+  } finally {
+    await page.close();
+  }
+});
+
+test('the Bench page gives each timing its spread and marks a wide one noisy', async () => {
+  const page = await openPage(ctx, `${site.url}noisy/bench.html`);
+  try {
+    await page.evaluate(() => window.benchReady);
+    const rows = await tableCells(page);
+    const [row] = rows;
+    for (const r of rows.slice(1)) assert.deepEqual(r.noisy, [], `${r.model}: narrow spreads`);
+    assert.equal(row.cells['native-f32'], '1,000');
+    assert.equal(row.spreads['native-f32'], '850–1,150 noisy');
+    assert.equal(row.cells['native-q8_0'], '1,200');
+    assert.equal(row.spreads['native-q8_0'], '1,190–1,215');
+    assert.deepEqual(row.noisy, ['native-f32']);
+    const title = await page.getAttribute(`tr[data-model="${row.model}"] td[data-col="native-f32"]`, 'title');
+    assert.match(title, /fastest round 850 µs, slowest 1,150 µs \(30\.0% apart\): noisy/);
+    // In the chart: the noisy bar faded and labelled so, a whisker from fastest to slowest round.
+    const chart = await page.evaluate(() => ({
+      noisyBars: [...document.querySelectorAll('#chart rect[data-noisy="true"]')].map((r) => Number(r.dataset.value)),
+      whiskers: [...document.querySelectorAll('#chart line.whisker')].map((l) => [Number(l.dataset.min), Number(l.dataset.max)]),
+      labels: [...document.querySelectorAll('#chart text.noisy')].map((t) => t.textContent),
+    }));
+    assert.deepEqual(chart.noisyBars, [1000]);
+    assert.ok(chart.whiskers.some(([a, b]) => a === 850 && b === 1150), JSON.stringify(chart.whiskers));
+    assert.ok(chart.whiskers.some(([a, b]) => a === 1190 && b === 1215), JSON.stringify(chart.whiskers));
+    assert.deepEqual(chart.labels, ['1,000 µs noisy']);
+    await page.screenshot({ path: path.join(SHOTS, 'bench-noisy.png'), fullPage: true });
     assert.deepEqual(page.errors, []);
   } finally {
     await page.close();

@@ -461,8 +461,13 @@ fn bench_compare_times_the_three_paths_in_turn() {
         let mut sorted = speedups.clone();
         sorted.sort_by(f64::total_cmp);
         assert_eq!(r["speedup"].as_f64(), Some(sorted[1]), "{r}");
-        let best = own.iter().copied().fold(f64::INFINITY, f64::min);
-        assert_eq!(r["us_per_question"].as_f64(), Some(best), "{r}");
+        // The median round, with the fastest and the slowest as its spread.
+        let mut sorted_own = own.clone();
+        sorted_own.sort_by(f64::total_cmp);
+        assert_eq!(r["us_per_question"].as_f64(), Some(sorted_own[1]), "{r}");
+        assert_eq!(r["min_us"].as_f64(), Some(sorted_own[0]), "{r}");
+        assert_eq!(r["max_us"].as_f64(), Some(sorted_own[2]), "{r}");
+        assert!(r["spread"].as_f64().is_some_and(|v| v >= 0.0), "{r}");
     }
 
     // The text form: one line a mode, the int8 ones with their speed-up.
@@ -481,6 +486,11 @@ fn bench_compare_times_the_three_paths_in_turn() {
         lines[2].contains("f32 / q8 = ") && lines[3].contains("f32 / q8-fast = "),
         "{text}"
     );
+    // Each timing with its spread over rounds (one round here: no spread).
+    for line in &lines[1..] {
+        assert!(line.contains("us/question (rounds "), "{text}");
+        assert!(line.contains(", spread 0.0%)"), "{text}");
+    }
 
     ok(d, &["convert", "--type", "q8_0", m, "plain.gguf"]);
     let e = fails(

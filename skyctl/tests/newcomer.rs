@@ -340,7 +340,7 @@ fn pipeline_messages_are_located() {
     let ws = initialised();
     let toml = ws.read("pipeline.toml");
     let (src_line, src_col) = at(&toml, "\"models/s1-pico\"\npolicy");
-    let (it_line, it_col) = at(&toml, "3, rounds");
+    let (it_line, it_col) = at(&toml, "10, rounds");
     let (mode_line, mode_col) = at(&toml, "\"q8_0\"], questions");
     // A missing source.
     std::fs::rename(ws.p("models/s1-pico"), ws.p("models/gone")).unwrap();
@@ -370,7 +370,7 @@ fn pipeline_messages_are_located() {
     }
     ws.write("pipeline.toml", &base);
     // Bench settings are checked when the manifest is read.
-    ws.write("pipeline.toml", &base.replace("iters = 3", "iters = 0"));
+    ws.write("pipeline.toml", &base.replace("iters = 10", "iters = 0"));
     let e = ws.fails(&["status"], 2);
     assert_eq!(
         e.trim(),

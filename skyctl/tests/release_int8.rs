@@ -105,14 +105,16 @@ fn build_produces_the_release_like_the_direct_commands() {
     assert_eq!(files[1]["policy"]["outlier_ratio"], 3.0);
     assert_eq!(files[0]["path"], "models/s1-pico.gguf");
     assert_eq!(files[1]["path"], "models/s1-pico.q8_0.gguf");
-    // every declared variant, published or not, with its size and digest
+    // every variant built, published or not, with its size and digest: the declared ones and
+    // the F32 reference the Q8_0 file is quantized from
     let variants = model["variants"].as_array().unwrap();
     let names: Vec<&str> = variants
         .iter()
         .filter_map(|v| v["variant"].as_str())
         .collect();
-    assert_eq!(names, ["f16", "q8_0"]);
-    for (v, bytes) in variants.iter().zip([&f16, &q8]) {
+    assert_eq!(names, ["f32", "f16", "q8_0"]);
+    let f32 = std::fs::read(d.join("build/s1-pico/s1-pico.f32.gguf")).unwrap();
+    for (v, bytes) in variants.iter().zip([&f32, &f16, &q8]) {
         assert_eq!(v["bytes"].as_u64(), Some(bytes.len() as u64));
         assert_eq!(
             v["blake3"].as_str(),

@@ -1,17 +1,21 @@
 //! `skyctl bench MODEL [--q8 | --q8-fast | --compare] [--no-calib] [--questions N] [--iters N]
-//! [--rounds N] [--threads N] [--json]`: per-question latency of one compute path, best median
-//! of rounds; with `--compare`, of f32, q8 and q8-fast frame by frame in turn, with each int8
-//! path's speed-up over f32 on this machine.
+//! [--rounds N] [--threads N] [--json]`: per-question latency of one compute path, the median
+//! of rounds and their spread (the fastest and the slowest round); with `--compare`, of f32, q8
+//! and q8-fast frame by frame in turn, with each int8 path's speed-up over f32 on this machine.
 //!
 //! A frame is one request of `--questions` questions (the built-in calibration prompts, in
 //! order, cycled), each answered from scratch: tokenization, sequence, forward pass,
 //! softmax, answer. A round times `--iters` frames after one untimed warm-up frame and takes
-//! the median of (frame time / questions); the result is the best round.
+//! the median of (frame time / questions); the result is the median of the rounds, with the
+//! fastest and slowest round as its spread, marked noisy when (max - min) / median is above
+//! 10%.
 
 use crate::outcome::Outcome;
 use std::io::Write as _;
 
-use crate::ops::bench::{bench_engine, compare_engines, BenchConfig, Compared};
+use crate::ops::bench::{
+    bench_engine, compare_engines, BenchConfig, BenchResult, Compared, NOISY_SPREAD,
+};
 use crate::ops::compute::{Compute, ComputePath};
 
 /// Arguments of `skyctl bench`.
@@ -28,7 +32,7 @@ pub struct Args {
     /// Frames timed per round.
     #[arg(long, value_name = "N", default_value_t = 300, value_parser = clap::value_parser!(u32).range(1..))]
     pub iters: u32,
-    /// Rounds; the best round median is reported.
+    /// Rounds; the median of the round medians is reported, with the fastest and the slowest.
     #[arg(long, value_name = "N", default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
     pub rounds: u32,
     /// Threads of one question's forward pass (same answers bit for bit).
@@ -71,13 +75,14 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
             .collect();
         writeln!(
             out,
-            "{} [{}; int8 weights: {}, {} matrices, {} outlier columns]: {:.1} us/question (best median of {} rounds x {} frames of {} question(s); rounds {})\non {} ({}, int8 kernel {}), {} thread(s)",
+            "{} [{}; int8 weights: {}, {} matrices, {} outlier columns]: {:.1} us/question ({}; median of {} rounds x {} frames of {} question(s); rounds {})\non {} ({}, int8 kernel {}), {} thread(s)",
             r.model,
             r.mode,
             r.weights,
             r.int8_matrices,
             r.outlier_columns,
             r.us_per_question,
+            spread_words(&r),
             cfg.rounds,
             cfg.iters,
             cfg.questions,
@@ -124,7 +129,7 @@ fn compare(args: &Args, cfg: BenchConfig) -> anyhow::Result<Outcome> {
         let r = &first.result;
         writeln!(
             out,
-            "{} on {} ({}, int8 kernel {}), {} thread(s): f32, q8 and q8-fast in turn, frame by frame, {} rounds x {} frames of {} question(s); best round median per question",
+            "{} on {} ({}, int8 kernel {}), {} thread(s): f32, q8 and q8-fast in turn, frame by frame, {} rounds x {} frames of {} question(s); median of the round medians per question (spread: fastest-slowest round)",
             r.model, r.cpu, r.isa, r.int8_kernel, cfg.threads, cfg.rounds, cfg.iters, cfg.questions
         )?;
     }
@@ -137,7 +142,12 @@ fn compare(args: &Args, cfg: BenchConfig) -> anyhow::Result<Outcome> {
 /// One mode's line of `--compare`'s text output.
 fn compared_line(c: &Compared) -> String {
     let r = &c.result;
-    let mut line = format!("  {:8} {:9.1} us/question", r.mode, r.us_per_question);
+    let mut line = format!(
+        "  {:8} {:9.1} us/question ({})",
+        r.mode,
+        r.us_per_question,
+        spread_words(r)
+    );
     if r.mode != "f32" {
         let rounds: Vec<String> = c.speedup_rounds.iter().map(|v| format!("{v:.2}")).collect();
         line.push_str(&format!(
@@ -150,4 +160,20 @@ fn compared_line(c: &Compared) -> String {
         ));
     }
     line
+}
+
+/// The spread of a timing in words: `rounds 321.0-335.5, spread 4.4%`, with `NOISY` when the
+/// rounds are more than 10% apart (the figure is then more machine noise than speed).
+fn spread_words(r: &BenchResult) -> String {
+    let noisy = if r.spread > NOISY_SPREAD {
+        ", NOISY: rerun on a quiet machine or with more --iters"
+    } else {
+        ""
+    };
+    format!(
+        "rounds {:.1}-{:.1}, spread {:.1}%{noisy}",
+        r.min_us,
+        r.max_us,
+        r.spread * 100.0
+    )
 }

@@ -119,7 +119,8 @@ fn plan(cx: &ModelPlan<'_>, out: &mut Planned) -> sky_dag::Result<()> {
 
 impl Kind for Bench {
     const NAME: &'static str = "bench";
-    const VERSION: u32 = 2;
+    // 3: the median of rounds with min_us, max_us and spread (was: the best round).
+    const VERSION: u32 = 3;
     type Params = Params;
 
     fn exclusive(&self) -> bool {
@@ -173,8 +174,11 @@ impl Kind for Bench {
                 .with_context(|| format!("node `{node}`: {mode} on {}", input.rel))?;
             writeln!(
                 ctx.log,
-                "{mode} ({}): {:.1} us/question, rounds {:?}",
-                input.rel, r.us_per_question, r.round_medians_us
+                "{mode} ({}): {:.1} us/question (median; spread {:.1}%), rounds {:?}",
+                input.rel,
+                r.us_per_question,
+                r.spread * 100.0,
+                r.round_medians_us
             )?;
             let mut v = serde_json::to_value(&r)?;
             if let Some(o) = v.as_object_mut() {

@@ -47,8 +47,18 @@ fn plan(cx: &Plan<'_>, out: &mut Planned) -> sky_dag::Result<()> {
     let mut inputs = Vec::new();
     for model in &m.model {
         let name = model.name.get_ref();
-        // Every variant the pipeline builds (sizes and digests), published or not.
-        for &v in &model.variants {
+        // Every variant the pipeline builds (sizes and digests), published or not: the F32
+        // reference too where quantizing builds it without its being a listed variant (the
+        // Bench page would otherwise show no size for a file the build made).
+        let mut built = model.variants.clone();
+        if !built.contains(&Variant::F32)
+            && built
+                .iter()
+                .any(|v| matches!(v, Variant::Q8_0 | Variant::Tuned))
+        {
+            built.insert(0, Variant::F32);
+        }
+        for &v in &built {
             inputs.push((model_file(m, name, v), model.name.span()));
         }
         if model.bench.is_some() {
@@ -60,11 +70,7 @@ fn plan(cx: &Plan<'_>, out: &mut Planned) -> sky_dag::Result<()> {
         }
         models.push(ModelParams {
             name: name.clone(),
-            variants: model
-                .variants
-                .iter()
-                .map(|v| v.name().to_string())
-                .collect(),
+            variants: built.iter().map(|v| v.name().to_string()).collect(),
             publish: model
                 .publish
                 .iter()
@@ -204,7 +210,8 @@ fn tune_summary(report: &Value) -> Value {
 
 impl Kind for Manifest {
     const NAME: &'static str = "manifest";
-    const VERSION: u32 = 3;
+    // 4: bench.json's `spread` (min and max round per timing); F32 reference sizes.
+    const VERSION: u32 = 4;
     type Params = Params;
 
     fn run(&self, p: Params, ctx: &mut StageCtx<'_>) -> anyhow::Result<()> {
@@ -217,6 +224,7 @@ impl Kind for Manifest {
         let mut models = Vec::new();
         let mut bench = Map::new();
         let mut measured = Map::new();
+        let mut spreads = Map::new();
         for m in &p.models {
             let mut files = Vec::new();
             let mut variants = Vec::new();
@@ -247,14 +255,23 @@ impl Kind for Manifest {
                 }
             }
             let mut per_mode = Map::new();
+            let mut spread_per_mode = Map::new();
             for mode in BenchMode::ALL {
                 per_mode.insert(mode.name().into(), Value::Null);
+                spread_per_mode.insert(mode.name().into(), Value::Null);
             }
             if m.bench {
                 let doc = next_json(&mut inputs, node, "bench.json", &m.name)?;
                 if let Some(modes) = doc["modes"].as_object() {
                     for (mode, r) in modes {
                         per_mode.insert(mode.clone(), r["us_per_question"].clone());
+                        // The spread over rounds: the fastest and the slowest round's median.
+                        let spread = if r.is_object() {
+                            json!({"min": r["min_us"], "max": r["max_us"], "rounds": r["rounds"]})
+                        } else {
+                            Value::Null
+                        };
+                        spread_per_mode.insert(mode.clone(), spread);
                     }
                     // Where the timings come from: one process measures every mode.
                     if let Some(r) = modes.values().find(|r| r.is_object()) {
@@ -267,6 +284,7 @@ impl Kind for Manifest {
                 }
             }
             bench.insert(m.name.clone(), Value::Object(per_mode));
+            spreads.insert(m.name.clone(), Value::Object(spread_per_mode));
             if m.tune {
                 let doc = next_json(&mut inputs, node, "tune.json", &m.name)?;
                 let tune = tune_summary(&doc);
@@ -281,7 +299,7 @@ impl Kind for Manifest {
             );
         }
         let manifest = json!({"format": MANIFEST_FORMAT, "models": models});
-        let bench = json!({"format": BENCH_FORMAT, "unit": "microseconds per question", "models": bench, "measured": measured});
+        let bench = json!({"format": BENCH_FORMAT, "unit": "microseconds per question", "models": bench, "spread": spreads, "measured": measured});
         sky_fs::write(
             manifest_out,
             format!("{}\n", serde_json::to_string_pretty(&manifest)?).as_bytes(),

@@ -1,10 +1,12 @@
-//! Benchmarks: per-question latency of a loaded engine, best median of rounds; what
-//! `skyctl bench` and the `bench` node share.
+//! Benchmarks: per-question latency of a loaded engine, the median of rounds with their spread;
+//! what `skyctl bench` and the `bench` node share.
 //!
 //! A frame is one request of `questions` questions (the built-in calibration prompts, in
 //! order, cycled), each answered from scratch: tokenization, sequence, forward pass,
 //! softmax, answer. A round times `iters` frames after one untimed warm-up frame and takes
-//! the median of (frame time / questions); the result is the best round.
+//! the median of (frame time / questions); the result is the median of the rounds, with the
+//! smallest and the largest round (the spread: how far one round may land from another on this
+//! machine, so a figure is never read as more exact than it is).
 
 use std::time::Instant;
 
@@ -89,10 +91,34 @@ pub struct BenchResult {
     /// The settings.
     #[serde(flatten)]
     pub config: BenchConfig,
-    /// Best round median, microseconds per question.
+    /// Median of the round medians, microseconds per question.
     pub us_per_question: f64,
+    /// The fastest round's median (the spread's low end), microseconds per question.
+    pub min_us: f64,
+    /// The slowest round's median (the spread's high end), microseconds per question.
+    pub max_us: f64,
+    /// (max - min) / median, to 0.001: above [`NOISY_SPREAD`] the figure is noise-dominated.
+    pub spread: f64,
     /// Median of each round, microseconds per question.
     pub round_medians_us: Vec<f64>,
+}
+
+/// A spread ((max - min) / median over rounds) above which a timing is marked noisy (the
+/// Bench page, `skyctl bench`'s text).
+pub const NOISY_SPREAD: f64 = 0.10;
+
+/// Median, smallest and largest of round medians, and the spread (max - min) / median.
+pub fn spread_of(round_medians: &[f64]) -> (f64, f64, f64, f64) {
+    let mut sorted = round_medians.to_vec();
+    let med = median(&mut sorted);
+    let min = sorted.first().copied().unwrap_or(0.0);
+    let max = sorted.last().copied().unwrap_or(0.0);
+    let spread = if med > 0.0 {
+        ((max - min) / med * 1000.0).round() / 1000.0
+    } else {
+        0.0
+    };
+    (med, min, max, spread)
 }
 
 fn median(v: &mut [f64]) -> f64 {
@@ -169,7 +195,7 @@ fn result(
     cfg: BenchConfig,
     round_medians: &[f64],
 ) -> BenchResult {
-    let best = round_medians.iter().copied().fold(f64::INFINITY, f64::min);
+    let (med, min, max, spread) = spread_of(round_medians);
     BenchResult {
         model: engine.name.clone(),
         mode: report.mode,
@@ -180,7 +206,10 @@ fn result(
         isa: engine.isa.name(),
         int8_kernel: engine.isa.int8_path().name(),
         config: cfg,
-        us_per_question: tenth(best),
+        us_per_question: tenth(med),
+        min_us: tenth(min),
+        max_us: tenth(max),
+        spread,
         round_medians_us: round_medians.iter().map(|&v| tenth(v)).collect(),
     }
 }
@@ -273,4 +302,18 @@ pub fn compare_engines(
             }
         })
         .collect())
+}
+
+#[cfg(test)]
+mod spread_tests {
+    use super::*;
+
+    #[test]
+    fn the_spread_is_max_minus_min_over_the_median() {
+        assert_eq!(spread_of(&[110.0, 100.0, 90.0]), (100.0, 90.0, 110.0, 0.2));
+        assert_eq!(spread_of(&[100.0, 104.0]), (102.0, 100.0, 104.0, 0.039));
+        assert_eq!(spread_of(&[50.0]), (50.0, 50.0, 50.0, 0.0));
+        assert_eq!(spread_of(&[]), (0.0, 0.0, 0.0, 0.0));
+        assert!(spread_of(&[100.0, 125.0, 105.0]).3 > NOISY_SPREAD);
+    }
 }

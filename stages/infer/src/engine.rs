@@ -250,50 +250,11 @@ impl Engine {
 
     /// Answer a `/v1/systemone` request (spec 5.1) with the response shape (5.2).
     pub fn systemone(&self, ws: &mut Workspace, request: &Value) -> Result<Value> {
-        let obj = request.as_object().ok_or_else(|| {
-            bad_request("request", "must be a JSON object with state and questions")
-        })?;
-        let state = match obj.get("state") {
-            None => return Err(bad_request("state", "missing (any JSON value except null)")),
-            Some(Value::Null) => {
-                return Err(bad_request("state", "null (any JSON value except null)"))
-            }
-            Some(s) => s,
-        };
-        let questions = match obj.get("questions") {
-            Some(Value::Object(q)) if !q.is_empty() => q,
-            Some(Value::Object(_)) => return Err(bad_request("questions", "must not be empty")),
-            _ => {
-                return Err(bad_request(
-                    "questions",
-                    "missing: an object of question id -> {type, instructions, criteria}",
-                ))
-            }
-        };
-        // Laya's runtime cuts an option that does not fit (48 tokens, fewer when many options
-        // share the head window) and answers for the rest; by default a request with such an
-        // option is refused, naming it, since its answer would ignore text the person wrote.
-        // `"cut_options": true` asks for the runtime's cut (its goldens need it).
-        let cut_options = match obj.get("cut_options") {
-            None | Some(Value::Bool(false)) => false,
-            Some(Value::Bool(true)) => true,
-            Some(other) => {
-                return Err(bad_request(
-                    "cut_options",
-                    format!(
-                        "expected true or false, found {}",
-                        crate::pyjson::dumps(other)
-                    ),
-                ))
-            }
-        };
-        // Validate every question before running any.
-        let parsed: Vec<(String, Question)> = questions
-            .iter()
-            .map(|(id, def)| {
-                Question::parse(&format!("questions.{id}"), def).map(|q| (id.clone(), q))
-            })
-            .collect::<Result<_>>()?;
+        let CheckedRequest {
+            state,
+            cut_options,
+            questions: parsed,
+        } = check_request(request)?;
         let (state_ids, left) = encode_state(self.tokenizer.as_ref(), &self.special, state);
         let mut answers = Map::new();
         let mut tokens = 0usize;
@@ -322,6 +283,68 @@ impl Engine {
             "usage": {"input_tokens": tokens, "output_tokens": 0},
         }))
     }
+}
+
+/// A `/v1/systemone` request that passed [`check_request`].
+#[derive(Debug)]
+pub struct CheckedRequest<'a> {
+    /// The state (never null).
+    pub state: &'a Value,
+    /// Whether options Laya's layout cuts are cut (`"cut_options": true`) rather than refused.
+    pub cut_options: bool,
+    /// The questions, validated, in request order.
+    pub questions: Vec<(String, Question)>,
+}
+
+/// Every check of a `/v1/systemone` request that needs no model (its shape, the state, each
+/// question's type, instructions and criteria): the refusals `skyctl ask` gives before it
+/// tokenizes. The browser demo's form runs the same checks (sky-web's `form_request`).
+pub fn check_request(request: &Value) -> Result<CheckedRequest<'_>> {
+    let obj = request
+        .as_object()
+        .ok_or_else(|| bad_request("request", "must be a JSON object with state and questions"))?;
+    let state = match obj.get("state") {
+        None => return Err(bad_request("state", "missing (any JSON value except null)")),
+        Some(Value::Null) => return Err(bad_request("state", "null (any JSON value except null)")),
+        Some(s) => s,
+    };
+    let questions = match obj.get("questions") {
+        Some(Value::Object(q)) if !q.is_empty() => q,
+        Some(Value::Object(_)) => return Err(bad_request("questions", "must not be empty")),
+        _ => {
+            return Err(bad_request(
+                "questions",
+                "missing: an object of question id -> {type, instructions, criteria}",
+            ))
+        }
+    };
+    // Laya's runtime cuts an option that does not fit (48 tokens, fewer when many options
+    // share the head window) and answers for the rest; by default a request with such an
+    // option is refused, naming it, since its answer would ignore text the person wrote.
+    // `"cut_options": true` asks for the runtime's cut (its goldens need it).
+    let cut_options = match obj.get("cut_options") {
+        None | Some(Value::Bool(false)) => false,
+        Some(Value::Bool(true)) => true,
+        Some(other) => {
+            return Err(bad_request(
+                "cut_options",
+                format!(
+                    "expected true or false, found {}",
+                    crate::pyjson::dumps(other)
+                ),
+            ))
+        }
+    };
+    // Validate every question before running any.
+    let parsed: Vec<(String, Question)> = questions
+        .iter()
+        .map(|(id, def)| Question::parse(&format!("questions.{id}"), def).map(|q| (id.clone(), q)))
+        .collect::<Result<_>>()?;
+    Ok(CheckedRequest {
+        state,
+        cut_options,
+        questions: parsed,
+    })
 }
 
 /// A request's option that Laya's layout would cut short: `ask` refuses it (a cut option

@@ -521,15 +521,24 @@ pub fn open(
         sky_gguf::Error::Io { err, .. } => InferError::io(path.display().to_string(), err),
         other => InferError::io(path.display().to_string(), other),
     })?;
-    let bytes = map.bytes();
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| path.display().to_string());
-    let mut e =
-        crate::load::engine_from_gguf(bytes, name).map_err(|e| e.at(path.display().to_string()))?;
-    let f = GgufFile::parse(bytes)
-        .map_err(|e| InferError::upstream("gguf", e).at(path.display().to_string()))?;
+    open_bytes(map.bytes(), name, opts, calibration).map_err(|e| e.at(path.display().to_string()))
+}
+
+/// Load the bytes of a `.gguf` file onto the requested compute path: what [`open`] does with a
+/// file, for callers without a file system (the browser engine). A Q8_0 file runs in int8
+/// with its outlier columns in f32, exactly as natively.
+pub fn open_bytes(
+    bytes: &[u8],
+    name: String,
+    opts: &ComputeOptions,
+    calibration: Option<&Calibration>,
+) -> Result<(Engine, ComputeReport)> {
+    let mut e = crate::load::engine_from_gguf(bytes, name)?;
+    let f = GgufFile::parse(bytes).map_err(|e| InferError::upstream("gguf", e))?;
     let r = apply(&mut e, Some(&f), opts, calibration)?;
     Ok((e, r))
 }

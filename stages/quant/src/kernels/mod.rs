@@ -12,6 +12,9 @@
 //!   `vpdpwssd` over 16 rows of i16 ([`Packed16W`], Q8x2), with its own quantizer.
 //! - `neon` (aarch64): the scalar quantizer and f32 steps with NEON integer dots, `sdot`
 //!   where the CPU has the dot-product extension, `smull` + `sadalp` where it has not.
+//! - `simd128` (wasm32 built with `+simd128`, the browser engine's SIMD module): the scalar
+//!   quantizer and f32 steps with `i32x4.dot_i16x8_s` integer dots (the `vpmaddwd` of
+//!   WebAssembly) on values widened to i16.
 //!
 //! [`crate::Q8Matrix::matmul`] calls [`matmul`] once per product; it picks the instruction
 //! set's file from the [`KernelPath`] once, and that file quantizes the activations, runs its
@@ -53,6 +56,8 @@ pub(crate) mod avx_vnni;
 #[cfg(target_arch = "aarch64")]
 pub(crate) mod neon;
 pub(crate) mod scalar;
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+pub(crate) mod simd128;
 
 /// Which dot-product implementation runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -71,22 +76,26 @@ pub enum KernelPath {
     Neon,
     /// aarch64 NEON with the dot-product extension (run-time detected): `sdot` per block.
     NeonDot,
+    /// WebAssembly SIMD128 (a module compiled with `+simd128`: WebAssembly has no run-time
+    /// detection): `i32x4.dot_i16x8_s` per block on values widened to i16.
+    Simd128,
 }
 
 impl KernelPath {
     /// Every path, fastest first. [`KernelPath::detect`] takes the first this CPU runs at or
     /// below the `SKYCTL_ISA` level ([`crate::cpu`]).
-    pub const ALL: [KernelPath; 6] = [
+    pub const ALL: [KernelPath; 7] = [
         KernelPath::Avx512Vnni,
         KernelPath::AvxVnni,
         KernelPath::Avx2,
         KernelPath::NeonDot,
         KernelPath::Neon,
+        KernelPath::Simd128,
         KernelPath::Scalar,
     ];
 
     /// Short lowercase name (`scalar`, `avx2`, `avx-vnni`, `avx512-vnni`, `neon`,
-    /// `neon-dotprod`).
+    /// `neon-dotprod`, `simd128`).
     pub fn name(self) -> &'static str {
         match self {
             KernelPath::Scalar => "scalar",
@@ -95,6 +104,7 @@ impl KernelPath {
             KernelPath::Avx512Vnni => "avx512-vnni",
             KernelPath::Neon => "neon",
             KernelPath::NeonDot => "neon-dotprod",
+            KernelPath::Simd128 => "simd128",
         }
     }
 
@@ -117,6 +127,7 @@ impl KernelPath {
                     && is_x86_feature_detected!("avx512vnni")
             }
             KernelPath::Neon => cfg!(target_arch = "aarch64"),
+            KernelPath::Simd128 => cfg!(all(target_arch = "wasm32", target_feature = "simd128")),
             KernelPath::NeonDot => {
                 #[cfg(target_arch = "aarch64")]
                 let dot = std::arch::is_aarch64_feature_detected!("dotprod");
@@ -146,7 +157,8 @@ impl KernelPath {
     pub fn level(self) -> crate::cpu::IsaLevel {
         use crate::cpu::IsaLevel;
         match self {
-            KernelPath::Scalar => IsaLevel::Scalar,
+            // Chosen when the module is compiled, so no `SKYCTL_ISA` level caps it.
+            KernelPath::Scalar | KernelPath::Simd128 => IsaLevel::Scalar,
             KernelPath::Avx2 => IsaLevel::Avx2,
             KernelPath::AvxVnni => IsaLevel::AvxVnni,
             KernelPath::Avx512Vnni => IsaLevel::Avx512,
@@ -319,6 +331,8 @@ pub(crate) fn matmul(
         KernelPath::NeonDot => neon::matmul(w, x, n, out, mode, bufs, true),
         #[cfg(target_arch = "aarch64")]
         KernelPath::Neon => neon::matmul(w, x, n, out, mode, bufs, false),
+        #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+        KernelPath::Simd128 => simd128::matmul(w, x, n, out, mode, bufs),
         // Scalar, and (unreachable: never available there) the other targets' paths.
         _ => scalar::matmul(w, x, n, out, mode, bufs),
     }

@@ -13,7 +13,8 @@ use clap::CommandFactory;
 mod common;
 
 fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+    let skyctl = Path::new(env!("CARGO_MANIFEST_DIR"));
+    skyctl.parent().unwrap_or(skyctl).to_path_buf()
 }
 
 fn read(rel: &str) -> String {

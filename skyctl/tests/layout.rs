@@ -1,4 +1,4 @@
-//! The repository's layout rules (README, "Layout"): no crate has an import circle between its
+//! The repository's layout rules (docs/internals/architecture.md): no crate has an import circle between its
 //! top-level modules, nothing in skyctl points at `cli` or `commands` but the front end itself,
 //! and sky-dag depends on no `sky-*` crate but sky-fs and sky-env (the one writer of files and
 //! the one reader of the environment, both leaves).

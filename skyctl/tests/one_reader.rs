@@ -200,8 +200,9 @@ fn the_walk_skips_test_modules_and_comments_only() {
 }
 
 #[test]
-fn the_readme_states_each_limit() {
-    let readme = std::fs::read_to_string(workspace().join("README.md")).expect("README.md");
+fn the_docs_state_each_limit() {
+    let readme = std::fs::read_to_string(workspace().join("docs/internals/never.md"))
+        .expect("docs/internals/never.md");
     let rows = [
         ("checkpoint config", vec![sky_fs::CONFIG]),
         (
@@ -225,13 +226,13 @@ fn the_readme_states_each_limit() {
             .lines()
             .map(str::trim)
             .find(|l| l.starts_with(&format!("| {row}")))
-            .unwrap_or_else(|| panic!("README: no limits row for {row}"));
+            .unwrap_or_else(|| panic!("docs/internals/never.md: no limits row for {row}"));
         for l in limits {
             let max = l.max.expect("a bounded kind");
             let want = format!("| {} |", sky_fs::size_in_words(max));
             assert!(
                 line.ends_with(&want),
-                "README row {line:?}: {} is {want}",
+                "docs/internals/never.md row {line:?}: {} is {want}",
                 l.what
             );
         }

@@ -1,4 +1,4 @@
-//! The README's walk-through ("A first project"), run as written: each `$` line is a shell
+//! The README's walk-through (between the walkthrough markers), run as written: each `$` line is a shell
 //! command (with this build's `skyctl` first on PATH), and the lines under it must appear in
 //! its output, in order, where `...` matches any text.
 

@@ -15,7 +15,7 @@ use sky_infer::forward::Workspace;
 pub struct Args {
     /// The model: a .gguf file or a Laya checkpoint directory.
     pub model: PathBuf,
-    /// A `/v1/systemone` request (`{"state": ..., "questions": {...}}`, README "Requests"),
+    /// A `/v1/systemone` request (`{"state": ..., "questions": {...}}`; docs/guide/first-project.md),
     /// or `-` for standard input. Prints the response, pretty-printed (one line with --json).
     #[arg(long, value_name = "FILE.json")]
     pub request: Option<PathBuf>,

@@ -55,7 +55,7 @@ pub struct Spec<'a> {
     pub tolerance: f64,
     /// Fraction of the tolerance held back: the search keeps the error on the tuned cases
     /// within `(1 - margin) x tolerance`, a reserve for cases it has not seen (no guarantee:
-    /// BENCH.md has held-out errors). 0 searches at the tolerance itself.
+    /// bench/results/ has held-out errors). 0 searches at the tolerance itself.
     pub margin: f64,
     /// Largest file allowed, in bytes.
     pub budget: Option<u64>,

@@ -292,7 +292,7 @@ impl Pipeline {
     }
 
     /// The project folders must be apart from each other and from what is not skyctl's
-    /// (README, "What a build never does"); each message is located at the folder's key.
+    /// (docs/internals/never.md); each message is located at the folder's key.
     fn check_folders(&self, folders: &[Folder]) -> Result<()> {
         let m = &self.manifest;
         for f in folders {

@@ -3,9 +3,9 @@
 //!
 //! Checks that need the whole graph (cycles, two nodes writing one output, paths leading out of
 //! the workspace) live in [`sky_dag::graph`]; the expansion into node specs in
-//! [`super::expand`]. The schema is documented for users in the
-//! README ("pipeline.toml") and in the example that `skyctl init` writes
-//! ([`EXAMPLE`]); keep the three in step.
+//! [`super::expand`]. The schema is documented for users in
+//! docs/reference/pipeline-toml.md (`skyctl/tests/docs.rs` checks every key) and in the example
+//! that `skyctl init` writes ([`EXAMPLE`]); keep the three in step.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
@@ -396,7 +396,7 @@ impl<'de> serde::de::Visitor<'de> for InputDeclVisitor {
     }
 }
 
-/// `[cache]`: the shared remote cache (README, "Sharing the cache"). Not part of any key.
+/// `[cache]`: the shared remote cache (docs/guide/sharing-the-cache.md). Not part of any key.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Cache {
@@ -405,7 +405,7 @@ pub struct Cache {
     pub remote: Option<Spanned<String>>,
 }
 
-/// `[execute]`: where nodes that must run are run (README, "Running on a cluster"). Not part
+/// `[execute]`: where nodes that must run are run (docs/guide/cluster.md). Not part
 /// of any key: a node built on a cluster is a cache hit for a local build.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -113,7 +113,7 @@ pub enum NodeFailure {
 }
 
 impl NodeFailure {
-    /// The stable machine name (`--json` `failure.kind`, documented in the README).
+    /// The stable machine name (`--json` `failure.kind`, documented in docs/reference/exit-codes.md).
     pub fn kind(&self) -> &'static str {
         match self {
             NodeFailure::OutputNotOurs { .. } => "output_not_ours",

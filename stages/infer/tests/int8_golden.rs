@@ -8,7 +8,7 @@
 //! - plain round-to-nearest Q8_0 (`--no-calib`, or a llama.cpp Q8_0 file) is visibly worse;
 //! - the calibrated Q8_0 file is as good as quantizing at load.
 
-// The measured errors are printed (with --nocapture) so that the README figures can be redone.
+// The measured errors are printed (with --nocapture) so that the figures of docs/internals/int8.md can be redone.
 #![allow(clippy::print_stderr)]
 
 mod common;
@@ -204,7 +204,7 @@ fn check(model: &str, bounds: &[(&str, f64, f64)]) -> Vec<(&'static str, f64, f6
 
 /// Bounds: the measured value plus about 3%. Every instruction set computes the same bits
 /// (tests/isa_bits.rs), so no margin is needed for the machine; the 3% only lets a deliberate
-/// engine change land before the figures are re-measured (README, "The int8 paths").
+/// engine change land before the figures are re-measured (docs/internals/int8.md).
 fn bounds(q8: (f64, f64), fast: (f64, f64)) -> Vec<(&'static str, f64, f64)> {
     vec![
         ("f32", 1e-3, 1e-4),

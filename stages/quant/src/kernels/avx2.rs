@@ -12,11 +12,12 @@
 //! residual pass of the quantizer only.
 //! (With one operand at 7 bits, `vpmaddubsw` could not saturate and would need no sign
 //! trick: about 1.3x faster products on an Intel core, at 1.8-2.9x q8-fast's largest golden
-//! error and outside ggml's Q8_0; measured, not adopted: BENCH.md, "What narrower int8
-//! operands would buy". Exact 8-bit `vpmaddubsw` with each weight chunk stored in its four
-//! sign variants, picked per token by the activations' signs, takes 12% off the chunk loop
-//! but loads weights per token: no faster in the engine, not adopted: BENCH.md, "Exact 8-bit
-//! products through `vpmaddubsw`".)
+//! error and outside ggml's Q8_0; measured, not adopted: "What narrower int8 operands would
+//! buy" in bench/results/same-answers-on-every-cpu-every-path-at-one-arithmetic-per-i.md.
+//! Exact 8-bit `vpmaddubsw` with each weight chunk stored in its four sign variants, picked
+//! per token by the activations' signs, takes 12% off the chunk loop but loads weights per
+//! token: no faster in the engine, not adopted: "Exact 8-bit products through `vpmaddubsw`",
+//! same file.)
 //!
 //! - [`quantize_rows`]: the activation quantizer, 8 blocks at a time straight from the input
 //!   (outlier lanes read as 0.0), storing i16 values ([`Packed8W`]'s kernels) or biased bytes

@@ -182,7 +182,14 @@ fn fit_suites(out: &std::path::Path, set: bool) -> anyhow::Result<()> {
         return Ok(());
     }
     let keep = |s: &str| uses_out.iter().any(|u| u == s);
-    let fits = match crate::ops::fit::measure_and_set(&pipe, &path, &text, &keep, set) {
+    let fits = match crate::pipeline::fit::measure_and_set(
+        &pipe,
+        &crate::kinds::registry(),
+        &path,
+        &text,
+        &keep,
+        set,
+    ) {
         Ok(f) => f,
         Err(e) if !set => {
             emit(&format!(
@@ -194,7 +201,7 @@ fn fit_suites(out: &std::path::Path, set: bool) -> anyhow::Result<()> {
     };
     let mut text = format!(
         "measured on the suites' variants and paths (fitted: {}):\n",
-        crate::ops::fit::RULE
+        crate::pipeline::fit::RULE
     );
     for m in &fits {
         text.push_str(&format!("  {}\n", m.line()));

@@ -113,7 +113,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
     }
     outln!(
         "golden tolerances ({}), measured on this checkpoint:",
-        crate::ops::fit::RULE
+        crate::pipeline::fit::RULE
     );
     for m in &fits {
         outln!(
@@ -136,12 +136,22 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
 }
 
 /// Measure the model suites of the manifest just written and write their fitted tolerances.
-fn fit_tolerances(manifest: &Path, text: &str) -> anyhow::Result<Vec<crate::ops::fit::Measured>> {
+fn fit_tolerances(
+    manifest: &Path,
+    text: &str,
+) -> anyhow::Result<Vec<crate::pipeline::fit::Measured>> {
     let file = crate::pipeline::ManifestFile::find(Path::new("."), Some(manifest))?;
     // The scratch measurement reads no store; a store path that does not exist is never made.
     let pipe = crate::pipeline::Pipeline::from_file(file, None, crate::kinds::planners())?;
-    crate::ops::fit::measure_and_set(&pipe, manifest, text, &|_| true, true)
-        .context("measuring the golden suites to fit their tolerances")
+    crate::pipeline::fit::measure_and_set(
+        &pipe,
+        &crate::kinds::registry(),
+        manifest,
+        text,
+        &|_| true,
+        true,
+    )
+    .context("measuring the golden suites to fit their tolerances")
 }
 
 /// What a build writes, which git should not track: the folders of the template's `[project]`.

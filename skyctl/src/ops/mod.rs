@@ -5,7 +5,6 @@
 pub mod bench;
 pub mod calibrate;
 pub mod compute;
-pub mod fit;
 pub mod golden_table;
 pub mod kernels;
 pub mod names;

@@ -5,6 +5,7 @@
 pub mod cache;
 pub mod execute;
 pub mod expand;
+pub mod fit;
 pub mod plan;
 pub mod schema;
 

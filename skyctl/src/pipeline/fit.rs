@@ -16,8 +16,8 @@ use serde_json::Value;
 use sky_dag::graph::Input;
 use sky_dag::{StageCtx, StageInput};
 
-use crate::pipeline::schema::GoldenKind;
-use crate::pipeline::Pipeline;
+use super::schema::GoldenKind;
+use super::Pipeline;
 
 /// How much room a fitted tolerance leaves above the measured error (another CPU's SIMD
 /// order, another build of the engine): a factor.
@@ -116,9 +116,14 @@ impl Measured {
 }
 
 /// Measure the model suites of `pipe` whose names `keep` accepts, in manifest order.
-pub fn measure(pipe: &Pipeline, keep: &dyn Fn(&str) -> bool) -> anyhow::Result<Vec<Measured>> {
+/// `registry`: the kinds the pipeline's nodes run with (the caller's, so that this module
+/// does not name the kinds, which use it).
+pub fn measure(
+    pipe: &Pipeline,
+    registry: &sky_dag::kind::Registry,
+    keep: &dyn Fn(&str) -> bool,
+) -> anyhow::Result<Vec<Measured>> {
     let graph = pipe.graph()?;
-    let registry = crate::kinds::registry();
     let suites: Vec<_> = pipe
         .manifest
         .golden
@@ -297,16 +302,17 @@ pub fn set_tolerances(pipe: &Pipeline, text: &str, fits: &[Measured]) -> String 
 /// manifest file at `path` (holding `text`) when `write`; the measurements.
 pub fn measure_and_set(
     pipe: &Pipeline,
+    registry: &sky_dag::kind::Registry,
     path: &Path,
     text: &str,
     keep: &dyn Fn(&str) -> bool,
     write: bool,
 ) -> anyhow::Result<Vec<Measured>> {
-    let fits = measure(pipe, keep)?;
+    let fits = measure(pipe, registry, keep)?;
     if write && !fits.is_empty() {
         let new = set_tolerances(pipe, text, &fits);
         // The edit must leave a manifest that parses, with the values asked for.
-        crate::pipeline::Manifest::parse(&new, path)?;
+        super::Manifest::parse(&new, path)?;
         sky_fs::write(path, new.as_bytes())
             .with_context(|| format!("writing `{}`", path.display()))?;
     }

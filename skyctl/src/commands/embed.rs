@@ -26,7 +26,7 @@ pub enum Pooling {
 #[derive(clap::Args, Debug)]
 #[command(group(clap::ArgGroup::new("input").required(true).args(["text", "requests"])))]
 pub struct Args {
-    /// The model: a .gguf file (an `--encoder-only` one too) or a Laya checkpoint directory.
+    /// The model: a whole .gguf file (not an `--encoder-only` one) or a Laya checkpoint directory.
     pub model: PathBuf,
     /// A text (repeatable): encoded as `[CLS] text [SEP]`, the way Hugging Face's tokenizer
     /// does, with the model's own tokenizer (NFC first).

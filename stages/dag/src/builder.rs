@@ -1437,10 +1437,11 @@ impl Job<'_> {
             })
             .collect();
         let before = fingerprint(self.release_abs);
-        // The folders of the outputs as they are before the run (names only: one readdir
-        // each), to name what a run that misses an output wrote instead.
-        let folders = output_folders(node);
-        let listed = folder_entries(self.root, &folders);
+        // To name what a run that misses an output wrote instead: the entries of the outputs'
+        // folders changed since this moment. Read only on that failure: listing the folders
+        // before every run costs a readdir of the whole folder per node, which grows with the
+        // graph when its outputs share a folder.
+        let started = std::time::SystemTime::now();
         let mut ctx = StageCtx {
             node: &node.id,
             workspace: self.root,
@@ -1493,10 +1494,9 @@ impl Job<'_> {
             match ingest(self.store, self.root, &o.path, o.dir) {
                 Ok(rec) => outputs.push(rec),
                 Err(NodeFailure::MissingOutput { path, .. }) => {
-                    let strays = folder_entries(self.root, &folders)
-                        .difference(&listed)
-                        .filter(|p| !node.outputs.iter().any(|o| o.path == **p))
-                        .cloned()
+                    let strays = changed_entries(self.root, &output_folders(node), started)
+                        .into_iter()
+                        .filter(|p| !node.outputs.iter().any(|o| o.path == *p))
                         .collect();
                     return Err(NodeFailure::MissingOutput { path, strays });
                 }
@@ -1533,14 +1533,29 @@ fn output_folders(node: &crate::graph::Node) -> Vec<&str> {
     dirs
 }
 
-/// The workspace paths of the entries of these folders (missing folders have none).
-fn folder_entries(root: &Path, dirs: &[&str]) -> std::collections::BTreeSet<String> {
+/// The workspace paths of the entries of these folders whose inode changed at or after
+/// `since` (made, written, renamed or linked there by the run; missing folders have none).
+fn changed_entries(
+    root: &Path,
+    dirs: &[&str],
+    since: std::time::SystemTime,
+) -> std::collections::BTreeSet<String> {
+    use std::os::unix::fs::MetadataExt;
+    let since = since
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i128);
     let mut out = std::collections::BTreeSet::new();
     for d in dirs {
         let Ok(rd) = std::fs::read_dir(root.join(d)) else {
             continue;
         };
         for e in rd.flatten() {
+            let Ok(md) = e.metadata() else { continue };
+            // File times come from the kernel's coarse clock, up to a tick (1-4 ms) behind.
+            let ctime = md.ctime() as i128 * 1_000_000_000 + md.ctime_nsec() as i128;
+            if ctime + 5_000_000 < since {
+                continue;
+            }
             let name = e.file_name().to_string_lossy().into_owned();
             out.insert(if d.is_empty() {
                 name

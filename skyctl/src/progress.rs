@@ -4,12 +4,12 @@
 
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::IsTerminal;
 
 use indicatif::{ProgressBar, ProgressStyle};
 
-use sky_dag::report::{Event, NodeStatus, Reporter, Summary};
+use sky_dag::report::{Event, JobState, NodeStatus, Reporter, Summary};
 use sky_dag::NodeFailure;
 
 /// Output mode chosen from flags and the terminal.
@@ -41,6 +41,8 @@ pub struct Console {
     verbose: bool,
     bar: Option<ProgressBar>,
     running: BTreeSet<String>,
+    /// Running nodes whose job waits on another machine: `queued 1234` or `job 1234`.
+    jobs: BTreeMap<String, String>,
     /// Nodes stopped or not run because of Ctrl-C or SIGTERM: (counted as failed, as skipped).
     cancelled: (usize, usize),
 }
@@ -53,6 +55,7 @@ impl Console {
             verbose,
             bar: None,
             running: BTreeSet::new(),
+            jobs: BTreeMap::new(),
             cancelled: (0, 0),
         }
     }
@@ -66,7 +69,15 @@ impl Console {
 
     fn refresh(&self) {
         if let Some(b) = &self.bar {
-            let names: Vec<&str> = self.running.iter().map(String::as_str).take(4).collect();
+            let names: Vec<String> = self
+                .running
+                .iter()
+                .take(4)
+                .map(|n| match self.jobs.get(n) {
+                    Some(job) => format!("{n} ({job})"),
+                    None => n.clone(),
+                })
+                .collect();
             let more = self.running.len().saturating_sub(names.len());
             let tail = if more > 0 {
                 format!(" +{more}")
@@ -201,6 +212,7 @@ impl Reporter for Console {
                 ..
             } => {
                 self.running.remove(node);
+                self.jobs.remove(node);
                 if matches!(failure, Some(NodeFailure::Cancelled { .. })) {
                     match status {
                         NodeStatus::Failed => self.cancelled.0 += 1,
@@ -245,6 +257,29 @@ impl Reporter for Console {
                             }
                         }
                     }
+                }
+            }
+            Event::Job {
+                node,
+                engine,
+                job,
+                state,
+                detail,
+            } => {
+                let (word, short) = match state {
+                    JobState::Queued => ("queued", format!("queued, job {job}")),
+                    JobState::Running => ("running", format!("job {job}")),
+                };
+                let detail = match (state, detail) {
+                    (JobState::Queued, Some(d)) => format!(" ({d})"),
+                    (JobState::Running, Some(d)) => format!(" on {d}"),
+                    (_, None) => String::new(),
+                };
+                self.jobs.insert(node.clone(), short);
+                self.refresh();
+                // The bar shows it beside the node; piped output gets a line.
+                if self.bar.is_none() {
+                    self.line(&format!("{word:<9} {node}: {engine} job {job}{detail}"));
                 }
             }
             Event::Note { message } => self.line(&format!("skyctl: {message}")),

@@ -22,9 +22,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use sky_dag::executor::{Executed, Executor, NodeDescription, Task, DESCRIPTION_FORMAT};
+use sky_dag::executor::{Executed, Executor, NodeDescription, RemoteJob, Task, DESCRIPTION_FORMAT};
 use sky_dag::key::Digest;
 use sky_dag::remote::RemoteCache;
+use sky_dag::report::JobState;
 use sky_dag::store::OutputRecord;
 use sky_dag::tree::{Tree, TreeEntry};
 use sky_dag::NodeFailure;
@@ -48,8 +49,9 @@ pub struct Slurm {
     out_dir: PathBuf,
     /// This build, in job names: the coordinator's pid and start time.
     build_id: String,
-    /// Names of the jobs submitted and not known to have ended (cancelled on a signal).
-    live: Mutex<Vec<String>>,
+    /// The jobs submitted and not known to have ended, by job name, with their node id
+    /// (cancelled on a signal; shown queued or running).
+    live: Mutex<BTreeMap<String, String>>,
 }
 
 /// How a job ended badly.
@@ -91,7 +93,7 @@ impl Slurm {
                     .map(|d| d.as_millis())
                     .unwrap_or(0)
             ),
-            live: Mutex::new(Vec::new()),
+            live: Mutex::new(BTreeMap::new()),
         })
     }
 
@@ -249,7 +251,7 @@ impl Slurm {
                 "node `{node}`: cannot run `srun` ({e}); is the Slurm client installed and on PATH?"
             ))
         })?;
-        lock(&self.live).push(name.clone());
+        lock(&self.live).insert(name.clone(), node.clone());
         let status = loop {
             if let Some(sig) = sky_dag::interrupt::requested() {
                 scancel(&name);
@@ -297,13 +299,33 @@ impl Slurm {
     }
 
     fn forget(&self, name: &str) {
-        lock(&self.live).retain(|j| j != name);
+        lock(&self.live).remove(name);
     }
 }
 
 impl Executor for Slurm {
     fn name(&self) -> &str {
         "slurm"
+    }
+
+    /// One `squeue` for every live job of this build. A controller that does not answer
+    /// leaves the progress as it was: the jobs themselves are followed through srun.
+    fn jobs(&self) -> Vec<RemoteJob> {
+        let live = lock(&self.live).clone();
+        if live.is_empty() {
+            return Vec::new();
+        }
+        let names: Vec<&str> = live.keys().map(String::as_str).collect();
+        let out = std::process::Command::new("squeue")
+            .args(["--me", "--noheader", "--format=%j|%i|%T|%R", "--name"])
+            .arg(names.join(","))
+            .stdin(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .output();
+        match out {
+            Ok(o) if o.status.success() => parse_squeue(&String::from_utf8_lossy(&o.stdout), &live),
+            _ => Vec::new(),
+        }
     }
 
     fn execute(
@@ -333,10 +355,48 @@ impl Executor for Slurm {
     }
 }
 
+/// The states `squeue` gives a job that has not ended.
+fn job_state(slurm: &str) -> Option<JobState> {
+    match slurm {
+        "PENDING" | "REQUEUED" | "REQUEUE_HOLD" | "REQUEUE_FED" | "RESV_DEL_HOLD" => {
+            Some(JobState::Queued)
+        }
+        "RUNNING" | "CONFIGURING" | "COMPLETING" | "SUSPENDED" | "SIGNALING" | "STAGE_OUT"
+        | "RESIZING" => Some(JobState::Running),
+        _ => None,
+    }
+}
+
+/// `squeue`'s lines (`NAME|ID|STATE|REASON-OR-NODES`) for the jobs in `live` (job name to
+/// node id); a line for another job, or one that does not parse, is left out.
+fn parse_squeue(out: &str, live: &BTreeMap<String, String>) -> Vec<RemoteJob> {
+    let mut jobs = Vec::new();
+    for line in out.lines() {
+        let mut f = line.splitn(4, '|');
+        let (Some(name), Some(id), Some(state), Some(where_)) =
+            (f.next(), f.next(), f.next(), f.next())
+        else {
+            continue;
+        };
+        let (Some(node), Some(state)) = (live.get(name.trim()), job_state(state.trim())) else {
+            continue;
+        };
+        // %R is `(Reason)` for a pending job, the node list for a running one.
+        let detail = where_.trim().trim_start_matches('(').trim_end_matches(')');
+        jobs.push(RemoteJob {
+            node: node.clone(),
+            job: id.trim().to_string(),
+            state,
+            detail: (!detail.is_empty() && detail != "None").then(|| detail.to_string()),
+        });
+    }
+    jobs
+}
+
 impl Drop for Slurm {
     /// Nothing this build submitted outlives it.
     fn drop(&mut self) {
-        for name in lock(&self.live).drain(..) {
+        for name in std::mem::take(&mut *lock(&self.live)).into_keys() {
             scancel(&name);
         }
     }
@@ -395,6 +455,44 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn squeue_lines_become_the_states_of_this_builds_jobs() {
+        let live: BTreeMap<String, String> = [
+            ("skyctl-1-a".to_string(), "gpu/one".to_string()),
+            ("skyctl-1-b".to_string(), "gpu/two".to_string()),
+            ("skyctl-1-c".to_string(), "done".to_string()),
+        ]
+        .into();
+        let out = "skyctl-1-a|41|RUNNING|skynode\n\
+                   skyctl-1-b|42|PENDING|(Resources)\n\
+                   skyctl-1-c|43|COMPLETED|skynode\n\
+                   someone-else|44|RUNNING|skynode\n\
+                   garbled line\n\
+                   skyctl-1-b|45|PENDING|(None)\n";
+        let jobs = parse_squeue(out, &live);
+        assert_eq!(jobs.len(), 3, "{jobs:?}");
+        assert_eq!(
+            jobs[0],
+            RemoteJob {
+                node: "gpu/one".into(),
+                job: "41".into(),
+                state: JobState::Running,
+                detail: Some("skynode".into())
+            }
+        );
+        assert_eq!(
+            jobs[1],
+            RemoteJob {
+                node: "gpu/two".into(),
+                job: "42".into(),
+                state: JobState::Queued,
+                detail: Some("Resources".into())
+            }
+        );
+        assert_eq!(jobs[2].job, "45");
+        assert_eq!(jobs[2].detail, None);
+    }
 
     #[test]
     fn tails_cut_on_character_boundaries() {

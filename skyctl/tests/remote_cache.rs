@@ -8,10 +8,11 @@ mod common;
 #[path = "common/nginx.rs"]
 mod nginx;
 
-use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{model_workspace, parse_build, snapshot, BuildRun, Ws};
+use common::{
+    check_artifact_digests, model_workspace, parse_build, project_clone, snapshot, BuildRun, Ws,
+};
 use nginx::{Mode, Nginx, Silent};
 
 const REMOTE_ENV: [&str; 6] = [
@@ -657,99 +658,6 @@ fn the_cache_section_status_and_bad_urls() {
         String::from_utf8_lossy(&out.stderr).trim(),
         "skyctl: remote cache URL `cache.example` must start with http:// or https://"
     );
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    for e in walkdir::WalkDir::new(from).into_iter().flatten() {
-        let rel = e.path().strip_prefix(from).unwrap();
-        let dst = to.join(rel);
-        if e.file_type().is_dir() {
-            std::fs::create_dir_all(&dst).unwrap();
-        } else if e.file_type().is_file() {
-            std::fs::copy(e.path(), &dst).unwrap();
-        }
-    }
-}
-
-/// A clone of this repository's own release pipeline: pipeline.toml, models/, golden/.
-fn project_clone() -> Ws {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-    let ws = Ws::new();
-    // The model part of the pipeline: the browser engine's nodes (which build the WASM
-    // modules from the workspace's sources, minutes of compiling) follow its marker.
-    let text = std::fs::read_to_string(root.join("pipeline.toml")).unwrap();
-    let models = text
-        .split("# The browser engine (stages/web)")
-        .next()
-        .unwrap();
-    assert!(models.len() < text.len(), "the web section marker moved");
-    std::fs::write(ws.p("pipeline.toml"), models).unwrap();
-    for d in ["models", "golden"] {
-        copy_dir(&root.join(d), &ws.p(d));
-    }
-    ws
-}
-
-/// The committed digests of the pipeline's non-volatile artifacts (every GGUF, calibration,
-/// tune result and policy, the manifests, the golden reports and kernel goldens, the published
-/// models): every instruction set computes the same bits, so a fresh build on any machine
-/// reproduces this machine's bytes. Timings (bench.json) are volatile and left out.
-const ARTIFACTS: &str = "golden/artifacts.blake3";
-
-fn artifact_digests(ws: &Ws) -> String {
-    let mut lines = Vec::new();
-    for top in ["build", "site/public/models"] {
-        for e in walkdir::WalkDir::new(ws.p(top)).sort_by_file_name() {
-            let e = e.unwrap();
-            let rel = e
-                .path()
-                .strip_prefix(ws.p(""))
-                .unwrap()
-                .to_string_lossy()
-                .into_owned();
-            if !e.file_type().is_file() || rel.ends_with("bench.json") {
-                continue;
-            }
-            let digest = blake3::hash(&std::fs::read(e.path()).unwrap());
-            lines.push((rel, format!("{digest}  ")));
-        }
-    }
-    lines.sort();
-    lines
-        .into_iter()
-        .map(|(rel, d)| format!("{d}{rel}\n"))
-        .collect()
-}
-
-fn check_artifact_digests(ws: &Ws) {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-    let got = artifact_digests(ws);
-    assert!(got.contains("build/s1-micro/s1-micro.q8_0.gguf"), "{got}");
-    if std::env::var_os("SKYCTL_BLESS_ARTIFACTS").is_some() {
-        let head = "# blake3 of the non-volatile artifacts of this repository's pipeline (a build of its\n\
-                    # model part, from a clean clone; every CPU builds the same bytes). Regenerate:\n\
-                    # SKYCTL_BLESS_ARTIFACTS=1 cargo test -p skyctl --test remote_cache the_projects_own_pipeline\n";
-        std::fs::write(root.join(ARTIFACTS), format!("{head}{got}")).unwrap();
-        return;
-    }
-    let want = std::fs::read_to_string(root.join(ARTIFACTS)).unwrap();
-    let want: String = want
-        .lines()
-        .filter(|l| !l.starts_with('#'))
-        .map(|l| format!("{l}\n"))
-        .collect();
-    if got != want {
-        let fresh = root.join("target/artifacts.blake3");
-        std::fs::write(&fresh, &got).unwrap();
-        let differ: Vec<&str> = got
-            .lines()
-            .filter(|l| !want.lines().any(|w| w == *l))
-            .collect();
-        panic!(
-            "the pipeline's artifacts differ from {ARTIFACTS} (this build's list: {}); differing: {differ:#?}. If the change is intended: SKYCTL_BLESS_ARTIFACTS=1 cargo test -p skyctl --test remote_cache the_projects_own_pipeline",
-            fresh.display()
-        );
-    }
 }
 
 #[test]

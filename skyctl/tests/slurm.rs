@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{parse_build, snapshot, BuildRun, Ws};
+use common::{check_artifact_digests, parse_build, project_clone, snapshot, BuildRun, Ws};
 use nginx::{Mode, Nginx};
 
 const REMOTE_ENV: [&str; 6] = [
@@ -279,6 +279,128 @@ resources = { constraint = "a100" }
         "{msg}"
     );
     assert!(!ws.p("out.txt").exists());
+}
+
+/// The repository's own pipeline (its model part, as the remote-cache tests build it) from a
+/// fresh clone on the cluster: every node that runs is a Slurm job, the artifacts are the
+/// committed digests of a local build (golden/artifacts.blake3), and a second fresh clone
+/// building locally on the same cache runs nothing and publishes the same release.
+#[test]
+fn the_projects_own_pipeline_builds_on_slurm_byte_identical_to_a_local_build() {
+    let cluster = Cluster::start();
+    let cache = Nginx::start(Mode::Open);
+    let url = cache.url();
+    let a = project_clone();
+    let r = build(
+        &a,
+        Some(&cluster),
+        &["--execute", "slurm", "--remote-cache", &url],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let executed = r
+        .events
+        .iter()
+        .filter(|e| e["event"] == "finished" && e["status"] == "executed")
+        .count();
+    assert!(executed >= 30, "{executed}");
+    assert_eq!(cluster.finished_jobs(), vec!["COMPLETED"; executed]);
+    check_artifact_digests(&a);
+
+    let b = project_clone();
+    let r = build(&b, None, &["--execute", "local", "--remote-cache", &url]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.summary["executed"], 0, "{:?}", r.events);
+    assert_eq!(cluster.finished_jobs().len(), executed);
+    let release = snapshot(&a.p("site/public"));
+    assert!(release.contains_key("models/s1-pico.gguf") && release.contains_key("bench.json"));
+    assert_eq!(release, snapshot(&b.p("site/public")));
+}
+
+/// Two nodes for the cluster's one GPU: one waits in the queue, and the build says so with
+/// its job id, then says where it runs.
+#[test]
+fn progress_shows_a_queued_node_with_its_job_id_then_where_it_runs() {
+    let cluster = Cluster::start();
+    let cache = Nginx::start(Mode::Open);
+    let url = cache.url();
+    let ws = Ws::new();
+    let pipeline = |round: &str| {
+        format!(
+            r#"
+[execute]
+engine = "slurm"
+
+[[command]]
+name = "gpu-a"
+run = "sleep 3; echo {round} > build/a.txt"
+outputs = ["build/a.txt"]
+resources = {{ gpus = 1 }}
+
+[[command]]
+name = "gpu-b"
+run = "sleep 3; echo {round} > build/b.txt"
+outputs = ["build/b.txt"]
+resources = {{ gpus = 1 }}
+"#
+        )
+    };
+    ws.write("pipeline.toml", &pipeline("one"));
+    let r = build(&ws, Some(&cluster), &["--remote-cache", &url, "-j", "2"]);
+    assert_eq!(r.code, 0, "{}\n{:?}", r.stderr, r.events);
+    let jobs: Vec<&serde_json::Value> = r.events.iter().filter(|e| e["event"] == "job").collect();
+    for e in &jobs {
+        assert_eq!(e["engine"], "slurm", "{e}");
+        let id = e["job"].as_str().unwrap_or_default();
+        assert!(
+            !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit()),
+            "{e}"
+        );
+    }
+    let running = |node: &str| {
+        jobs.iter()
+            .find(|e| e["node"] == node && e["state"] == "running")
+            .unwrap_or_else(|| panic!("no running event for {node}: {jobs:?}"))
+    };
+    let (a, b) = (running("gpu-a"), running("gpu-b"));
+    assert_ne!(a["job"], b["job"]);
+    assert_eq!(a["detail"], "skynode", "{a}");
+    let queued: Vec<_> = jobs.iter().filter(|e| e["state"] == "queued").collect();
+    assert!(!queued.is_empty(), "one node waits for the GPU: {jobs:?}");
+    for q in &queued {
+        let node = q["node"].as_str().unwrap_or_default();
+        assert_eq!(
+            q["job"],
+            running(node)["job"],
+            "the same job starts: {jobs:?}"
+        );
+        let at = |e: &&serde_json::Value| r.events.iter().position(|x| x == *e);
+        assert!(at(q) < at(running(node)), "queued before running: {jobs:?}");
+    }
+
+    // Piped, each change is one line.
+    ws.write("pipeline.toml", &pipeline("two"));
+    let out = cmd(
+        &ws,
+        Some(&cluster),
+        &["build", "--remote-cache", &url, "-j", "2"],
+    )
+    .output()
+    .expect("running skyctl");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let line = stderr
+        .lines()
+        .find(|l| l.starts_with("queued    gpu-"))
+        .unwrap_or_else(|| panic!("no queued line: {stderr}"));
+    let (_, tail) = line.split_once(": slurm job ").expect(line);
+    let (id, reason) = tail.split_once(' ').expect(line);
+    assert!(id.bytes().all(|b| b.is_ascii_digit()), "{line}");
+    assert!(reason.starts_with('(') && reason.ends_with(')'), "{line}");
+    let node = &line["queued    ".len()..line.find(':').expect(line)];
+    assert!(
+        stderr.contains(&format!("running   {node}: slurm job {id} on skynode")),
+        "{stderr}"
+    );
 }
 
 #[test]

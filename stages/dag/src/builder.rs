@@ -470,6 +470,7 @@ impl<'g> BuildSession<'g> {
             stored: 0,
             remote: opts.remote.as_ref(),
             executor: opts.executor.as_deref().unwrap_or(&crate::executor::Local),
+            job_seen: std::collections::BTreeMap::new(),
             refused: None,
         };
         let exclusive = graph
@@ -787,6 +788,8 @@ struct BuildDriver<'a> {
     journal: &'a crate::state::Journal,
     /// Where nodes run.
     executor: &'a dyn crate::executor::Executor,
+    /// The last job id and state reported for each node that runs elsewhere.
+    job_seen: std::collections::BTreeMap<String, (String, crate::report::JobState)>,
     summary: Summary,
     /// Whether cached nodes must be checked for an action record in this store.
     verify_store: bool,
@@ -896,6 +899,26 @@ impl<'a> BuildDriver<'a> {
             for message in remote.take_warnings() {
                 self.reporter.event(&Event::Note { message });
             }
+        }
+    }
+
+    /// Report each job whose state or id changed since the last tick (a queued job that
+    /// starts, a lost one submitted again).
+    fn job_states(&mut self) {
+        let jobs = self.executor.jobs();
+        for j in jobs {
+            let seen = (j.job.clone(), j.state);
+            if self.job_seen.get(&j.node) == Some(&seen) {
+                continue;
+            }
+            self.job_seen.insert(j.node.clone(), seen);
+            self.reporter.event(&Event::Job {
+                node: j.node,
+                engine: self.executor.name().to_string(),
+                job: j.job,
+                state: j.state,
+                detail: j.detail,
+            });
         }
     }
 
@@ -1225,6 +1248,7 @@ impl<'a> Driver<'a, JobOutput> for BuildDriver<'a> {
 
     fn tick(&mut self) {
         self.remote_warnings();
+        self.job_states();
         self.reporter.tick();
     }
 

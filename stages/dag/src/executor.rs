@@ -22,6 +22,7 @@ use crate::failure::NodeFailure;
 use crate::graph::Node;
 use crate::key::{Digest, KeyMaterial};
 use crate::kind::Registry;
+use crate::report::JobState;
 use crate::store::{ActionRecord, OutputRecord, Store};
 
 /// One node to run, as the builder knows it when the node must run.
@@ -61,6 +62,25 @@ pub trait Executor: Send + Sync {
         task: &Task<'_>,
         here: &mut dyn FnMut() -> Result<Vec<OutputRecord>, NodeFailure>,
     ) -> Result<Executed, NodeFailure>;
+    /// Where the nodes this executor handed elsewhere stand now (asked on the coordinator
+    /// thread about twice a second while nodes run; an engine that runs everything here has
+    /// none). A node it does not list is not waiting on another machine.
+    fn jobs(&self) -> Vec<RemoteJob> {
+        Vec::new()
+    }
+}
+
+/// A node waiting on another engine, as that engine last said.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemoteJob {
+    /// The node id.
+    pub node: String,
+    /// The engine's id for its job (a Slurm job id).
+    pub job: String,
+    /// Queued or running.
+    pub state: JobState,
+    /// Why it is queued (Slurm's reason, e.g. `Resources`), or where it runs (its host).
+    pub detail: Option<String>,
 }
 
 /// Every node runs in this process.

@@ -25,6 +25,16 @@ pub enum NodeStatus {
     Skipped,
 }
 
+/// Where a node's job stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobState {
+    /// Waiting for resources.
+    Queued,
+    /// Started on a machine.
+    Running,
+}
+
 /// Something that happened during a build.
 #[derive(Debug, Clone, Serialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
@@ -68,6 +78,20 @@ pub enum Event {
         /// The end of the node's log, for failures.
         #[serde(skip_serializing_if = "Option::is_none")]
         log_tail: Option<String>,
+    },
+    /// A node that runs elsewhere changed state: its job was queued or started.
+    Job {
+        /// Node id.
+        node: String,
+        /// The engine (`slurm`).
+        engine: String,
+        /// The engine's job id.
+        job: String,
+        /// Queued or running.
+        state: JobState,
+        /// Why it is queued, or the host it runs on.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        detail: Option<String>,
     },
     /// A message for the user (waiting for a lock, a damaged blob, the release update).
     Note {

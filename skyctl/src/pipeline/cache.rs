@@ -176,6 +176,7 @@ pub fn open(
     planners: Vec<Planner>,
 ) -> anyhow::Result<Compiled> {
     let key = cache_key(&file, store_override.as_deref(), registry);
+    sky_dag::timings::mark("graph key");
     let path = sky_dag::state::StatePaths::new(&file.root).compiled_graph();
     let file = match &key {
         Some(key) => match load(&path, key, file, store_override.as_deref()) {
@@ -252,14 +253,18 @@ fn load(
     file: ManifestFile,
     store_override: Option<&Path>,
 ) -> Result<Compiled, ManifestFile> {
-    match check(path, key, &file, store_override) {
+    let checked = check(path, key, &file, store_override);
+    sky_dag::timings::mark("graph read + checks");
+    match checked {
         Some((compiled, ws, remote, execute)) => {
             // The manifest's text moves into the graph (for error locations), uncopied.
             let source = Source {
                 file: file.shown,
                 text: file.text,
             };
-            let source = match compiled.graph(source) {
+            let graph = compiled.graph(source);
+            sky_dag::timings::mark("graph decode");
+            let source = match graph {
                 Ok(graph) if graph.disk_checks_pass(&ws.root) => {
                     return Ok(Compiled {
                         ws,

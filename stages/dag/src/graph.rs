@@ -448,13 +448,47 @@ impl Graph {
             return false;
         }
         let root_real = root.canonicalize().ok();
-        let mut checked = std::collections::HashSet::new();
-        let stats: Option<Vec<Option<FileStat>>> = self
+        let outputs: Vec<&str> = self
             .nodes
             .iter()
             .flat_map(|n| &n.outputs)
-            .map(|o| check_output_path(root, root_real.as_deref(), &o.path, &mut checked).ok())
+            .map(|o| o.path.as_str())
             .collect();
+        let check = |part: &[&str]| -> Option<Vec<Option<FileStat>>> {
+            let mut checked = std::collections::HashSet::new();
+            part.iter()
+                .map(|rel| check_output_path(root, root_real.as_deref(), rel, &mut checked).ok())
+                .collect()
+        };
+        // On a large graph these stats are most of a no-op build's time on one core: the
+        // other cores take a share (each with its own set of checked folders).
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
+        let stats = if threads > 1 && outputs.len() >= PARALLEL_DISK_CHECKS {
+            let chunk = outputs.len().div_ceil(threads);
+            std::thread::scope(|scope| {
+                let parts: Vec<_> = outputs
+                    .chunks(chunk)
+                    .map(|part| {
+                        (
+                            part,
+                            std::thread::Builder::new().spawn_scoped(scope, || check(part)),
+                        )
+                    })
+                    .collect();
+                let mut all = Vec::with_capacity(outputs.len());
+                for (part, spawned) in parts {
+                    // No thread (the system refused one): this thread takes its share.
+                    let stats = match spawned {
+                        Ok(h) => h.join().ok().flatten(),
+                        Err(_) => check(part),
+                    };
+                    all.extend(stats?);
+                }
+                Some(all)
+            })
+        } else {
+            check(&outputs)
+        };
         match stats {
             Some(stats) => {
                 if let Ok(mut taken) = self.output_stats.lock() {
@@ -1104,6 +1138,9 @@ enum SymlinkOnOutput {
 /// store or anywhere else a link points. `checked` holds the folders already found clean.
 /// `Ok(Some(stat))` when the output is a regular file: that `lstat` is the only one a no-op
 /// build takes of it.
+/// Declared outputs from which [`Graph::disk_checks_pass`] shares its stats between threads.
+const PARALLEL_DISK_CHECKS: usize = 2048;
+
 fn check_output_path(
     root: &Path,
     root_real: Option<&Path>,
@@ -1426,6 +1463,49 @@ mod tests {
         assert!(located(e)
             .2
             .contains("only a glob (`*`, `?`, `[...]`) may be allowed to match nothing"));
+    }
+
+    /// Past [`PARALLEL_DISK_CHECKS`] outputs the stats are shared between threads: they
+    /// come back in declared order, and a symlink in any share fails the checks.
+    #[test]
+    fn disk_checks_of_a_large_graph_keep_the_order_and_see_every_share() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let n = PARALLEL_DISK_CHECKS + 11;
+        std::fs::create_dir_all(root.join("out")).unwrap();
+        let outputs: Vec<String> = (0..n).map(|i| format!("out/{i}.txt")).collect();
+        for (i, o) in outputs.iter().enumerate().step_by(3) {
+            std::fs::write(root.join(o), vec![b'x'; i]).unwrap();
+        }
+        let nodes = |extra: Option<&str>| {
+            let mut v: Vec<NodeSpec> = outputs
+                .iter()
+                .enumerate()
+                .map(|(i, o)| cmd(&format!("n{i}"), "true", &[], &[o]))
+                .collect();
+            if let Some(o) = extra {
+                v.push(cmd("late", "true", &[], &[o]));
+            }
+            v
+        };
+        let g = Graph::build(spec(nodes(None)), &Source::default(), root).unwrap();
+        assert!(g.disk_checks_pass(root));
+        let stats = g.take_output_stats().unwrap();
+        assert_eq!(stats.len(), n);
+        for (i, st) in stats.iter().enumerate() {
+            match st {
+                Some(st) => assert!(i % 3 == 0 && st.size == i as u64, "{i}: {st:?}"),
+                None => assert!(i % 3 != 0, "{i}"),
+            }
+        }
+        // The last share holds a symlink made after the graph was compiled.
+        let g = Graph::build(spec(nodes(Some("link/x.txt"))), &Source::default(), root).unwrap();
+        assert!(g.disk_checks_pass(root));
+        assert_eq!(g.take_output_stats().map(|s| s.len()), Some(n + 1));
+        std::fs::create_dir_all(root.join("real")).unwrap();
+        std::os::unix::fs::symlink("real", root.join("link")).unwrap();
+        assert!(!g.disk_checks_pass(root));
+        assert_eq!(g.take_output_stats(), None);
     }
 
     #[test]

@@ -21,6 +21,7 @@ SKYCTL=${SKYCTL:-$REPO/target/release/skyctl}
 JOBS=${JOBS:-20}
 NODES=${NODES:-200}
 [ -x "$SKYCTL" ] || { echo "no skyctl at $SKYCTL (cargo build --release -p skyctl)" >&2; exit 2; }
+SKYCTL=$(realpath "$SKYCTL")
 NGINX=$(command -v nginx || echo /usr/sbin/nginx)
 [ -x "$NGINX" ] || { echo "nginx missing: apt-get install nginx" >&2; exit 2; }
 unset SKYCTL_STORE SKYCTL_REMOTE_CACHE SKYCTL_REMOTE_CACHE_READ_ONLY SKYCTL_REMOTE_CACHE_HEADER \

@@ -9,7 +9,8 @@
 #   3. this repository's release pipeline from a fresh clone (`git clone` of HEAD, sharing this
 #      checkout's .venv for the cuda-ptx node), built locally and with `--execute slurm` (an
 #      empty store and cache each): wall seconds, jobs, and whether every output but the
-#      timings (bench.json) is byte-identical. RELEASE=0 leaves it out.
+#      timings (bench.json) is byte-identical (cargo's scratch, build/web/target, aside).
+#      RELEASE=0 leaves it out.
 #
 #   SKYCTL=target/release/skyctl JOBS=20 NODES=200 bash bench/slurm_overhead.sh
 #
@@ -86,11 +87,15 @@ echo "layers$NODES: local build ${local_s} s; --execute slurm ${slurm_s} s ($job
 if [ "${RELEASE:-1}" = 1 ]; then
   completed() { grep -c 'JobState=COMPLETED' "$W/cluster/jobcomp.txt" || true; }
   fresh_clone() { rm -rf "$1"; git clone -q "$REPO" "$1"; ln -s "$REPO/.venv" "$1/.venv"; }
-  outputs() { (cd "$1" && find build site/public -type f ! -name bench.json -print0 | sort -z | xargs -0 sha256sum); }
+  outputs() { (cd "$1" && find build site/public -type f ! -name bench.json ! -path 'build/web/target/*' -print0 | sort -z | xargs -0 sha256sum); }
   fresh_clone "$W/rel-local"; rel_local_s=$(build_s "$W/rel-local" --remote-cache off)
   before=$(completed)
   fresh_clone "$W/rel-slurm"; rel_slurm_s=$(build_s "$W/rel-slurm" --execute slurm --remote-cache "$BASE/c2")
   rel_jobs=$(( $(completed) - before ))
-  if [ "$(outputs "$W/rel-local")" = "$(outputs "$W/rel-slurm")" ]; then same=identical; else same=DIFFERENT; fi
+  if [ "$(outputs "$W/rel-local")" = "$(outputs "$W/rel-slurm")" ]; then
+    same=identical
+  else
+    same="DIFFERENT: $(diff <(outputs "$W/rel-local") <(outputs "$W/rel-slurm") | grep '^[<>]' | awk '{print $1, $3}' | sort -k2 | tr '\n' ' ' || true)"
+  fi
   echo "release pipeline ($(git -C "$REPO" rev-parse --short HEAD)): local build ${rel_local_s} s; --execute slurm ${rel_slurm_s} s ($rel_jobs jobs); every output but bench.json: $same"
 fi

@@ -135,6 +135,28 @@ fn every_kernel_compiles_for_compute_37_and_assembles_for_sm_37() {
         Some(0)
     );
     assert_eq!(common::snapshot(out.path()), common::snapshot(again.path()));
+
+    // And from another clone, whose sources have other modification times (ptxas records
+    // the time of the source file its line table names when it can open it).
+    let clone = tempfile::tempdir().unwrap();
+    let kernels = clone.path().join("stages/cuda/kernels");
+    common::copy_tree(&root().join("stages/cuda/kernels"), &kernels);
+    for e in std::fs::read_dir(&kernels).unwrap() {
+        let f = std::fs::File::options()
+            .write(true)
+            .open(e.unwrap().path())
+            .unwrap();
+        f.set_modified(std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000_000))
+            .unwrap();
+    }
+    let third = tempfile::tempdir().unwrap();
+    assert_eq!(
+        compile(clone.path(), third.path(), &all_sources())
+            .status
+            .code(),
+        Some(0)
+    );
+    assert_eq!(common::snapshot(out.path()), common::snapshot(third.path()));
 }
 
 /// A copy of the kernels under `<tmp>/stages/cuda/kernels` with `file`'s line containing

@@ -15,11 +15,18 @@ pub fn assemble(
     source: &str,
     arch: &'static str,
 ) -> Result<()> {
-    let out = Command::new(ptxas)
+    // ptxas opens the CUDA source the PTX line table names (`.file 1 "kernels/x.cu"`),
+    // relative to its working directory, and writes that file's modification time into the
+    // cubin: run in an empty folder, the cubin depends on the PTX alone, in every clone.
+    let empty = tempfile::tempdir()
+        .map_err(|e| Error::Toolchain(format!("cannot make an empty folder for ptxas: {e}")))?;
+    let absolute = |p: &Path| std::path::absolute(p).map_err(|e| Error::io(p, e));
+    let out = Command::new(absolute(ptxas)?)
+        .current_dir(empty.path())
         .arg(format!("-arch={arch}"))
         .arg("-o")
-        .arg(cubin_path)
-        .arg(ptx_path)
+        .arg(absolute(cubin_path)?)
+        .arg(absolute(ptx_path)?)
         .output()
         .map_err(|e| Error::Toolchain(format!("cannot run `{}`: {e}", ptxas.display())))?;
     if out.status.success() {

@@ -1,13 +1,14 @@
 // The browser engine in headless Chromium: median ms per question on the 41 golden cases for
-// each model (s1-pico, s1-nano, s1-micro; their F16 files), with the SIMD128 and the scalar
+// each model (s1-pico, s1-nano, s1-micro) and file type (`--types`: f16 by default; q8_0 and
+// tuned files run the browser's int8 path, as native does), with the SIMD128 and the scalar
 // module; module sizes (and gzip); time from navigation to sky.ready for s1-pico.
 // A benchmark, not a test (BENCH.md has the numbers; never run by .ci/run).
 //
 //   cargo run --release -p skyctl -- build && (cd site && npm ci)
 //   node bench/web.mjs [--passes 5] [--reps 10] [--models s1-pico,...] [--variants simd,scalar]
-//                      [--json OUT.json] [--native BIN]
+//                      [--types f16,q8_0] [--json OUT.json] [--native BIN]
 //
-// `--native BIN` (the infer bench executable, `cargo bench -p sky-infer --bench infer --no-run`
+// `--native BIN` (f16 files only: the infer bench executable, `cargo bench -p sky-infer --bench infer --no-run`
 // prints its path) alternates the browser with native f32 on the same machine: after every
 // browser pass BIN answers the 41 cases `reps` times, and each pass gives a WASM / native
 // ratio of the same statistic (median over the cases of each case's time); reported: the
@@ -32,6 +33,7 @@ const REPS = Number(arg('reps', 10));
 const JSON_OUT = arg('json', null);
 const MODELS = arg('models', 's1-pico,s1-nano,s1-micro').split(',');
 const VARIANTS = arg('variants', 'simd,scalar').split(',');
+const TYPES = arg('types', 'f16').split(',');
 const NATIVE = arg('native', null);
 
 // One native f32 run of BIN over the 41 cases `reps` times: its median of case medians and its
@@ -56,10 +58,16 @@ const median = (xs) => {
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sky-bench-'));
 fs.cpSync(RELEASE, dir, { recursive: true });
+// Each file under test, as `model.type` (the model's name alone for f16, as before types).
+const files = [];
 for (const m of MODELS) {
-  const src = path.join(ROOT, 'build', m, `${m}.f16.gguf`);
-  if (!fs.existsSync(src)) throw new Error(`${src} missing: run skyctl build first`);
-  fs.copyFileSync(src, path.join(dir, 'models', `${m}.bench.gguf`));
+  for (const t of TYPES) {
+    const src = path.join(ROOT, 'build', m, `${m}.${t}.gguf`);
+    if (!fs.existsSync(src)) throw new Error(`${src} missing: run skyctl build first`);
+    const name = t === 'f16' ? m : `${m}.${t}`;
+    fs.copyFileSync(src, path.join(dir, 'models', `${name}.bench.gguf`));
+    files.push({ name, model: m, type: t });
+  }
 }
 const requests = goldenCases().map((c) => c.request);
 const site = await serve(dir, { isolate: true });
@@ -78,7 +86,7 @@ try {
     await page.close();
   }
   results.ready_ms = median(ready);
-  for (const m of MODELS) {
+  for (const { name: m, model, type } of files) {
     results.models[m] = {};
     for (const v of VARIANTS) {
       const page = await openPage(ctx, `${site.url}index.html?model=models/${m}.bench.gguf&simd=${v === 'simd' ? 1 : 0}`);
@@ -93,8 +101,8 @@ try {
       for (let p = 0; p < PASSES; p++) {
         const t = await page.evaluate(([r, reps]) => window.sky.bench(r, reps), [requests, REPS]);
         t.forEach((ms, i) => perCase[i].push(ms));
-        if (NATIVE) {
-          const us = nativeMicros(m, requests.length);
+        if (NATIVE && type === 'f16') {
+          const us = nativeMicros(model, requests.length);
           native.push(us);
           ratios.push((median(t) * 1000) / us.med);
           meanRatios.push((mean(t) * 1000) / us.mean);
@@ -107,7 +115,7 @@ try {
         isolated,
       };
       let line = `${m} ${v}: ${ms.toFixed(3)} ms per question (median of ${requests.length} cases)`;
-      if (NATIVE) {
+      if (NATIVE && type === 'f16') {
         const r = results.models[m][v];
         r.native_ms_per_question = Number((median(native.map((u) => u.med)) / 1000).toFixed(4));
         r.native_mean_ms_per_question = Number((median(native.map((u) => u.mean)) / 1000).toFixed(4));

@@ -1,8 +1,8 @@
 //! The book cannot drift from the code: every `pipeline.toml` key the schema accepts is in
 //! docs/reference/pipeline-toml.md (and every key there exists), docs/reference/cli.md holds
 //! every command's `--help` as the binary prints it, every environment variable the sources
-//! read is in docs/reference/environment.md, and every relative link and `#anchor` in README.md
-//! and docs/**/*.md resolves.
+//! read is in docs/reference/environment.md, every relative link and `#anchor` in README.md
+//! and docs/**/*.md resolves, and every `skyctl` command line in their code blocks parses.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -645,4 +645,126 @@ fn every_relative_link_and_anchor_resolves() {
         "broken links:\n{}",
         problems.join("\n")
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// (e) command lines in code blocks
+
+/// The words of a shell command line: whitespace-separated, with single and double quotes
+/// grouping (enough for the book's examples, which use no escapes inside quotes).
+fn shell_words(line: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut word = String::new();
+    let mut quote = None;
+    let mut started = false;
+    for c in line.chars() {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), c) => word.push(c),
+            (None, '\'' | '"') => {
+                quote = Some(c);
+                started = true;
+            }
+            (None, c) if c.is_whitespace() => {
+                if started || !word.is_empty() {
+                    words.push(std::mem::take(&mut word));
+                }
+                started = false;
+            }
+            (None, c) => word.push(c),
+        }
+    }
+    if started || !word.is_empty() {
+        words.push(word);
+    }
+    words
+}
+
+/// Every `skyctl ...` line in a fenced or indented code block of README.md and docs/ (the
+/// generated help in cli.md aside): (file:line, the line with `$ `, comments, `[ ]` around
+/// optional parts and `\` continuations taken away).
+fn book_command_lines() -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for file in markdown_files() {
+        let rel = file
+            .strip_prefix(root())
+            .unwrap_or(&file)
+            .display()
+            .to_string();
+        if rel == "docs/reference/cli.md" || rel == "BENCH.md" {
+            continue;
+        }
+        let text = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{rel}: {e}"));
+        let mut fenced = false;
+        let mut pending: Option<(usize, String)> = None;
+        for (i, line) in text.lines().enumerate() {
+            if line.trim_start().starts_with("```") {
+                fenced = !fenced;
+                continue;
+            }
+            if !fenced && !line.starts_with("    ") {
+                continue;
+            }
+            let mut code = line.trim();
+            if let Some((at, mut so_far)) = pending.take() {
+                let more = code.strip_suffix('\\');
+                so_far.push(' ');
+                so_far.push_str(more.unwrap_or(code).trim());
+                match more {
+                    Some(_) => pending = Some((at, so_far)),
+                    None => out.push((format!("{rel}:{at}"), so_far)),
+                }
+                continue;
+            }
+            code = code.strip_prefix("$ ").unwrap_or(code);
+            if !code.starts_with("skyctl ") {
+                continue;
+            }
+            // A comment starts at ` #`.
+            let code = code.split(" #").next().unwrap_or(code).trim();
+            let code = code.replace(['[', ']'], "");
+            match code.strip_suffix('\\') {
+                Some(start) => pending = Some((i + 1, start.trim().to_string())),
+                None => out.push((format!("{rel}:{}", i + 1), code)),
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn shell_words_keep_quoted_text_together() {
+    assert_eq!(
+        shell_words(r#"skyctl ask m.gguf --text "a b" --x '' c"#),
+        ["skyctl", "ask", "m.gguf", "--text", "a b", "--x", "", "c"]
+    );
+}
+
+/// Every skyctl command line the book shows parses with this skyctl: its subcommands, flags
+/// and values exist (the README's walkthrough also runs, in `readme.rs`).
+#[test]
+fn every_command_line_in_the_book_parses() {
+    let lines = book_command_lines();
+    assert!(
+        lines.len() >= 20,
+        "only {} command lines: {lines:?}",
+        lines.len()
+    );
+    let mut problems = Vec::new();
+    for (at, line) in &lines {
+        let words = shell_words(line);
+        match skyctl::cli::Cli::command().try_get_matches_from(&words) {
+            Ok(_) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion
+                ) => {}
+            Err(e) => problems.push(format!(
+                "{at}: `{line}`: {}",
+                e.to_string().lines().next().unwrap_or_default()
+            )),
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
 }

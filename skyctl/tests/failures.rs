@@ -275,3 +275,37 @@ fn a_node_stopped_by_a_signal_is_cancelled() {
     assert_eq!(slow["status"], "failed");
     assert_eq!(slow["failure"]["kind"], "cancelled", "{slow}");
 }
+
+/// A run that fails after writing its output, then the edit reverted: the output comes back
+/// from the store, said to be built before (not "missing or modified", which blames the user).
+#[test]
+fn a_reverted_edit_after_a_failed_run_is_restored_as_built_before() {
+    let ws = Ws::new();
+    ws.write(
+        "pipeline.toml",
+        r#"
+[[command]]
+name = "check"
+run = "cp in.txt out/report.txt; grep -q ok in.txt"
+inputs = ["in.txt"]
+outputs = ["out/report.txt"]
+"#,
+    );
+    ws.write("in.txt", "ok\n");
+    assert_eq!(ws.build(&[]).code, 0);
+    ws.write("in.txt", "bad\n");
+    let failed = ws.build(&[]);
+    assert_eq!(failed.code, 1, "{}", failed.stderr);
+    assert_eq!(ws.read("out/report.txt"), "bad\n");
+    ws.write("in.txt", "ok\n");
+    let status = ws.run(&["status"]);
+    let said = String::from_utf8_lossy(&status.stdout);
+    assert!(said.contains("built before"), "{said}");
+    let run = ws.build(&[]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let e = event(&run, "check");
+    assert_eq!(e["status"], "restored", "{e}");
+    assert_eq!(e["why"]["reason"], "built_before", "{e}");
+    assert_eq!(e["why"]["path"], "out/report.txt", "{e}");
+    assert_eq!(ws.read("out/report.txt"), "ok\n");
+}

@@ -1086,6 +1086,8 @@ impl<'a> Driver<'a, JobOutput> for BuildDriver<'a> {
                 }
             }
             Freshness::Restore(why) => {
+                let why =
+                    why.for_restore(self.failures_before.contains_key(&self.graph.nodes[n].id));
                 let outs = outs.unwrap_or_default();
                 let restored = self
                     .restore(&outs)

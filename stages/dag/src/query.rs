@@ -108,7 +108,7 @@ pub fn scan(
                     Freshness::Fresh => known[n] = outs,
                     Freshness::Restore(why) => {
                         known[n] = outs;
-                        view.stale = Some(why);
+                        view.stale = Some(why.for_restore(view.last_failure.is_some()));
                         view.restore_only = true;
                     }
                     Freshness::Dirty(why) => {

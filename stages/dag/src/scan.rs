@@ -115,6 +115,20 @@ pub enum DirtyReason {
     },
 }
 
+impl DirtyReason {
+    /// The reason a node is restored, given whether the last run of it failed: a failed run
+    /// leaves its outputs, so when the inputs are back to those of the success before (a
+    /// reverted edit) the outputs differ because of that run, not a hand: built before.
+    pub fn for_restore(self, failed_last_run: bool) -> DirtyReason {
+        match self {
+            DirtyReason::OutputMissing { path } if failed_last_run => {
+                DirtyReason::BuiltBefore { path }
+            }
+            why => why,
+        }
+    }
+}
+
 impl fmt::Display for DirtyReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

@@ -138,7 +138,9 @@ async function checkAgainstNative(t, query, wantSimd, shot) {
     await page.fill('#instructions', 'Which team should handle this?');
     await page.fill('#options', 'billing: payments and refunds\nshipping\ntechnical');
     await page.click('#ask');
-    await page.waitForSelector('#result-card:not([hidden])');
+    // The card opens before the engine answers: wait for the answer itself (the scalar
+    // module can take longer than a glance).
+    await page.waitForFunction(() => /^Choice: /.test(document.getElementById('answer-line').textContent));
     assert.equal(await page.locator('#bars .bar-row').count(), 3);
     assert.match(await page.textContent('#answer-line'), /Choice: (billing|shipping|technical)/);
     // Not the engine's first answer (the golden cases came before): no warm-up mark.

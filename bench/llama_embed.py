@@ -21,7 +21,7 @@ import subprocess
 import sys
 import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from llama_files import ROOT, converted, run
 TEXTS = [
     "The harbour town lost its last cannery in 1998.",
     "White to move. Which plan is best?",
@@ -29,12 +29,6 @@ TEXTS = [
     "Order numbers 88213 and 88540 still went to the old address.",
 ]
 
-
-def run(cmd):
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode != 0:
-        sys.exit(f"{' '.join(cmd)} failed ({r.returncode}):\n{r.stderr[-2000:]}")
-    return r.stdout
 
 
 def skyctl_embed(skyctl, model, pooling):
@@ -88,12 +82,8 @@ def main():
     print("|---|---|---|---:|---:|---:|")
     with tempfile.TemporaryDirectory() as tmp:
         for model in args.models.split(","):
-            ckpt = os.path.join(ROOT, "models", model)
             for ftype in args.types.split(","):
-                whole = os.path.join(tmp, f"{model}.{ftype}.gguf")
-                enc = os.path.join(tmp, f"{model}.{ftype}.encoder.gguf")
-                run([args.skyctl, "convert", ckpt, whole, "--type", ftype])
-                run([args.skyctl, "convert", ckpt, enc, "--type", ftype, "--encoder-only"])
+                ckpt, whole, enc = converted(args.skyctl, model, ftype, tmp)
                 for pooling in ("mean", "cls"):
                     ref = skyctl_embed(args.skyctl, ckpt, pooling)
                     same = skyctl_embed(args.skyctl, whole, pooling)

@@ -26,11 +26,10 @@ import json
 import os
 import re
 import statistics
-import subprocess
 import sys
 import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from llama_files import ROOT, converted, run
 
 
 def builtin_questions():
@@ -41,12 +40,6 @@ def builtin_questions():
         sys.exit(f"expected the 12 built-in questions in prompts.rs, found {len(lines)}")
     return [json.loads(l) for l in lines]
 
-
-def run(cmd):
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode != 0:
-        sys.exit(f"{' '.join(cmd)} failed ({r.returncode}):\n{r.stderr}")
-    return r.stdout
 
 
 def token_counts(skyctl, model_file, questions, tmp):
@@ -94,12 +87,8 @@ def main():
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for model in args.models.split(","):
-            ckpt = os.path.join(ROOT, "models", model)
             for ftype in args.types.split(","):
-                whole = os.path.join(tmp, f"{model}.{ftype}.gguf")
-                enc = os.path.join(tmp, f"{model}.{ftype}.encoder.gguf")
-                run([args.skyctl, "convert", ckpt, whole, "--type", ftype])
-                run([args.skyctl, "convert", ckpt, enc, "--type", ftype, "--encoder-only"])
+                _, whole, enc = converted(args.skyctl, model, ftype, tmp)
                 counts = token_counts(args.skyctl, whole, questions, tmp)
                 for threads in (int(t) for t in args.threads.split(",")):
                     ratios, sky, lla = [], [], []

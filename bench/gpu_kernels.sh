@@ -4,6 +4,7 @@
 #
 #   bash bench/gpu_kernels.sh prepare DIR [SKYCTL]   # here; DIR: a folder git ignores
 #   bash bench/gpu_kernels.sh run DIR [LOG]          # on the GPU host
+#   bash bench/gpu_kernels.sh slurm DIR [LOG]        # step 4 alone (PTX=ptx90 for compute_90)
 #
 # prepare writes into DIR: a stripped copy of SKYCTL (default target/release/skyctl); the
 # kernel goldens (`skyctl golden gen`); the compute_37 PTX of stages/cuda/kernels (`skyctl cuda
@@ -11,7 +12,9 @@
 # with a planted bug each (RoPE pairing i with i + 1 instead of i + 32, the SSM read-out before
 # the state write, the Q3_K high bit taken from the wrong hmask bit); the same four sets as
 # compute_90 PTX (`--arch sm_90`, below); every set of .cu sources; the emulator's sources
-# (below). About 18 MB: it travels with the working tree.
+# (below); where this machine has Debian's Slurm and munge, slurm.tar.gz: their programs,
+# plugins and the libraries they need but glibc's (about 7 MB), for step 4. About 25 MB: it
+# travels with the working tree.
 #
 # run prints the GPU and driver (nvidia-smi), then:
 #   1. the harness on the good compute_37 PTX with its per-kernel times, then `skyctl golden
@@ -19,7 +22,14 @@
 #   2. the verification node: `skyctl verify` of DIR/pipeline.toml, whose `[[golden]] kind =
 #      "kernels"` suite runs the cuda harness on the same PTX and judges its 19 files against
 #      the goldens exactly as the repository's `kernels-gpu` node does: must pass;
-#   3. each planted bug: `skyctl golden check` must fail, naming the kernel and the element.
+#   3. each planted bug: `skyctl golden check` must fail, naming the kernel and the element;
+#   4. the verification node routed to the card through Slurm: a one-machine cluster
+#      (bench/slurm_cluster.sh, from slurm.tar.gz where the host has no Slurm) offers the card
+#      as `gpu:TYPE:1` with `Feature=TYPE` (TYPE from nvidia-smi's name, h100 say), a remote
+#      cache (bench/http_cache.py) carries the data, and `skyctl build --execute slurm` runs the
+#      suite's harness node as a Slurm job asking `gpus = 1, constraint = "TYPE"`: the job must
+#      complete (the cluster's jobcomp.txt) and pass; `skyctl verify` after it must pass with
+#      nothing executed (the node's key is the same whichever engine ran it).
 # If the harness cannot run the compute_37 PTX (a driver that no longer JIT-compiles Kepler
 # PTX), every step uses the compute_90 PTX instead, and the log and the result say so: that is
 # the same sources, not the K80's PTX. The GPU host needs no CUDA toolkit either way.
@@ -38,7 +48,7 @@
 set -euo pipefail
 
 usage() {
-  echo "usage: bash bench/gpu_kernels.sh prepare DIR [SKYCTL] | run DIR [LOG]" >&2
+  echo "usage: bash bench/gpu_kernels.sh prepare DIR [SKYCTL] | run DIR [LOG] | slurm DIR [LOG]" >&2
   exit 2
 }
 [ $# -ge 2 ] || usage
@@ -57,6 +67,7 @@ open(path, "w").write(text.replace(old, new))
 PY
 }
 
+here=$(cd "$(dirname "$0")" && pwd)
 BUGS="rope_pairing ssm_read_before_write q3k_high_mask"
 
 prepare() {
@@ -99,8 +110,34 @@ prepare() {
     "$skyctl" cuda compile --pin stages/cuda/toolchain.txt --out "$dir/ptx/$name" "$dir/src/$name" >/dev/null
     "$skyctl" cuda compile --arch sm_90 --pin stages/cuda/toolchain.txt --out "$dir/ptx90/$name" "$dir/src/$name" >/dev/null
   done
+  slurm_bundle
   du -sh "$dir"
   echo "prepared $dir: on the GPU host, bash bench/gpu_kernels.sh run DIR"
+}
+
+# This machine's Slurm and munge (Debian's packages: the files they install, the names Debian's
+# alternatives give the daemons, and every library they load but glibc's) into DIR/slurm.tar.gz.
+slurm_bundle() {
+  if ! command -v dpkg >/dev/null || ! dpkg -s slurmctld slurmd slurm-client munge >/dev/null 2>&1; then
+    echo "gpu_kernels: no Debian Slurm here, so no slurm.tar.gz: step 4 runs only where the GPU host has Slurm"
+    return 0
+  fi
+  local stage f
+  stage=$(mktemp -d)
+  mkdir -p "$stage/root" "$stage/lib"
+  for f in $(dpkg -L slurmctld slurmd slurm-client slurm-wlm-basic-plugins munge libmunge2); do
+    # Programs and libraries only: no service files, no /etc.
+    case $f in /usr/bin/*|/usr/sbin/*|/usr/lib/*) ;; *) continue ;; esac
+    if [ -f "$f" ] && [ ! -L "$f" ]; then mkdir -p "$stage/root${f%/*}" && cp -a "$f" "$stage/root$f"; fi
+  done
+  # slurmd starts /usr/sbin/slurmstepd by that name.
+  for f in slurmctld slurmd slurmstepd; do ln -s "$f-wlm" "$stage/root/usr/sbin/$f"; done
+  find "$stage/root" -type f -print0 | while IFS= read -r -d '' f; do
+    if file -b "$f" | grep -q ELF; then ldd "$f" 2>/dev/null | awk '/=> \// {print $3}'; fi
+  done | sort -u | grep -v -E '/slurm-wlm/|/(libc|libm|libdl|libpthread|librt|libresolv|ld-linux-x86-64)\.so' |
+    while read -r f; do cp -L "$f" "$stage/lib/"; done
+  tar -C "$stage" -czf "$dir/slurm.tar.gz" root lib
+  rm -rf "$stage"
 }
 
 # The library path under which `skyctl kernels run --impl cuda` finds libcuda.so.1 for the
@@ -117,7 +154,7 @@ harness() {
 steps() {
   local sk="$dir/skyctl" ok=1 out
   out=$(mktemp -d)
-  ptx=$dir/ptx
+  ptx=$dir/${PTX:-ptx}
   emu=$out/emu
   echo "# $(date -u '+%F %H:%M:%S') UTC; $(uname -m); CPU: $(lscpu 2>/dev/null | sed -n 's/^Model name: *//p')"
   if [ "${GPU_KERNELS_EMULATE:-}" = 1 ]; then
@@ -130,6 +167,13 @@ steps() {
     done
   else
     nvidia-smi --query-gpu=name,driver_version,compute_cap,memory.total --format=csv 2>&1 || echo "(no nvidia-smi)"
+  fi
+  if [ "${STEPS:-}" = slurm_only ]; then
+    echo "## 4. the verification node through Slurm, on this machine's card (${ptx##*/})"
+    if on_slurm "$out"; then echo "RESULT: slurm: pass"; else echo "RESULT: slurm: FAILED"; ok=0; fi
+    rm -rf "$out"
+    [ $ok = 1 ]
+    return
   fi
 
   echo "## 1. the harness on the compute_37 PTX (the K80's), then the golden check"
@@ -176,6 +220,8 @@ TOML
     grep -v " pass$" <<<"$report" || true
     if [ $caught = 1 ]; then echo "$bug: caught"; else echo "$bug: NOT caught (the check passed)"; ok=0; fi
   done
+  echo "## 4. the verification node through Slurm, on this machine's card"
+  if on_slurm "$out"; then echo "slurm: pass"; else echo "slurm: FAILED"; ok=0; fi
   rm -rf "$out"
   if [ $ok = 1 ]; then
     echo "RESULT: pass (the kernels within tolerance through the harness and the node, every planted bug caught), on the $which"
@@ -184,6 +230,81 @@ TOML
   fi
   [ $ok = 1 ]
 }
+
+# Step 4 (see the top). Returns non-zero when it cannot run or fails.
+on_slurm() (
+  local out=$1 sk="$dir/skyctl" gpu_file=/dev/null gpu_type=k80 lib=""
+  cd "$dir"
+  if ! command -v slurmctld >/dev/null 2>&1 && [ ! -x /usr/sbin/slurmctld ]; then
+    [ -s slurm.tar.gz ] || { echo "no Slurm on this host and no slurm.tar.gz"; return 1; }
+    [ "$(id -u)" = 0 ] || { echo "no Slurm on this host, and installing slurm.tar.gz needs root"; return 1; }
+    mkdir -p "$out/slurm"
+    tar -C "$out/slurm" -xzf slurm.tar.gz
+    cp -a --no-clobber "$out/slurm/root/." /
+    # A library the host has (a newer build of the same soname) is the host's to give.
+    for f in "$out/slurm/lib/"*; do
+      if ldconfig -p | grep -q "^[[:space:]]*${f##*/} "; then rm "$f"; fi
+    done
+    echo "libraries from slurm.tar.gz: $(cd "$out/slurm/lib" && echo *)"
+    lib=$out/slurm/lib
+  fi
+  export PATH="$PATH:/usr/sbin"
+  python3 "$here/http_cache.py" "$out/cache" "$out/cache.port" &
+  local cache_pid=$!
+  # The daemons' logs go along with the result where the device tool collects files ($OUT).
+  trap 'kill $cache_pid 2>/dev/null; bash "$here/slurm_cluster.sh" stop "$out/cluster"
+    if [ -n "${OUT:-}" ]; then cp "$out/cluster/"*.log "$OUT/" 2>/dev/null || true; fi' EXIT
+  LD_LIBRARY_PATH=$(libpath good)
+  export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH${lib:+:}}$lib
+  if [ "${GPU_KERNELS_EMULATE:-}" != 1 ]; then
+    gpu_file=/dev/nvidia0
+    gpu_type=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 |
+      grep -o -i -E '[a-z][0-9]{2,4}' | head -1 | tr '[:upper:]' '[:lower:]')
+    gpu_type=${gpu_type:-card}
+  fi
+  for _ in $(seq 100); do [ -s "$out/cache.port" ] && break; sleep 0.1; done
+  [ -s "$out/cache.port" ] || { echo "the cache server did not start"; return 1; }
+  local env
+  env=$(SLURM_GPU_FILE=$gpu_file SLURM_GPU_TYPE=$gpu_type bash "$here/slurm_cluster.sh" start "$out/cluster") ||
+    { tail -n 20 "$out/cluster/"*.log; return 1; }
+  eval "$env"
+  echo "cluster: one node offering gpu:$gpu_type:1 (File=$gpu_file), Feature=$gpu_type; $(srun --version)"
+  # A project of its own (its own store and state), holding copies of the goldens and the PTX.
+  mkdir -p "$out/project/ptx"
+  cp -r gold "$out/project/gold"
+  cp -r "$ptx/good" "$out/project/ptx/good"
+  cd "$out/project"
+  cat >pipeline.toml <<TOML
+# The kernels suite's harness node as a Slurm job on the card (bench/gpu_kernels.sh step 4).
+[project]
+release_dir = "release"
+store_dir = ".skyctl"
+build_dir = "build"
+
+[cache]
+remote = "http://127.0.0.1:$(cat "$out/cache.port")"
+
+[[golden]]
+name = "kernels-gpu"
+kind = "kernels"
+path = "gold"
+sources = ["ptx/good"]
+harness = "{skyctl} kernels run --impl cuda --ptx ptx/good {inputs} {outputs}"
+env = ["LD_LIBRARY_PATH"]
+resources = { gpus = 1, constraint = "$gpu_type" }
+TOML
+  "$sk" build --execute slurm golden/kernels-gpu || { tail -n 20 "$out/cluster/"*.log; return 1; }
+  echo "what the harness said in its job (its log, from the store):"
+  grep -rah "^cuda: " .skyctl | head -n 1
+  echo "jobs the cluster ran:"
+  cat "$out/cluster/jobcomp.txt" 2>/dev/null || true
+  grep -q "JobState=COMPLETED" "$out/cluster/jobcomp.txt" || { echo "no completed job in jobcomp.txt"; return 1; }
+  echo "then skyctl verify here (must execute nothing):"
+  local summary
+  summary=$("$sk" verify --json | tail -n 1) || { echo "$summary"; return 1; }
+  echo "$summary"
+  grep -q '"executed":0' <<<"$summary" || { echo "verify executed nodes again"; return 1; }
+)
 
 run() {
   [ -x "$dir/skyctl" ] && [ -e "$dir/.gpu_kernels" ] || { echo "gpu_kernels: $dir: not prepared (bash bench/gpu_kernels.sh prepare $dir)" >&2; exit 2; }
@@ -197,5 +318,6 @@ run() {
 case $mode in
   prepare) prepare "${3:-}" ;;
   run) run "${3:-}" ;;
+  slurm) STEPS=slurm_only run "${3:-}" ;;
   *) usage ;;
 esac

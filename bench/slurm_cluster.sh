@@ -3,7 +3,9 @@
 # figures: munged + slurmctld + slurmd as the current user, everything (config, keys, sockets,
 # state, logs) under DIR. One node, `skynode`, offers `Gres=gpu:k80:1` (gres.conf points it at
 # /dev/null, standing in for the card) and `Feature=k80`; finished jobs are counted in
-# DIR/jobcomp.txt (JobCompType=jobcomp/filetxt).
+# DIR/jobcomp.txt (JobCompType=jobcomp/filetxt). On a machine with a real card,
+# SLURM_GPU_FILE=/dev/nvidia0 SLURM_GPU_TYPE=h100 offers that card as `gpu:h100:1` with
+# `Feature=h100` (bench/gpu_kernels.sh does so).
 #
 #   bash bench/slurm_cluster.sh start DIR   # prints `export SLURM_CONF=DIR/slurm.conf`
 #   bash bench/slurm_cluster.sh stop DIR    # stops the three daemons by pid
@@ -67,8 +69,10 @@ chmod 400 "$dir/munge/munge.key"
 munged --force -S "$dir/munge/munge.socket" --key-file="$dir/munge/munge.key" \
   --pid-file="$dir/munged.pid" --log-file="$dir/munged.log" --seed-file="$dir/munge/seed"
 
+gpu_file=${SLURM_GPU_FILE:-/dev/null}
+gpu_type=${SLURM_GPU_TYPE:-k80}
 cat > "$dir/gres.conf" <<EOF
-NodeName=skynode Name=gpu Type=k80 File=/dev/null
+NodeName=skynode Name=gpu Type=$gpu_type File=$gpu_file
 EOF
 
 cat > "$dir/slurm.conf" <<EOF
@@ -105,7 +109,7 @@ MinJobAge=30
 DefMemPerCPU=256
 KillWait=2
 SlurmdParameters=config_overrides
-NodeName=skynode NodeHostname=$(hostname) NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$mem Gres=gpu:k80:1 Feature=k80 State=UNKNOWN
+NodeName=skynode NodeHostname=$(hostname) NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$mem Gres=gpu:$gpu_type:1 Feature=$gpu_type State=UNKNOWN
 PartitionName=main Nodes=skynode Default=YES MaxTime=INFINITE State=UP
 EOF
 export SLURM_CONF="$dir/slurm.conf"

@@ -120,7 +120,9 @@ fn blocks(text: &str) -> (Vec<Block>, Vec<usize>) {
                 open = Some((block, line.len() - trimmed.len()));
             }
             None => {
-                let code = line.strip_prefix("    ").or_else(|| line.strip_prefix('\t'));
+                let code = line
+                    .strip_prefix("    ")
+                    .or_else(|| line.strip_prefix('\t'));
                 if let Some(code) = code {
                     let code = code.trim_start();
                     if code.starts_with("$ ") || code.starts_with("skyctl ") {
@@ -137,9 +139,14 @@ fn blocks(text: &str) -> (Vec<Block>, Vec<usize>) {
     (blocks, indented_commands)
 }
 
-/// What is wrong with how a page marks its command blocks.
+/// What is wrong with how a page marks its command blocks. The `--help` text between
+/// `<!-- help -->` and `<!-- /help -->` in cli.md is the binary's (docs.rs), not an example.
 fn marking_problems(rel: &str, text: &str) -> Vec<String> {
-    let (blocks, indented) = blocks(text);
+    let (mut blocks, indented) = blocks(text);
+    let line_of = |marker: &str| text.lines().position(|l| l.trim() == marker).map(|i| i + 1);
+    if let (Some(start), Some(end)) = (line_of("<!-- help -->"), line_of("<!-- /help -->")) {
+        blocks.retain(|b| b.line < start || b.line > end);
+    }
     let mut problems = Vec::new();
     for n in indented {
         problems.push(format!(
@@ -225,7 +232,9 @@ fn steps(rel: &str, block: &Block) -> Result<Vec<Step>, String> {
         };
         let mut script = first.to_string();
         while let Some((_, more)) = lines.peek() {
-            let Some(more) = more.strip_prefix("> ").or((more.as_str() == ">").then_some(""))
+            let Some(more) = more
+                .strip_prefix("> ")
+                .or((more.as_str() == ">").then_some(""))
             else {
                 break;
             };
@@ -273,8 +282,7 @@ fn copied_paths(text: &str) -> Vec<String> {
 fn copy_tree(from: &Path, to: &Path) {
     if from.is_dir() {
         std::fs::create_dir_all(to).unwrap_or_else(|e| panic!("{}: {e}", to.display()));
-        let entries =
-            std::fs::read_dir(from).unwrap_or_else(|e| panic!("{}: {e}", from.display()));
+        let entries = std::fs::read_dir(from).unwrap_or_else(|e| panic!("{}: {e}", from.display()));
         for entry in entries {
             let entry = entry.expect("directory entry");
             copy_tree(&entry.path(), &to.join(entry.file_name()));
@@ -311,7 +319,11 @@ fn run_page(rel: &str, text: &str, dir: &Path) -> Result<usize, String> {
     for block in blocks.iter().filter(|b| b.runs()) {
         for step in steps(rel, block)? {
             let at = format!("{rel}:{}: `{}`", step.line, step.script);
-            if let Some(to) = step.script.strip_prefix("cd ").filter(|s| !s.contains('\n')) {
+            if let Some(to) = step
+                .script
+                .strip_prefix("cd ")
+                .filter(|s| !s.contains('\n'))
+            {
                 cwd = cwd.join(to.trim());
                 if !cwd.is_dir() {
                     return Err(format!("{at}: no folder {}", cwd.display()));
@@ -366,7 +378,11 @@ fn every_command_block_in_the_book_runs_or_says_why_not() {
     for rel in book_pages() {
         let text = std::fs::read_to_string(root().join(&rel)).expect("page");
         problems.extend(marking_problems(&rel, &text));
-        not_run += blocks(&text).0.iter().filter(|b| b.not_run.is_some()).count();
+        not_run += blocks(&text)
+            .0
+            .iter()
+            .filter(|b| b.not_run.is_some())
+            .count();
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
     assert!(not_run >= 3, "only {not_run} blocks marked not run");
@@ -419,7 +435,10 @@ fn a_right_example_passes() {
 #[test]
 fn a_wrong_output_is_caught() {
     let e = run_text("```console\n$ echo hello\nhallo\n```\n").expect_err("wrong output");
-    assert!(e.contains("test.md:2: `echo hello`") && e.contains("hallo"), "{e}");
+    assert!(
+        e.contains("test.md:2: `echo hello`") && e.contains("hallo"),
+        "{e}"
+    );
     // Output the page does not show is caught too.
     run_text("```console\n$ echo hello; echo more\nhello\n```\n").expect_err("unshown output");
     run_text("```console\n$ echo hello\n```\n").expect_err("output where the page shows none");
@@ -453,12 +472,18 @@ fn the_steps_follow_trycmd() {
     let s = steps("t", &b[0]).expect("steps");
     assert_eq!(s.len(), 2);
     assert_eq!((s[0].line, s[0].script.as_str()), (3, "a \\\n  --b"));
-    assert_eq!((s[0].status, s[0].expected.as_str()), (Status::Code(2), "out\n"));
+    assert_eq!(
+        (s[0].status, s[0].expected.as_str()),
+        (Status::Code(2), "out\n")
+    );
     assert_eq!((s[1].script.as_str(), s[1].status), ("c", Status::Success));
     let s = steps("t", &b[1]).expect("indented block");
     assert_eq!((s[0].script.as_str(), s[0].expected.as_str()), ("d", "e"));
     let (b, _) = blocks("```console\nout\n```\n");
-    assert!(steps("t", &b[0]).is_err(), "a block must start with a command");
+    assert!(
+        steps("t", &b[0]).is_err(),
+        "a block must start with a command"
+    );
     assert!(Status::parse("often").is_err());
 }
 
@@ -468,13 +493,27 @@ fn an_unmarked_command_block_is_caught() {
     assert_eq!(marking_problems("t.md", marked), Vec::<String>::new());
     let data = "```toml\n[project]\n```\n\n```text\nsuite  result\n```\n";
     assert_eq!(marking_problems("t.md", data), Vec::<String>::new());
+    let help = "<!-- help -->\n```text\nExamples:\nskyctl build\n```\n<!-- /help -->\n";
+    assert_eq!(marking_problems("t.md", help), Vec::<String>::new());
     for (page, what) in [
         ("```sh\nskyctl build\n```\n", "an unmarked sh block"),
         ("```\nmake\n```\n", "an untagged block"),
-        ("```text\n$ skyctl build\n```\n", "a command in a text block"),
-        ("```console,ignore\n$ skyctl build\n```\n", "console,ignore without a reason"),
-        ("<!-- not run: -->\n```sh\nls\n```\n", "a marker without a reason"),
-        ("<!-- not run: slow -->\n```console\n$ ls\n```\n", "a marked console block"),
+        (
+            "```text\n$ skyctl build\n```\n",
+            "a command in a text block",
+        ),
+        (
+            "```console,ignore\n$ skyctl build\n```\n",
+            "console,ignore without a reason",
+        ),
+        (
+            "<!-- not run: -->\n```sh\nls\n```\n",
+            "a marker without a reason",
+        ),
+        (
+            "<!-- not run: slow -->\n```console\n$ ls\n```\n",
+            "a marked console block",
+        ),
         ("Run:\n\n    skyctl build\n", "an indented command"),
     ] {
         assert!(

@@ -682,7 +682,7 @@ fn shell_words(line: &str) -> Vec<String> {
 
 /// Every `skyctl ...` line in a fenced or indented code block of README.md and docs/ (the
 /// generated help in cli.md aside): (file:line, the line with `$ `, comments, `[ ]` around
-/// optional parts and `\` continuations taken away).
+/// optional parts and `\` continuations, with their `> ` in a console block, taken away).
 fn book_command_lines() -> Vec<(String, String)> {
     let mut out = Vec::new();
     for file in markdown_files() {
@@ -707,6 +707,8 @@ fn book_command_lines() -> Vec<(String, String)> {
             }
             let mut code = line.trim();
             if let Some((at, mut so_far)) = pending.take() {
+                // A console block's continuation line starts with `> ` (book_examples.rs).
+                let code = code.strip_prefix("> ").unwrap_or(code);
                 let more = code.strip_suffix('\\');
                 so_far.push(' ');
                 so_far.push_str(more.unwrap_or(code).trim());

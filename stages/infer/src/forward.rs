@@ -3,7 +3,9 @@
 //! All buffers live in a [`Workspace`] that grows to the longest sequence seen and is then
 //! reused: the pass itself allocates nothing (on one thread). The last head block only
 //! finishes the rows the scorer reads (the markers): keys and values need every row, but the
-//! attention output, the MLP and the scorer run on the marker rows alone.
+//! queries (where the weight allows: `marker_queries`), the attention output, the MLP and the
+//! scorer run on the marker rows alone; with several threads those small products are split
+//! by columns too.
 //!
 //! # Threads
 //!
@@ -36,7 +38,7 @@ use crate::error::{InferError, Result};
 use crate::kernels::{geglu_row, gelu_erf, gemm, layer_norm, softmax_scaled, Gemm, Isa};
 use crate::model::Model;
 use crate::threads::{split_even, SharedOut, Threads};
-use crate::weights::{Weight, WeightData};
+use crate::weights::{Weight, WeightData, PANEL};
 
 /// Query rows per attention block (bounds the score buffer to `QB x n` per thread).
 const QB: usize = 32;
@@ -158,10 +160,16 @@ impl OpTimes {
         }
     }
 
-    fn count_product(prof: Option<&OpTimes>, w: &Weight, rows: usize) {
+    /// A product on the output columns of panels `panels` (every column of an int8 weight).
+    fn count_columns(prof: Option<&OpTimes>, w: &Weight, rows: usize, panels: Range<usize>) {
         if let Some(p) = prof {
             let i = usize::from(!w.is_f32());
-            p.macs[i].fetch_add((rows * w.k * w.n) as u64, Ordering::Relaxed);
+            let cols = if w.is_f32() {
+                (panels.end * PANEL).min(w.n) - (panels.start * PANEL).min(w.n)
+            } else {
+                w.n
+            };
+            p.macs[i].fetch_add((rows * w.k * cols) as u64, Ordering::Relaxed);
         }
     }
 
@@ -422,12 +430,28 @@ impl Ctx<'_> {
         out: &mut [f32],
         obs: &mut Option<Observer<'_>>,
     ) {
+        self.matmul_cols(w, x, rows, out, 0..w.panels(), obs);
+    }
+
+    /// [`Ctx::matmul`] on the output columns of panels `panels` alone (every column of an
+    /// int8 weight, which has no panels); the observer sees the whole input, as for the whole
+    /// product.
+    #[inline(always)]
+    fn matmul_cols(
+        &self,
+        w: &Weight,
+        x: &[f32],
+        rows: usize,
+        out: &mut [f32],
+        panels: Range<usize>,
+        obs: &mut Option<Observer<'_>>,
+    ) {
         if let Some(o) = obs.as_mut() {
             o(&w.site, rows, w.k, &x[..rows * w.k]);
         }
-        OpTimes::count_product(self.prof, w, rows);
+        OpTimes::count_columns(self.prof, w, rows, panels.clone());
         let mut t = Tick::start(self.prof);
-        if let Err(e) = w.matmul(self.isa, x, rows, out) {
+        if let Err(e) = w.matmul_cols(self.isa, x, rows, out, panels) {
             let _ = self.failed.set(e);
         }
         let op = match w.data {
@@ -600,37 +624,84 @@ impl Run<'_, '_> {
         dst: Buf,
         obs: &mut Option<Observer<'_>>,
     ) {
+        self.matmul_cols(c, w, src, dst, 0..w.panels(), obs);
+    }
+
+    /// [`Run::matmul`] on the output columns of panels `panels` alone (see
+    /// [`Ctx::matmul_cols`]).
+    #[inline(always)]
+    fn matmul_cols(
+        &mut self,
+        c: &Ctx<'_>,
+        w: &Weight,
+        src: Buf,
+        dst: Buf,
+        panels: Range<usize>,
+        obs: &mut Option<Observer<'_>>,
+    ) {
         let m = self.rows.r.len();
         let cols = self.cols;
         let (x, out) = self.rows.pair(src, dst);
         let (x, out) = (&x[..m * w.k], &mut out[..m * w.n]);
-        let Some((threads, parts)) = cols else {
-            c.matmul(w, x, m, out, obs);
-            return;
-        };
-        if w.is_f32() {
-            OpTimes::count_product(c.prof, w, m);
-            let shared = SharedOut::new(out);
-            threads.for_each(split_even(w.panels(), parts), |panels| {
-                let mut t = Tick::start(c.prof);
-                // SAFETY: the panel ranges of `split_even` are disjoint, so each column of
-                // `shared` is written by one thread only, and `shared` holds the output's
-                // exclusive borrow until every part has returned.
-                unsafe { w.matmul_panels(c.isa, x, m, &shared, panels) };
-                t.lap(c.prof, Op::MatmulF32);
-            });
-        } else {
-            let (mut xs, mut outs) = (x, out);
-            let it = split_even(m, parts).map(move |r| {
-                let (a, rest) = xs.split_at(r.len() * w.k);
-                xs = rest;
-                let (o, rest) = std::mem::take(&mut outs).split_at_mut(r.len() * w.n);
-                outs = rest;
-                (r.len(), a, o)
-            });
-            threads.for_each(it, |(rows, a, o)| c.matmul(w, a, rows, o, &mut None));
-        }
+        product(c, cols, w, x, m, out, panels, obs);
     }
+}
+
+/// `out = x · Wᵀ` on `m` rows, the output columns of panels `panels` (every column of an
+/// int8 weight), observed and timed: on the calling thread, or (`split`: the threads and the
+/// parts) an f32 weight by ranges of those panels across the threads (each thread streams its
+/// share of the weight over every row) and an int8 one by rows. Every element is computed by
+/// the same operations as on one thread.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn product(
+    c: &Ctx<'_>,
+    split: Option<(&Threads, usize)>,
+    w: &Weight,
+    x: &[f32],
+    m: usize,
+    out: &mut [f32],
+    panels: Range<usize>,
+    obs: &mut Option<Observer<'_>>,
+) {
+    let Some((threads, parts)) = split.filter(|&(_, parts)| parts > 1) else {
+        c.matmul_cols(w, x, m, out, panels, obs);
+        return;
+    };
+    if w.is_f32() {
+        OpTimes::count_columns(c.prof, w, m, panels.clone());
+        let shared = SharedOut::new(out);
+        let first = panels.start;
+        let ranges = split_even(panels.len(), parts).map(|r| first + r.start..first + r.end);
+        threads.for_each(ranges, |panels| {
+            let mut t = Tick::start(c.prof);
+            // SAFETY: the panel ranges of `split_even` are disjoint, so each column of
+            // `shared` is written by one thread only, and `shared` holds the output's
+            // exclusive borrow until every part has returned.
+            unsafe { w.matmul_panels(c.isa, x, m, &shared, panels) };
+            t.lap(c.prof, Op::MatmulF32);
+        });
+    } else {
+        let (mut xs, mut outs) = (x, out);
+        let it = split_even(m, parts).map(move |r| {
+            let (a, rest) = xs.split_at(r.len() * w.k);
+            xs = rest;
+            let (o, rest) = std::mem::take(&mut outs).split_at_mut(r.len() * w.n);
+            outs = rest;
+            (r.len(), a, o)
+        });
+        threads.for_each(it, |(rows, a, o)| c.matmul(w, a, rows, o, &mut None));
+    }
+}
+
+/// The panels of the last head block's queries when its Q/K/V product leaves them to the
+/// marker rows: only the markers continue past its attention, so only their queries are
+/// read, while keys and values are read on every row. `None` (every row gets its queries, as
+/// in any other block) where the queries do not fill whole panels of an f32 weight.
+fn marker_queries(model: &Model) -> Option<Range<usize>> {
+    let blk = model.head.last()?;
+    let d = model.config.hidden;
+    (blk.qkv.is_f32() && d.is_multiple_of(PANEL)).then_some(0..d / PANEL)
 }
 
 /// One stage of the pass: an attention layer with what follows it up to the next one.
@@ -811,11 +882,19 @@ fn stretch(c: &Ctx<'_>, what: Stretch, run: &mut Run<'_, '_>, obs: &mut Option<O
         }
         Some(Stage::Head(bi)) => {
             let blk = &model.head[bi];
-            run.matmul(c, &blk.qkv, Buf::H, Buf::Qkv, obs);
+            // The last block's queries are left to the marker rows (see `marker_queries`):
+            // here its keys and values, on every row.
+            let kv = marker_queries(model)
+                .filter(|_| bi + 1 == model.head.len())
+                .map_or(0, |q| q.end);
+            run.matmul_cols(c, &blk.qkv, Buf::H, Buf::Qkv, kv..blk.qkv.panels(), obs);
+            let from = (kv * PANEL).min(3 * d);
             run.rows(|p| {
                 let m = p.r.len();
                 let mut t = Tick::start(c.prof);
-                add_bias(&mut p.qkv[..m * 3 * d], &blk.qkv_b);
+                for row in p.qkv[..m * 3 * d].chunks_exact_mut(3 * d) {
+                    add_bias(&mut row[from..], &blk.qkv_b[from..]);
+                }
                 t.lap(c.prof, Op::Elementwise);
             });
         }
@@ -1492,9 +1571,34 @@ fn forward_body<'w>(
 
         if let Some(bi) = last_head.filter(|&b| matches!(stage, Stage::Head(s) if s == b)) {
             let blk = &model.head[bi];
-            // Only the marker rows continue: gather their queries and residuals.
-            for (r, &m) in markers.iter().enumerate() {
-                qrows[r * 3 * d..r * 3 * d + d].copy_from_slice(&qkv[m * 3 * d..m * 3 * d + d]);
+            let split = (parts > 1).then_some((threads, parts));
+            // Only the marker rows continue: their queries (computed here from their
+            // normalised rows, when the stretch before left them out) and residuals.
+            if let Some(q) = marker_queries(model) {
+                for (r, &m) in markers.iter().enumerate() {
+                    rows_out[r * d..(r + 1) * d].copy_from_slice(&h[m * d..(m + 1) * d]);
+                }
+                // Not shown to the observer: it saw these rows' input with every other row's
+                // in the stretch's product of this weight.
+                product(
+                    &c,
+                    split,
+                    &blk.qkv,
+                    &rows_out[..nm * d],
+                    nm,
+                    &mut qrows[..nm * 3 * d],
+                    q,
+                    &mut None,
+                );
+                t = Tick::start(c.prof);
+                for row in qrows[..nm * 3 * d].chunks_exact_mut(3 * d) {
+                    add_bias(&mut row[..d], &blk.qkv_b[..d]);
+                }
+                t.lap(c.prof, Op::Elementwise);
+            } else {
+                for (r, &m) in markers.iter().enumerate() {
+                    qrows[r * 3 * d..r * 3 * d + d].copy_from_slice(&qkv[m * 3 * d..m * 3 * d + d]);
+                }
             }
             let qs = Queries {
                 q: &qrows[..],
@@ -1514,7 +1618,17 @@ fn forward_body<'w>(
                 &mut attn[..nm * d],
             );
             let obs = &mut observer;
-            c.matmul(&blk.attn_out, &attn[..nm * d], nm, &mut tmp[..nm * d], obs);
+            let all = |w: &Weight| 0..w.panels();
+            product(
+                &c,
+                split,
+                &blk.attn_out,
+                &attn[..nm * d],
+                nm,
+                &mut tmp[..nm * d],
+                all(&blk.attn_out),
+                obs,
+            );
             t = Tick::start(c.prof);
             add_bias(&mut tmp[..nm * d], &blk.attn_out_b);
             for (r, &m) in markers.iter().enumerate() {
@@ -1531,11 +1645,14 @@ fn forward_body<'w>(
                 Some(&blk.norm2.1),
             );
             t.lap(c.prof, Op::Norm);
-            c.matmul(
+            product(
+                &c,
+                split,
                 &blk.ffn_up,
                 &rows_out[..nm * d],
                 nm,
                 &mut up[..nm * 4 * d],
+                all(&blk.ffn_up),
                 obs,
             );
             t = Tick::start(c.prof);
@@ -1544,11 +1661,14 @@ fn forward_body<'w>(
                 *v = v.max(0.0);
             }
             t.lap(c.prof, Op::Elementwise);
-            c.matmul(
+            product(
+                &c,
+                split,
                 &blk.ffn_down,
                 &up[..nm * 4 * d],
                 nm,
                 &mut tmp[..nm * d],
+                all(&blk.ffn_down),
                 obs,
             );
             t = Tick::start(c.prof);

@@ -35,7 +35,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::config::QType;
 use crate::error::{InferError, Result};
-use crate::kernels::{geglu_row, gelu_erf, gemm, layer_norm, softmax_scaled, Gemm, Isa};
+use crate::kernels::{geglu_row, gelu_erf, gemm, layer_norm, softmax_scaled, transpose, Gemm, Isa};
 use crate::model::Model;
 use crate::threads::{split_even, SharedOut, Threads};
 use crate::weights::{Weight, WeightData, PANEL};
@@ -971,24 +971,18 @@ fn boundary(c: &Ctx<'_>, what: Stretch, p: &mut Rows<'_>) {
 /// Kᵀ of heads `heads` of `qkv` (`n` rows of `[Q | K | V]`): head `h` at
 /// `kt[(h - heads.start) * hd * n..]`, `[hd][n]`.
 #[inline(always)]
-fn transpose_k(qkv: &[f32], n: usize, d: usize, hd: usize, heads: Range<usize>, kt: &mut [f32]) {
-    // In tiles of 16 keys x 16 dims: the 16 key rows stay in cache while each output row
-    // gets 16 contiguous values (the plain loop wrote one value per cache line).
-    const TILE: usize = 16;
+fn transpose_k(
+    isa: Isa,
+    qkv: &[f32],
+    n: usize,
+    d: usize,
+    hd: usize,
+    heads: Range<usize>,
+    kt: &mut [f32],
+) {
     for (hi, h) in heads.enumerate() {
         let kh = &mut kt[hi * hd * n..(hi + 1) * hd * n];
-        for j0 in (0..n).step_by(TILE) {
-            let j1 = (j0 + TILE).min(n);
-            for t0 in (0..hd).step_by(TILE) {
-                let t1 = (t0 + TILE).min(hd);
-                for t in t0..t1 {
-                    let dst = &mut kh[t * n + j0..t * n + j1];
-                    for (jj, v) in dst.iter_mut().enumerate() {
-                        *v = qkv[(j0 + jj) * 3 * d + d + h * hd + t];
-                    }
-                }
-            }
-        }
+        transpose(isa, &qkv[d + h * hd..], 3 * d, n, hd, kh, n);
     }
 }
 
@@ -1556,7 +1550,7 @@ fn forward_body<'w>(
         let mut t = Tick::start(c.prof);
         let head_parts = parts.min(heads);
         if head_parts == 1 {
-            transpose_k(qkv_all, n, d, hd, 0..heads, &mut kt[..n * d]);
+            transpose_k(isa, qkv_all, n, d, hd, 0..heads, &mut kt[..n * d]);
         } else {
             let mut rest = &mut kt[..n * d];
             let it = split_even(heads, head_parts).map(move |hr| {
@@ -1564,7 +1558,7 @@ fn forward_body<'w>(
                 rest = b;
                 (hr, a)
             });
-            threads.for_each(it, |(hr, k)| transpose_k(qkv_all, n, d, hd, hr, k));
+            threads.for_each(it, |(hr, k)| transpose_k(isa, qkv_all, n, d, hd, hr, k));
         }
         t.lap(c.prof, Op::KTranspose);
         let kt_all: &[f32] = &kt[..n * d];

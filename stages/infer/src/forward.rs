@@ -411,6 +411,8 @@ struct Ctx<'a> {
     isa: Isa,
     ids: &'a [u32],
     qtype: QType,
+    /// Where the pass ends: an encoder-only pass adds no type embedding after the final norm.
+    until: Until,
     rope: &'a [(Vec<f32>, Vec<f32>); 2],
     prof: Option<&'a OpTimes>,
     /// The first matrix product that failed (an external kernel refused its shapes): the
@@ -934,6 +936,9 @@ fn boundary(c: &Ctx<'_>, what: Stretch, p: &mut Rows<'_>) {
     if what.finish_encoder {
         c.norm(&p.x[..m * d], &mut p.h[..m * d], &model.output_norm, None);
         t.lap(c.prof, Op::Norm);
+        if c.until == Until::Encoder {
+            return;
+        }
         // Decision head input: last_hidden_state + type embedding.
         let q = c.qtype as usize;
         let temb = &model.token_types[q * d..(q + 1) * d];
@@ -1216,48 +1221,33 @@ pub fn forward<'w>(
 }
 
 /// The encoder's output for `ids` (Hugging Face's `last_hidden_state`: after the final
-/// encoder norm), `n x d` row-major, on `model` as loaded (an int8 model on its int8 path).
-pub fn hidden_states(model: &Model, isa: Isa, ws: &mut Workspace, ids: &[u32]) -> Result<Vec<f32>> {
+/// encoder norm), `n x d` row-major, in the workspace, on `model` as loaded (an int8 model on
+/// its int8 path): the pass without the decision head and the scorer, bit for bit the
+/// encoder part of [`forward`].
+pub fn encode<'w>(
+    model: &Model,
+    isa: Isa,
+    ws: &'w mut Workspace,
+    ids: &[u32],
+) -> Result<&'w [f32]> {
     if ids.is_empty() {
         return Err(InferError::BadRequest {
             path: "ids".into(),
             message: "no tokens".into(),
         });
     }
-    let mut capture = Vec::new();
-    // The pass runs the head too (on one row); only the encoder's boundary is kept.
-    forward_from(
-        model,
-        isa,
-        ws,
+    let pass = Pass {
         ids,
-        &[0],
-        QType::Choice,
-        None,
-        Boundaries {
-            resume: None,
-            capture: Some(&mut capture),
-        },
-    )?;
-    let d = model.config.hidden;
-    let last = capture.pop().filter(|x| x.len() == ids.len() * d);
-    let Some(x) = last else {
-        return Err(InferError::BadRequest {
-            path: "ids".into(),
-            message: "the pass recorded no encoder output".into(),
-        });
+        markers: &[],
+        qtype: QType::Choice,
+        until: Until::Encoder,
     };
-    let mut out = vec![0.0; x.len()];
-    layer_norm(
-        isa,
-        &x,
-        &mut out,
-        d,
-        &model.output_norm,
-        None,
-        model.config.eps,
-    );
-    Ok(out)
+    run_pass(model, isa, ws, pass, None, Boundaries::default())
+}
+
+/// [`encode`] into a new vector.
+pub fn hidden_states(model: &Model, isa: Isa, ws: &mut Workspace, ids: &[u32]) -> Result<Vec<f32>> {
+    encode(model, isa, ws, ids).map(<[f32]>::to_vec)
 }
 
 /// The hidden state entering encoder layer `layer` (`layer == n_enc`: the encoder's output,
@@ -1313,10 +1303,46 @@ pub fn forward_from<'w>(
             });
         }
     }
+    let pass = Pass {
+        ids,
+        markers,
+        qtype,
+        until: Until::Scores,
+    };
+    run_pass(model, isa, ws, pass, observer, bounds)
+}
+
+/// Where a pass ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Until {
+    /// The scores at the markers: the whole model.
+    Scores,
+    /// The encoder's output after its final norm ([`encode`]): no decision head, no scorer.
+    Encoder,
+}
+
+/// What one pass computes: the sequence, the scorer's rows and column, and where it ends.
+#[derive(Debug, Clone, Copy)]
+struct Pass<'a> {
+    ids: &'a [u32],
+    markers: &'a [usize],
+    qtype: QType,
+    until: Until,
+}
+
+/// A pass on the build of the pass for `isa`'s instruction set.
+fn run_pass<'w>(
+    model: &Model,
+    isa: Isa,
+    ws: &'w mut Workspace,
+    pass: Pass<'_>,
+    observer: Option<Observer<'_>>,
+    bounds: Boundaries<'_>,
+) -> Result<&'w [f32]> {
     #[cfg(target_arch = "x86_64")]
     if isa == Isa::Avx512 && isa.available() {
         // SAFETY: avx512f was detected on this CPU.
-        return unsafe { forward_avx512(model, isa, ws, ids, markers, qtype, observer, bounds) };
+        return unsafe { forward_avx512(model, isa, ws, pass, observer, bounds) };
     }
     #[cfg(target_arch = "x86_64")]
     // AVX-VNNI runs the AVX2 tables (its own only in the int8 products), so its pass is the
@@ -1324,9 +1350,9 @@ pub fn forward_from<'w>(
     // AVX-512 (its default path) ran the baseline build's SSE2 code.
     if matches!(isa, Isa::Avx2 | Isa::AvxVnni) && isa.available() {
         // SAFETY: avx2 and fma were detected on this CPU (AVX-VNNI's check includes them).
-        return unsafe { forward_avx2(model, isa, ws, ids, markers, qtype, observer, bounds) };
+        return unsafe { forward_avx2(model, isa, ws, pass, observer, bounds) };
     }
-    forward_body(model, isa, ws, ids, markers, qtype, observer, bounds)
+    forward_body(model, isa, ws, pass, observer, bounds)
 }
 
 /// The same pass compiled for AVX-512, so that the element-wise loops inlined into it (residual
@@ -1340,13 +1366,11 @@ unsafe fn forward_avx512<'w>(
     model: &Model,
     isa: Isa,
     ws: &'w mut Workspace,
-    ids: &[u32],
-    markers: &[usize],
-    qtype: QType,
+    pass: Pass<'_>,
     observer: Option<Observer<'_>>,
     bounds: Boundaries<'_>,
 ) -> Result<&'w [f32]> {
-    forward_body(model, isa, ws, ids, markers, qtype, observer, bounds)
+    forward_body(model, isa, ws, pass, observer, bounds)
 }
 
 /// The same pass compiled for AVX2+FMA (8 lanes), as `forward_avx512` is for AVX-512. Rust
@@ -1359,13 +1383,11 @@ unsafe fn forward_avx2<'w>(
     model: &Model,
     isa: Isa,
     ws: &'w mut Workspace,
-    ids: &[u32],
-    markers: &[usize],
-    qtype: QType,
+    pass: Pass<'_>,
     observer: Option<Observer<'_>>,
     bounds: Boundaries<'_>,
 ) -> Result<&'w [f32]> {
-    forward_body(model, isa, ws, ids, markers, qtype, observer, bounds)
+    forward_body(model, isa, ws, pass, observer, bounds)
 }
 
 #[inline(always)]
@@ -1374,12 +1396,16 @@ fn forward_body<'w>(
     model: &Model,
     isa: Isa,
     ws: &'w mut Workspace,
-    ids: &[u32],
-    markers: &[usize],
-    qtype: QType,
+    pass: Pass<'_>,
     mut observer: Option<Observer<'_>>,
     bounds: Boundaries<'_>,
 ) -> Result<&'w [f32]> {
+    let Pass {
+        ids,
+        markers,
+        qtype,
+        until,
+    } = pass;
     let Boundaries {
         resume,
         mut capture,
@@ -1435,6 +1461,7 @@ fn forward_body<'w>(
         isa,
         ids,
         qtype,
+        until,
         rope,
         prof: profile.as_deref(),
         failed: std::sync::OnceLock::new(),
@@ -1450,7 +1477,10 @@ fn forward_body<'w>(
     };
 
     let n_enc = model.layers.len();
-    let n_stages = n_enc + model.head.len();
+    let n_stages = match until {
+        Until::Scores => n_enc + model.head.len(),
+        Until::Encoder => n_enc,
+    };
     let stage_at = |si: usize| {
         (si < n_stages).then(|| {
             if si < n_enc {
@@ -1735,6 +1765,14 @@ fn forward_body<'w>(
             act,
             &mut observer,
         );
+    }
+    if until == Until::Encoder {
+        if let Some(e) = c.failed.into_inner() {
+            return Err(e);
+        }
+        // The final norm's output, which the stretch that finished the encoder left in `h`.
+        let h: &'w Vec<f32> = h;
+        return Ok(&h[..n * d]);
     }
     if model.head.is_empty() {
         for (r, &m) in markers.iter().enumerate() {

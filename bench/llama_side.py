@@ -6,14 +6,19 @@ checkpoint twice with `skyctl convert`: the whole file (encoder + decision head,
 bench` answers with) and the `--encoder-only` file that upstream llama.cpp loads. It then times,
 alternated round by round so that both see the same machine, at 1 and 2 threads:
 
-- skyctl: `skyctl bench FILE --questions 12`, one frame = the 12 built-in questions
-  (stages/quant/src/prompts.rs), whole questions from text to answer, head included; the figure
-  is the mean time per question (frame time / 12), best median of the rounds;
+- skyctl, whole question: `skyctl bench FILE --questions 12`, one frame = the 12 built-in
+  questions (stages/quant/src/prompts.rs), whole questions from text to answer, head included;
+  the figure is the mean time per question (frame time / 12), median of the frames;
+- skyctl, encoder alone: the same with `--encoder-only` (each question tokenized and its
+  sequence run through the embeddings, the encoder layers and the final norm: no decision head,
+  scorer or answer), on the same whole file: the work llama.cpp does, plus the tokenization;
 - llama.cpp: `llama-bench -embd 1 -n 0 -p L1,...,L12` on the encoder-only file, where L1..L12
   are the token counts of the same 12 questions (from `skyctl ask --requests --json`), so the
   figure is llama.cpp's mean forward time over the same lengths (tokenization not included).
 
-The ratio skyctl / llama.cpp is taken per round; the table gives its median and range.
+The three run in turn within a round, their order rotated from round to round; the ratios
+skyctl / llama.cpp (whole question, and encoder alone) are taken per round, and the table
+gives their medians and ranges.
 
     bash bench/llama_cpp_build.sh /tmp/llamacpp
     cargo build --release -p skyctl
@@ -54,10 +59,12 @@ def token_counts(skyctl, model_file, questions, tmp):
     return counts
 
 
-def skyctl_us(skyctl, model_file, threads, iters):
-    out = run([skyctl, "bench", model_file, "--questions", "12", "--iters", str(iters),
-               "--rounds", "1", "--threads", str(threads), "--json"])
-    return json.loads(out)["us_per_question"]
+def skyctl_us(skyctl, model_file, threads, iters, encoder_only=False):
+    cmd = [skyctl, "bench", model_file, "--questions", "12", "--iters", str(iters),
+           "--rounds", "1", "--threads", str(threads), "--json"]
+    if encoder_only:
+        cmd.append("--encoder-only")
+    return json.loads(run(cmd))["us_per_question"]
 
 
 def llama_us(llama_bench, enc_file, counts, threads, reps):
@@ -91,33 +98,46 @@ def main():
                 _, whole, enc = converted(args.skyctl, model, ftype, tmp)
                 counts = token_counts(args.skyctl, whole, questions, tmp)
                 for threads in (int(t) for t in args.threads.split(",")):
-                    ratios, sky, lla = [], [], []
+                    sides = {
+                        "whole": lambda: skyctl_us(args.skyctl, whole, threads, args.iters),
+                        "encoder": lambda: skyctl_us(args.skyctl, whole, threads, args.iters,
+                                                     encoder_only=True),
+                        "llama": lambda: llama_us(llama_bench, enc, counts, threads, args.reps),
+                    }
+                    order = list(sides)
+                    times = {k: [] for k in sides}
+                    ratios = {"whole": [], "encoder": []}
                     for r in range(args.rounds):
-                        # Alternate which side goes first, so neither always meets a warm cache.
-                        if r % 2 == 0:
-                            s = skyctl_us(args.skyctl, whole, threads, args.iters)
-                            l = llama_us(llama_bench, enc, counts, threads, args.reps)
-                        else:
-                            l = llama_us(llama_bench, enc, counts, threads, args.reps)
-                            s = skyctl_us(args.skyctl, whole, threads, args.iters)
-                        sky.append(s)
-                        lla.append(l)
-                        ratios.append(s / l)
+                        # Rotate which side goes first, so none always meets a warm cache.
+                        t = {}
+                        for k in order[r % 3:] + order[:r % 3]:
+                            t[k] = sides[k]()
+                        for k in sides:
+                            times[k].append(t[k])
+                        for k in ratios:
+                            ratios[k].append(t[k] / t["llama"])
                     row = {
                         "model": model, "type": ftype.upper(), "threads": threads,
                         "tokens": f"{min(counts)}-{max(counts)}",
-                        "skyctl_us": statistics.median(sky), "llama_us": statistics.median(lla),
-                        "ratio": statistics.median(ratios),
-                        "ratio_min": min(ratios), "ratio_max": max(ratios),
+                        "skyctl_us": statistics.median(times["whole"]),
+                        "skyctl_encoder_us": statistics.median(times["encoder"]),
+                        "llama_us": statistics.median(times["llama"]),
                     }
+                    for k, name in (("whole", "ratio"), ("encoder", "encoder_ratio")):
+                        row[name] = statistics.median(ratios[k])
+                        row[name + "_min"] = min(ratios[k])
+                        row[name + "_max"] = max(ratios[k])
                     rows.append(row)
                     print(json.dumps(row), flush=True)
     print()
-    print("| model | type | threads | tokens | skyctl us/question | llama.cpp us | skyctl / llama.cpp (median, range) |")
-    print("|---|---|---|---|---|---|---|")
+    print("| model | type | threads | tokens | skyctl us/question (whole) | skyctl encoder alone | "
+          "llama.cpp us | whole / llama.cpp (median, range) | encoder / llama.cpp |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['model']} | {r['type']} | {r['threads']} | {r['tokens']} | {r['skyctl_us']:.0f} "
-              f"| {r['llama_us']:.0f} | {r['ratio']:.2f} ({r['ratio_min']:.2f}-{r['ratio_max']:.2f}) |")
+              f"| {r['skyctl_encoder_us']:.0f} | {r['llama_us']:.0f} "
+              f"| {r['ratio']:.2f} ({r['ratio_min']:.2f}-{r['ratio_max']:.2f}) "
+              f"| {r['encoder_ratio']:.2f} ({r['encoder_ratio_min']:.2f}-{r['encoder_ratio_max']:.2f}) |")
 
 
 if __name__ == "__main__":

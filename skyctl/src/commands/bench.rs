@@ -1,7 +1,9 @@
 //! `skyctl bench MODEL [--q8 | --q8-fast | --compare] [--no-calib] [--questions N] [--iters N]
-//! [--rounds N] [--threads N] [--json]`: per-question latency of one compute path, the median
-//! of rounds and their spread (the fastest and the slowest round); with `--compare`, of f32, q8
-//! and q8-fast frame by frame in turn, with each int8 path's speed-up over f32 on this machine.
+//! [--rounds N] [--threads N] [--encoder-only] [--json]`: per-question latency of one compute
+//! path, the median of rounds and their spread (the fastest and the slowest round); with
+//! `--compare`, of f32, q8 and q8-fast frame by frame in turn, with each int8 path's speed-up
+//! over f32 on this machine; with `--encoder-only`, of the encoder alone on each question's
+//! sequence (what upstream llama.cpp runs on an `--encoder-only` file).
 //!
 //! A frame is one request of `--questions` questions (the built-in calibration prompts, in
 //! order, cycled), each answered from scratch: tokenization, sequence, forward pass,
@@ -42,6 +44,10 @@ pub struct Args {
     /// over f32 on this machine (a float model: an F16/F32 GGUF or a Laya directory).
     #[arg(long, conflicts_with_all = ["q8", "q8_fast"])]
     pub compare: bool,
+    /// Time the encoder alone on each question's sequence (tokenization, embeddings, encoder
+    /// layers, final norm), without the decision head, the scorer and the answer.
+    #[arg(long)]
+    pub encoder_only: bool,
     /// Print one JSON object instead of text.
     #[arg(long)]
     pub json: bool,
@@ -54,6 +60,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         iters: args.iters,
         rounds: args.rounds,
         threads: args.threads,
+        encoder_only: args.encoder_only,
     };
     if args.compare {
         return compare(&args, cfg);
@@ -75,8 +82,9 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
             .collect();
         writeln!(
             out,
-            "{} [{}; int8 weights: {}, {} matrices, {} outlier columns]: {:.1} us/question ({}; median of {} rounds x {} frames of {} question(s); rounds {})\non {} ({}, int8 kernel {}), {} thread(s)",
+            "{}{} [{}; int8 weights: {}, {} matrices, {} outlier columns]: {:.1} us/question ({}; median of {} rounds x {} frames of {} question(s); rounds {})\non {} ({}, int8 kernel {}), {} thread(s)",
             r.model,
+            encoder_words(cfg),
             r.mode,
             r.weights,
             r.int8_matrices,
@@ -129,14 +137,31 @@ fn compare(args: &Args, cfg: BenchConfig) -> anyhow::Result<Outcome> {
         let r = &first.result;
         writeln!(
             out,
-            "{} on {} ({}, int8 kernel {}), {} thread(s): f32, q8 and q8-fast in turn, frame by frame, {} rounds x {} frames of {} question(s); median of the round medians per question (spread: fastest-slowest round)",
-            r.model, r.cpu, r.isa, r.int8_kernel, cfg.threads, cfg.rounds, cfg.iters, cfg.questions
+            "{}{} on {} ({}, int8 kernel {}), {} thread(s): f32, q8 and q8-fast in turn, frame by frame, {} rounds x {} frames of {} question(s); median of the round medians per question (spread: fastest-slowest round)",
+            r.model,
+            encoder_words(cfg),
+            r.cpu,
+            r.isa,
+            r.int8_kernel,
+            cfg.threads,
+            cfg.rounds,
+            cfg.iters,
+            cfg.questions
         )?;
     }
     for c in &compared {
         writeln!(out, "{}", compared_line(c))?;
     }
     Ok(Outcome::Success)
+}
+
+/// What the text output says of an `--encoder-only` timing (nothing for whole questions).
+fn encoder_words(cfg: BenchConfig) -> &'static str {
+    if cfg.encoder_only {
+        ", encoder only (no decision head)"
+    } else {
+        ""
+    }
 }
 
 /// One mode's line of `--compare`'s text output.

@@ -154,6 +154,7 @@ impl Kind for Bench {
             iters: p.iters,
             rounds: p.rounds,
             threads: p.threads,
+            encoder_only: false,
         };
         let mut results = Map::new();
         for mode in modes {

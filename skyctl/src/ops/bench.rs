@@ -3,7 +3,9 @@
 //!
 //! A frame is one request of `questions` questions (the built-in calibration prompts, in
 //! order, cycled), each answered from scratch: tokenization, sequence, forward pass,
-//! softmax, answer. A round times `iters` frames after one untimed warm-up frame and takes
+//! softmax, answer; or, encoder only, each question's sequence through the encoder alone
+//! (tokenization, sequence, embeddings, encoder layers, final norm: no decision head, scorer
+//! or answer), what an embedding run of the encoder costs. A round times `iters` frames after one untimed warm-up frame and takes
 //! the median of (frame time / questions); the result is the median of the rounds, with the
 //! smallest and the largest round (the spread: how far one round may land from another on this
 //! machine, so a figure is never read as more exact than it is).
@@ -12,7 +14,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 use sky_infer::engine::Engine;
-use sky_infer::forward::Workspace;
+use sky_infer::forward::{encode, Workspace};
 use sky_infer::int8::ComputeReport;
 use sky_infer::sequence::Question;
 use sky_quant::calibration_prompts;
@@ -67,6 +69,9 @@ pub struct BenchConfig {
     pub rounds: u32,
     /// Threads of one forward pass (1: the calling thread alone; answers are the same).
     pub threads: u32,
+    /// Time the encoder alone on each question's sequence (no decision head, no scorer).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub encoder_only: bool,
 }
 
 /// One measurement.
@@ -151,6 +156,7 @@ struct Timed<'e> {
     engine: &'e Engine,
     ws: Workspace,
     next: usize,
+    encoder_only: bool,
 }
 
 impl<'e> Timed<'e> {
@@ -161,6 +167,7 @@ impl<'e> Timed<'e> {
             engine,
             ws,
             next: 0,
+            encoder_only: cfg.encoder_only,
         })
     }
 
@@ -175,10 +182,18 @@ impl<'e> Timed<'e> {
             }
             let (question, state, id) = &questions[self.next % questions.len()];
             self.next += 1;
-            std::hint::black_box(
-                self.engine
-                    .run_question(&mut self.ws, question, state, id)?,
-            );
+            if self.encoder_only {
+                let seq = self.engine.sequence(question, state, id)?;
+                let e = self.engine;
+                std::hint::black_box(encode(&e.model, e.isa, &mut self.ws, &seq.ids)?);
+            } else {
+                std::hint::black_box(self.engine.run_question(
+                    &mut self.ws,
+                    question,
+                    state,
+                    id,
+                )?);
+            }
         }
         Ok(t.elapsed().as_secs_f64() * 1e6 / q as f64)
     }

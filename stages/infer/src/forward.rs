@@ -3,7 +3,9 @@
 //! All buffers live in a [`Workspace`] that grows to the longest sequence seen and is then
 //! reused: the pass itself allocates nothing (on one thread). The last head block only
 //! finishes the rows the scorer reads (the markers): keys and values need every row, but the
-//! attention output, the MLP and the scorer run on the marker rows alone.
+//! queries (where the weight allows: `marker_queries`), the attention output, the MLP and the
+//! scorer run on the marker rows alone; with several threads those small products are split
+//! by columns too.
 //!
 //! # Threads
 //!
@@ -33,10 +35,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::config::QType;
 use crate::error::{InferError, Result};
-use crate::kernels::{geglu_row, gelu_erf, gemm, layer_norm, softmax_scaled, Gemm, Isa};
+use crate::kernels::{geglu_row, gelu_erf, gemm, layer_norm, softmax_scaled, transpose, Gemm, Isa};
 use crate::model::Model;
 use crate::threads::{split_even, SharedOut, Threads};
-use crate::weights::{Weight, WeightData};
+use crate::weights::{Weight, WeightData, PANEL};
 
 /// Query rows per attention block (bounds the score buffer to `QB x n` per thread).
 const QB: usize = 32;
@@ -158,10 +160,16 @@ impl OpTimes {
         }
     }
 
-    fn count_product(prof: Option<&OpTimes>, w: &Weight, rows: usize) {
+    /// A product on the output columns of panels `panels` (every column of an int8 weight).
+    fn count_columns(prof: Option<&OpTimes>, w: &Weight, rows: usize, panels: Range<usize>) {
         if let Some(p) = prof {
             let i = usize::from(!w.is_f32());
-            p.macs[i].fetch_add((rows * w.k * w.n) as u64, Ordering::Relaxed);
+            let cols = if w.is_f32() {
+                (panels.end * PANEL).min(w.n) - (panels.start * PANEL).min(w.n)
+            } else {
+                w.n
+            };
+            p.macs[i].fetch_add((rows * w.k * cols) as u64, Ordering::Relaxed);
         }
     }
 
@@ -403,6 +411,8 @@ struct Ctx<'a> {
     isa: Isa,
     ids: &'a [u32],
     qtype: QType,
+    /// Where the pass ends: an encoder-only pass adds no type embedding after the final norm.
+    until: Until,
     rope: &'a [(Vec<f32>, Vec<f32>); 2],
     prof: Option<&'a OpTimes>,
     /// The first matrix product that failed (an external kernel refused its shapes): the
@@ -422,12 +432,28 @@ impl Ctx<'_> {
         out: &mut [f32],
         obs: &mut Option<Observer<'_>>,
     ) {
+        self.matmul_cols(w, x, rows, out, 0..w.panels(), obs);
+    }
+
+    /// [`Ctx::matmul`] on the output columns of panels `panels` alone (every column of an
+    /// int8 weight, which has no panels); the observer sees the whole input, as for the whole
+    /// product.
+    #[inline(always)]
+    fn matmul_cols(
+        &self,
+        w: &Weight,
+        x: &[f32],
+        rows: usize,
+        out: &mut [f32],
+        panels: Range<usize>,
+        obs: &mut Option<Observer<'_>>,
+    ) {
         if let Some(o) = obs.as_mut() {
             o(&w.site, rows, w.k, &x[..rows * w.k]);
         }
-        OpTimes::count_product(self.prof, w, rows);
+        OpTimes::count_columns(self.prof, w, rows, panels.clone());
         let mut t = Tick::start(self.prof);
-        if let Err(e) = w.matmul(self.isa, x, rows, out) {
+        if let Err(e) = w.matmul_cols(self.isa, x, rows, out, panels) {
             let _ = self.failed.set(e);
         }
         let op = match w.data {
@@ -600,37 +626,84 @@ impl Run<'_, '_> {
         dst: Buf,
         obs: &mut Option<Observer<'_>>,
     ) {
+        self.matmul_cols(c, w, src, dst, 0..w.panels(), obs);
+    }
+
+    /// [`Run::matmul`] on the output columns of panels `panels` alone (see
+    /// [`Ctx::matmul_cols`]).
+    #[inline(always)]
+    fn matmul_cols(
+        &mut self,
+        c: &Ctx<'_>,
+        w: &Weight,
+        src: Buf,
+        dst: Buf,
+        panels: Range<usize>,
+        obs: &mut Option<Observer<'_>>,
+    ) {
         let m = self.rows.r.len();
         let cols = self.cols;
         let (x, out) = self.rows.pair(src, dst);
         let (x, out) = (&x[..m * w.k], &mut out[..m * w.n]);
-        let Some((threads, parts)) = cols else {
-            c.matmul(w, x, m, out, obs);
-            return;
-        };
-        if w.is_f32() {
-            OpTimes::count_product(c.prof, w, m);
-            let shared = SharedOut::new(out);
-            threads.for_each(split_even(w.panels(), parts), |panels| {
-                let mut t = Tick::start(c.prof);
-                // SAFETY: the panel ranges of `split_even` are disjoint, so each column of
-                // `shared` is written by one thread only, and `shared` holds the output's
-                // exclusive borrow until every part has returned.
-                unsafe { w.matmul_panels(c.isa, x, m, &shared, panels) };
-                t.lap(c.prof, Op::MatmulF32);
-            });
-        } else {
-            let (mut xs, mut outs) = (x, out);
-            let it = split_even(m, parts).map(move |r| {
-                let (a, rest) = xs.split_at(r.len() * w.k);
-                xs = rest;
-                let (o, rest) = std::mem::take(&mut outs).split_at_mut(r.len() * w.n);
-                outs = rest;
-                (r.len(), a, o)
-            });
-            threads.for_each(it, |(rows, a, o)| c.matmul(w, a, rows, o, &mut None));
-        }
+        product(c, cols, w, x, m, out, panels, obs);
     }
+}
+
+/// `out = x · Wᵀ` on `m` rows, the output columns of panels `panels` (every column of an
+/// int8 weight), observed and timed: on the calling thread, or (`split`: the threads and the
+/// parts) an f32 weight by ranges of those panels across the threads (each thread streams its
+/// share of the weight over every row) and an int8 one by rows. Every element is computed by
+/// the same operations as on one thread.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn product(
+    c: &Ctx<'_>,
+    split: Option<(&Threads, usize)>,
+    w: &Weight,
+    x: &[f32],
+    m: usize,
+    out: &mut [f32],
+    panels: Range<usize>,
+    obs: &mut Option<Observer<'_>>,
+) {
+    let Some((threads, parts)) = split.filter(|&(_, parts)| parts > 1) else {
+        c.matmul_cols(w, x, m, out, panels, obs);
+        return;
+    };
+    if w.is_f32() {
+        OpTimes::count_columns(c.prof, w, m, panels.clone());
+        let shared = SharedOut::new(out);
+        let first = panels.start;
+        let ranges = split_even(panels.len(), parts).map(|r| first + r.start..first + r.end);
+        threads.for_each(ranges, |panels| {
+            let mut t = Tick::start(c.prof);
+            // SAFETY: the panel ranges of `split_even` are disjoint, so each column of
+            // `shared` is written by one thread only, and `shared` holds the output's
+            // exclusive borrow until every part has returned.
+            unsafe { w.matmul_panels(c.isa, x, m, &shared, panels) };
+            t.lap(c.prof, Op::MatmulF32);
+        });
+    } else {
+        let (mut xs, mut outs) = (x, out);
+        let it = split_even(m, parts).map(move |r| {
+            let (a, rest) = xs.split_at(r.len() * w.k);
+            xs = rest;
+            let (o, rest) = std::mem::take(&mut outs).split_at_mut(r.len() * w.n);
+            outs = rest;
+            (r.len(), a, o)
+        });
+        threads.for_each(it, |(rows, a, o)| c.matmul(w, a, rows, o, &mut None));
+    }
+}
+
+/// The panels of the last head block's queries when its Q/K/V product leaves them to the
+/// marker rows: only the markers continue past its attention, so only their queries are
+/// read, while keys and values are read on every row. `None` (every row gets its queries, as
+/// in any other block) where the queries do not fill whole panels of an f32 weight.
+fn marker_queries(model: &Model) -> Option<Range<usize>> {
+    let blk = model.head.last()?;
+    let d = model.config.hidden;
+    (blk.qkv.is_f32() && d.is_multiple_of(PANEL)).then_some(0..d / PANEL)
 }
 
 /// One stage of the pass: an attention layer with what follows it up to the next one.
@@ -811,11 +884,19 @@ fn stretch(c: &Ctx<'_>, what: Stretch, run: &mut Run<'_, '_>, obs: &mut Option<O
         }
         Some(Stage::Head(bi)) => {
             let blk = &model.head[bi];
-            run.matmul(c, &blk.qkv, Buf::H, Buf::Qkv, obs);
+            // The last block's queries are left to the marker rows (see `marker_queries`):
+            // here its keys and values, on every row.
+            let kv = marker_queries(model)
+                .filter(|_| bi + 1 == model.head.len())
+                .map_or(0, |q| q.end);
+            run.matmul_cols(c, &blk.qkv, Buf::H, Buf::Qkv, kv..blk.qkv.panels(), obs);
+            let from = (kv * PANEL).min(3 * d);
             run.rows(|p| {
                 let m = p.r.len();
                 let mut t = Tick::start(c.prof);
-                add_bias(&mut p.qkv[..m * 3 * d], &blk.qkv_b);
+                for row in p.qkv[..m * 3 * d].chunks_exact_mut(3 * d) {
+                    add_bias(&mut row[from..], &blk.qkv_b[from..]);
+                }
                 t.lap(c.prof, Op::Elementwise);
             });
         }
@@ -855,6 +936,9 @@ fn boundary(c: &Ctx<'_>, what: Stretch, p: &mut Rows<'_>) {
     if what.finish_encoder {
         c.norm(&p.x[..m * d], &mut p.h[..m * d], &model.output_norm, None);
         t.lap(c.prof, Op::Norm);
+        if c.until == Until::Encoder {
+            return;
+        }
         // Decision head input: last_hidden_state + type embedding.
         let q = c.qtype as usize;
         let temb = &model.token_types[q * d..(q + 1) * d];
@@ -892,24 +976,18 @@ fn boundary(c: &Ctx<'_>, what: Stretch, p: &mut Rows<'_>) {
 /// Kᵀ of heads `heads` of `qkv` (`n` rows of `[Q | K | V]`): head `h` at
 /// `kt[(h - heads.start) * hd * n..]`, `[hd][n]`.
 #[inline(always)]
-fn transpose_k(qkv: &[f32], n: usize, d: usize, hd: usize, heads: Range<usize>, kt: &mut [f32]) {
-    // In tiles of 16 keys x 16 dims: the 16 key rows stay in cache while each output row
-    // gets 16 contiguous values (the plain loop wrote one value per cache line).
-    const TILE: usize = 16;
+fn transpose_k(
+    isa: Isa,
+    qkv: &[f32],
+    n: usize,
+    d: usize,
+    hd: usize,
+    heads: Range<usize>,
+    kt: &mut [f32],
+) {
     for (hi, h) in heads.enumerate() {
         let kh = &mut kt[hi * hd * n..(hi + 1) * hd * n];
-        for j0 in (0..n).step_by(TILE) {
-            let j1 = (j0 + TILE).min(n);
-            for t0 in (0..hd).step_by(TILE) {
-                let t1 = (t0 + TILE).min(hd);
-                for t in t0..t1 {
-                    let dst = &mut kh[t * n + j0..t * n + j1];
-                    for (jj, v) in dst.iter_mut().enumerate() {
-                        *v = qkv[(j0 + jj) * 3 * d + d + h * hd + t];
-                    }
-                }
-            }
-        }
+        transpose(isa, &qkv[d + h * hd..], 3 * d, n, hd, kh, n);
     }
 }
 
@@ -1143,48 +1221,33 @@ pub fn forward<'w>(
 }
 
 /// The encoder's output for `ids` (Hugging Face's `last_hidden_state`: after the final
-/// encoder norm), `n x d` row-major, on `model` as loaded (an int8 model on its int8 path).
-pub fn hidden_states(model: &Model, isa: Isa, ws: &mut Workspace, ids: &[u32]) -> Result<Vec<f32>> {
+/// encoder norm), `n x d` row-major, in the workspace, on `model` as loaded (an int8 model on
+/// its int8 path): the pass without the decision head and the scorer, bit for bit the
+/// encoder part of [`forward`].
+pub fn encode<'w>(
+    model: &Model,
+    isa: Isa,
+    ws: &'w mut Workspace,
+    ids: &[u32],
+) -> Result<&'w [f32]> {
     if ids.is_empty() {
         return Err(InferError::BadRequest {
             path: "ids".into(),
             message: "no tokens".into(),
         });
     }
-    let mut capture = Vec::new();
-    // The pass runs the head too (on one row); only the encoder's boundary is kept.
-    forward_from(
-        model,
-        isa,
-        ws,
+    let pass = Pass {
         ids,
-        &[0],
-        QType::Choice,
-        None,
-        Boundaries {
-            resume: None,
-            capture: Some(&mut capture),
-        },
-    )?;
-    let d = model.config.hidden;
-    let last = capture.pop().filter(|x| x.len() == ids.len() * d);
-    let Some(x) = last else {
-        return Err(InferError::BadRequest {
-            path: "ids".into(),
-            message: "the pass recorded no encoder output".into(),
-        });
+        markers: &[],
+        qtype: QType::Choice,
+        until: Until::Encoder,
     };
-    let mut out = vec![0.0; x.len()];
-    layer_norm(
-        isa,
-        &x,
-        &mut out,
-        d,
-        &model.output_norm,
-        None,
-        model.config.eps,
-    );
-    Ok(out)
+    run_pass(model, isa, ws, pass, None, Boundaries::default())
+}
+
+/// [`encode`] into a new vector.
+pub fn hidden_states(model: &Model, isa: Isa, ws: &mut Workspace, ids: &[u32]) -> Result<Vec<f32>> {
+    encode(model, isa, ws, ids).map(<[f32]>::to_vec)
 }
 
 /// The hidden state entering encoder layer `layer` (`layer == n_enc`: the encoder's output,
@@ -1240,10 +1303,46 @@ pub fn forward_from<'w>(
             });
         }
     }
+    let pass = Pass {
+        ids,
+        markers,
+        qtype,
+        until: Until::Scores,
+    };
+    run_pass(model, isa, ws, pass, observer, bounds)
+}
+
+/// Where a pass ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Until {
+    /// The scores at the markers: the whole model.
+    Scores,
+    /// The encoder's output after its final norm ([`encode`]): no decision head, no scorer.
+    Encoder,
+}
+
+/// What one pass computes: the sequence, the scorer's rows and column, and where it ends.
+#[derive(Debug, Clone, Copy)]
+struct Pass<'a> {
+    ids: &'a [u32],
+    markers: &'a [usize],
+    qtype: QType,
+    until: Until,
+}
+
+/// A pass on the build of the pass for `isa`'s instruction set.
+fn run_pass<'w>(
+    model: &Model,
+    isa: Isa,
+    ws: &'w mut Workspace,
+    pass: Pass<'_>,
+    observer: Option<Observer<'_>>,
+    bounds: Boundaries<'_>,
+) -> Result<&'w [f32]> {
     #[cfg(target_arch = "x86_64")]
     if isa == Isa::Avx512 && isa.available() {
         // SAFETY: avx512f was detected on this CPU.
-        return unsafe { forward_avx512(model, isa, ws, ids, markers, qtype, observer, bounds) };
+        return unsafe { forward_avx512(model, isa, ws, pass, observer, bounds) };
     }
     #[cfg(target_arch = "x86_64")]
     // AVX-VNNI runs the AVX2 tables (its own only in the int8 products), so its pass is the
@@ -1251,9 +1350,9 @@ pub fn forward_from<'w>(
     // AVX-512 (its default path) ran the baseline build's SSE2 code.
     if matches!(isa, Isa::Avx2 | Isa::AvxVnni) && isa.available() {
         // SAFETY: avx2 and fma were detected on this CPU (AVX-VNNI's check includes them).
-        return unsafe { forward_avx2(model, isa, ws, ids, markers, qtype, observer, bounds) };
+        return unsafe { forward_avx2(model, isa, ws, pass, observer, bounds) };
     }
-    forward_body(model, isa, ws, ids, markers, qtype, observer, bounds)
+    forward_body(model, isa, ws, pass, observer, bounds)
 }
 
 /// The same pass compiled for AVX-512, so that the element-wise loops inlined into it (residual
@@ -1267,13 +1366,11 @@ unsafe fn forward_avx512<'w>(
     model: &Model,
     isa: Isa,
     ws: &'w mut Workspace,
-    ids: &[u32],
-    markers: &[usize],
-    qtype: QType,
+    pass: Pass<'_>,
     observer: Option<Observer<'_>>,
     bounds: Boundaries<'_>,
 ) -> Result<&'w [f32]> {
-    forward_body(model, isa, ws, ids, markers, qtype, observer, bounds)
+    forward_body(model, isa, ws, pass, observer, bounds)
 }
 
 /// The same pass compiled for AVX2+FMA (8 lanes), as `forward_avx512` is for AVX-512. Rust
@@ -1286,13 +1383,11 @@ unsafe fn forward_avx2<'w>(
     model: &Model,
     isa: Isa,
     ws: &'w mut Workspace,
-    ids: &[u32],
-    markers: &[usize],
-    qtype: QType,
+    pass: Pass<'_>,
     observer: Option<Observer<'_>>,
     bounds: Boundaries<'_>,
 ) -> Result<&'w [f32]> {
-    forward_body(model, isa, ws, ids, markers, qtype, observer, bounds)
+    forward_body(model, isa, ws, pass, observer, bounds)
 }
 
 #[inline(always)]
@@ -1301,12 +1396,16 @@ fn forward_body<'w>(
     model: &Model,
     isa: Isa,
     ws: &'w mut Workspace,
-    ids: &[u32],
-    markers: &[usize],
-    qtype: QType,
+    pass: Pass<'_>,
     mut observer: Option<Observer<'_>>,
     bounds: Boundaries<'_>,
 ) -> Result<&'w [f32]> {
+    let Pass {
+        ids,
+        markers,
+        qtype,
+        until,
+    } = pass;
     let Boundaries {
         resume,
         mut capture,
@@ -1362,6 +1461,7 @@ fn forward_body<'w>(
         isa,
         ids,
         qtype,
+        until,
         rope,
         prof: profile.as_deref(),
         failed: std::sync::OnceLock::new(),
@@ -1377,7 +1477,10 @@ fn forward_body<'w>(
     };
 
     let n_enc = model.layers.len();
-    let n_stages = n_enc + model.head.len();
+    let n_stages = match until {
+        Until::Scores => n_enc + model.head.len(),
+        Until::Encoder => n_enc,
+    };
     let stage_at = |si: usize| {
         (si < n_stages).then(|| {
             if si < n_enc {
@@ -1477,7 +1580,7 @@ fn forward_body<'w>(
         let mut t = Tick::start(c.prof);
         let head_parts = parts.min(heads);
         if head_parts == 1 {
-            transpose_k(qkv_all, n, d, hd, 0..heads, &mut kt[..n * d]);
+            transpose_k(isa, qkv_all, n, d, hd, 0..heads, &mut kt[..n * d]);
         } else {
             let mut rest = &mut kt[..n * d];
             let it = split_even(heads, head_parts).map(move |hr| {
@@ -1485,16 +1588,41 @@ fn forward_body<'w>(
                 rest = b;
                 (hr, a)
             });
-            threads.for_each(it, |(hr, k)| transpose_k(qkv_all, n, d, hd, hr, k));
+            threads.for_each(it, |(hr, k)| transpose_k(isa, qkv_all, n, d, hd, hr, k));
         }
         t.lap(c.prof, Op::KTranspose);
         let kt_all: &[f32] = &kt[..n * d];
 
         if let Some(bi) = last_head.filter(|&b| matches!(stage, Stage::Head(s) if s == b)) {
             let blk = &model.head[bi];
-            // Only the marker rows continue: gather their queries and residuals.
-            for (r, &m) in markers.iter().enumerate() {
-                qrows[r * 3 * d..r * 3 * d + d].copy_from_slice(&qkv[m * 3 * d..m * 3 * d + d]);
+            let split = (parts > 1).then_some((threads, parts));
+            // Only the marker rows continue: their queries (computed here from their
+            // normalised rows, when the stretch before left them out) and residuals.
+            if let Some(q) = marker_queries(model) {
+                for (r, &m) in markers.iter().enumerate() {
+                    rows_out[r * d..(r + 1) * d].copy_from_slice(&h[m * d..(m + 1) * d]);
+                }
+                // Not shown to the observer: it saw these rows' input with every other row's
+                // in the stretch's product of this weight.
+                product(
+                    &c,
+                    split,
+                    &blk.qkv,
+                    &rows_out[..nm * d],
+                    nm,
+                    &mut qrows[..nm * 3 * d],
+                    q,
+                    &mut None,
+                );
+                t = Tick::start(c.prof);
+                for row in qrows[..nm * 3 * d].chunks_exact_mut(3 * d) {
+                    add_bias(&mut row[..d], &blk.qkv_b[..d]);
+                }
+                t.lap(c.prof, Op::Elementwise);
+            } else {
+                for (r, &m) in markers.iter().enumerate() {
+                    qrows[r * 3 * d..r * 3 * d + d].copy_from_slice(&qkv[m * 3 * d..m * 3 * d + d]);
+                }
             }
             let qs = Queries {
                 q: &qrows[..],
@@ -1514,7 +1642,17 @@ fn forward_body<'w>(
                 &mut attn[..nm * d],
             );
             let obs = &mut observer;
-            c.matmul(&blk.attn_out, &attn[..nm * d], nm, &mut tmp[..nm * d], obs);
+            let all = |w: &Weight| 0..w.panels();
+            product(
+                &c,
+                split,
+                &blk.attn_out,
+                &attn[..nm * d],
+                nm,
+                &mut tmp[..nm * d],
+                all(&blk.attn_out),
+                obs,
+            );
             t = Tick::start(c.prof);
             add_bias(&mut tmp[..nm * d], &blk.attn_out_b);
             for (r, &m) in markers.iter().enumerate() {
@@ -1531,11 +1669,14 @@ fn forward_body<'w>(
                 Some(&blk.norm2.1),
             );
             t.lap(c.prof, Op::Norm);
-            c.matmul(
+            product(
+                &c,
+                split,
                 &blk.ffn_up,
                 &rows_out[..nm * d],
                 nm,
                 &mut up[..nm * 4 * d],
+                all(&blk.ffn_up),
                 obs,
             );
             t = Tick::start(c.prof);
@@ -1544,11 +1685,14 @@ fn forward_body<'w>(
                 *v = v.max(0.0);
             }
             t.lap(c.prof, Op::Elementwise);
-            c.matmul(
+            product(
+                &c,
+                split,
                 &blk.ffn_down,
                 &up[..nm * 4 * d],
                 nm,
                 &mut tmp[..nm * d],
+                all(&blk.ffn_down),
                 obs,
             );
             t = Tick::start(c.prof);
@@ -1621,6 +1765,14 @@ fn forward_body<'w>(
             act,
             &mut observer,
         );
+    }
+    if until == Until::Encoder {
+        if let Some(e) = c.failed.into_inner() {
+            return Err(e);
+        }
+        // The final norm's output, which the stretch that finished the encoder left in `h`.
+        let h: &'w Vec<f32> = h;
+        return Ok(&h[..n * d]);
     }
     if model.head.is_empty() {
         for (r, &m) in markers.iter().enumerate() {

@@ -109,6 +109,29 @@ impl Weight {
         }
     }
 
+    /// The output columns of panels `panels` of `out[rows][n] = x[rows][k] · Wᵀ` (row stride
+    /// `n`), each element by exactly the operations [`Weight::matmul`] computes it with; the
+    /// other columns of `out` are left as they are. An external kernel has no panels: it
+    /// computes every column. `Err` only from an external kernel.
+    pub fn matmul_cols(
+        &self,
+        isa: Isa,
+        x: &[f32],
+        rows: usize,
+        out: &mut [f32],
+        panels: Range<usize>,
+    ) -> crate::Result<()> {
+        match &self.data {
+            WeightData::F32(t) => {
+                let (ptr, len) = (out.as_mut_ptr(), out.len());
+                // SAFETY: `out` is exclusively borrowed for the call and holds `len` elements.
+                unsafe { self.f32_panels(t, isa, x, rows, panels, ptr, len) };
+                Ok(())
+            }
+            WeightData::Int8(_) => self.matmul(isa, x, rows, out),
+        }
+    }
+
     /// Panels of [`PANEL`] output columns (of an f32 weight; the last may be partial).
     pub fn panels(&self) -> usize {
         self.n.div_ceil(PANEL)

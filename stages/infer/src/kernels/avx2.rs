@@ -16,6 +16,7 @@ pub(crate) static KERNELS: Kernels = Kernels {
     layer_norm,
     softmax_scaled,
     geglu,
+    transpose,
 };
 
 /// Rows per tile. 6 x 16 keeps 12 accumulators, the two B vectors and one broadcast in 15 of
@@ -396,4 +397,82 @@ unsafe fn geglu(z: &[f32], out: &mut [f32]) {
     for j in full..f {
         out[j] = geglu_one(a[j], g[j]);
     }
+}
+
+/// The transpose of a block (see [`super::transpose`]): 8 x 8 tiles through registers, the
+/// row and column edges through the portable loop.
+///
+/// # Safety
+/// avx2 is available; the block's elements lie inside `src` and `dst`.
+#[target_feature(enable = "avx2,fma")]
+unsafe fn transpose(
+    src: &[f32],
+    lds: usize,
+    rows: usize,
+    cols: usize,
+    dst: &mut [f32],
+    ldd: usize,
+) {
+    let (full_r, full_c) = (rows / 8 * 8, cols / 8 * 8);
+    let (sp, dp) = (src.as_ptr(), dst.as_mut_ptr());
+    for r0 in (0..full_r).step_by(8) {
+        for c0 in (0..full_c).step_by(8) {
+            // SAFETY: rows r0..r0 + 8 and columns c0..c0 + 8 lie inside the block.
+            let mut v = [_mm256_setzero_ps(); 8];
+            for (i, vi) in v.iter_mut().enumerate() {
+                *vi = _mm256_loadu_ps(sp.add((r0 + i) * lds + c0));
+            }
+            let t = transpose8(v);
+            for (j, tj) in t.iter().enumerate() {
+                _mm256_storeu_ps(dp.add((c0 + j) * ldd + r0), *tj);
+            }
+        }
+    }
+    if full_c < cols {
+        super::scalar::transpose(
+            &src[full_c..],
+            lds,
+            rows,
+            cols - full_c,
+            &mut dst[full_c * ldd..],
+            ldd,
+        );
+    }
+    if full_r < rows && full_c > 0 {
+        super::scalar::transpose(
+            &src[full_r * lds..],
+            lds,
+            rows - full_r,
+            full_c,
+            &mut dst[full_r..],
+            ldd,
+        );
+    }
+}
+
+/// 8 rows of 8 lanes transposed: lane `j` of row `i` becomes lane `i` of row `j`.
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+fn transpose8(r: [__m256; 8]) -> [__m256; 8] {
+    // Per 128-bit half (columns 0..3, 4..7): pairs of rows interleaved, then quads, so that
+    // u[4g + c] holds column c (low half) and 4 + c (high half) of rows 4g..4g + 3.
+    let mut u = [_mm256_setzero_ps(); 8];
+    for g in 0..2 {
+        let t0 = _mm256_unpacklo_ps(r[4 * g], r[4 * g + 1]);
+        let t1 = _mm256_unpackhi_ps(r[4 * g], r[4 * g + 1]);
+        let t2 = _mm256_unpacklo_ps(r[4 * g + 2], r[4 * g + 3]);
+        let t3 = _mm256_unpackhi_ps(r[4 * g + 2], r[4 * g + 3]);
+        u[4 * g] = _mm256_shuffle_ps::<0x44>(t0, t2);
+        u[4 * g + 1] = _mm256_shuffle_ps::<0xEE>(t0, t2);
+        u[4 * g + 2] = _mm256_shuffle_ps::<0x44>(t1, t3);
+        u[4 * g + 3] = _mm256_shuffle_ps::<0xEE>(t1, t3);
+    }
+    // Output row c: the low halves of u[c] (rows 0..3) and u[4 + c] (rows 4..7); row 4 + c
+    // their high halves.
+    let mut out = [_mm256_setzero_ps(); 8];
+    for c in 0..4 {
+        out[c] = _mm256_permute2f128_ps::<0x20>(u[c], u[4 + c]);
+        out[4 + c] = _mm256_permute2f128_ps::<0x31>(u[c], u[4 + c]);
+    }
+    out
 }

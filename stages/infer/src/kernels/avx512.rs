@@ -15,6 +15,7 @@ pub(crate) static KERNELS: Kernels = Kernels {
     layer_norm,
     softmax_scaled,
     geglu,
+    transpose,
 };
 
 /// Tiles of up to 8 rows x 32 columns (16 zmm accumulators).
@@ -316,4 +317,95 @@ unsafe fn geglu(z: &[f32], out: &mut [f32]) {
     for j in full..f {
         out[j] = geglu_one(a[j], g[j]);
     }
+}
+
+/// The transpose of a block (see [`super::transpose`]): 16 x 16 tiles through registers
+/// (four rounds of shuffles), the row and column edges through the portable loop.
+///
+/// # Safety
+/// avx512f is available; the block's elements lie inside `src` and `dst`.
+#[target_feature(enable = "avx512f,avx2,fma")]
+unsafe fn transpose(
+    src: &[f32],
+    lds: usize,
+    rows: usize,
+    cols: usize,
+    dst: &mut [f32],
+    ldd: usize,
+) {
+    let (full_r, full_c) = (rows / 16 * 16, cols / 16 * 16);
+    let (sp, dp) = (src.as_ptr(), dst.as_mut_ptr());
+    for r0 in (0..full_r).step_by(16) {
+        for c0 in (0..full_c).step_by(16) {
+            // SAFETY: rows r0..r0 + 16 and columns c0..c0 + 16 lie inside the block.
+            let mut v = [_mm512_setzero_ps(); 16];
+            for (i, vi) in v.iter_mut().enumerate() {
+                *vi = _mm512_loadu_ps(sp.add((r0 + i) * lds + c0));
+            }
+            let t = transpose16(v);
+            for (j, tj) in t.iter().enumerate() {
+                _mm512_storeu_ps(dp.add((c0 + j) * ldd + r0), *tj);
+            }
+        }
+    }
+    // The edges: the columns past the last full tile on every row, then the rows past the
+    // last full tile on the full-tile columns.
+    if full_c < cols {
+        super::scalar::transpose(
+            &src[full_c..],
+            lds,
+            rows,
+            cols - full_c,
+            &mut dst[full_c * ldd..],
+            ldd,
+        );
+    }
+    if full_r < rows && full_c > 0 {
+        super::scalar::transpose(
+            &src[full_r * lds..],
+            lds,
+            rows - full_r,
+            full_c,
+            &mut dst[full_r..],
+            ldd,
+        );
+    }
+}
+
+/// 16 rows of 16 lanes transposed: lane `j` of row `i` becomes lane `i` of row `j`.
+#[inline]
+#[target_feature(enable = "avx512f,avx2,fma")]
+fn transpose16(r: [__m512; 16]) -> [__m512; 16] {
+    // Within each 128-bit lane L (columns 4L..4L + 3): pairs of rows interleaved, then
+    // quads, so that u[4g + c] lane L holds column 4L + c of rows 4g..4g + 3.
+    let mut t = [_mm512_setzero_ps(); 16];
+    for i in 0..8 {
+        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    let mut u = [_mm512_setzero_ps(); 16];
+    for g in 0..4 {
+        let pd = |v: __m512| _mm512_castps_pd(v);
+        let ps = |v: __m512d| _mm512_castpd_ps(v);
+        let (a, b, c, d) = (t[4 * g], t[4 * g + 1], t[4 * g + 2], t[4 * g + 3]);
+        u[4 * g] = ps(_mm512_unpacklo_pd(pd(a), pd(c)));
+        u[4 * g + 1] = ps(_mm512_unpackhi_pd(pd(a), pd(c)));
+        u[4 * g + 2] = ps(_mm512_unpacklo_pd(pd(b), pd(d)));
+        u[4 * g + 3] = ps(_mm512_unpackhi_pd(pd(b), pd(d)));
+    }
+    // Then the 128-bit lanes: output row 4L + c gathers lane L of u[c], u[4 + c], u[8 + c],
+    // u[12 + c] (rows 0..3, 4..7, 8..11, 12..15).
+    let mut out = [_mm512_setzero_ps(); 16];
+    for c in 0..4 {
+        let (a, b, cc, d) = (u[c], u[4 + c], u[8 + c], u[12 + c]);
+        let p0 = _mm512_shuffle_f32x4::<0x44>(a, b);
+        let p1 = _mm512_shuffle_f32x4::<0xEE>(a, b);
+        let p2 = _mm512_shuffle_f32x4::<0x44>(cc, d);
+        let p3 = _mm512_shuffle_f32x4::<0xEE>(cc, d);
+        out[c] = _mm512_shuffle_f32x4::<0x88>(p0, p2);
+        out[4 + c] = _mm512_shuffle_f32x4::<0xDD>(p0, p2);
+        out[8 + c] = _mm512_shuffle_f32x4::<0x88>(p1, p3);
+        out[12 + c] = _mm512_shuffle_f32x4::<0xDD>(p1, p3);
+    }
+    out
 }

@@ -169,7 +169,13 @@ pub struct Kernels {
     /// GeGLU of one row (see [`geglu_row`]). Safety: the CPU runs this table; `z` holds at
     /// least twice `out.len()` values.
     pub(crate) geglu: unsafe fn(&[f32], &mut [f32]),
+    /// The transpose of a block (see [`transpose`]). Safety: the CPU runs this table; the
+    /// block's elements lie inside both slices.
+    pub(crate) transpose: TransposeFn,
 }
+
+/// A table's transpose: source, its row stride, rows, columns, destination, its row stride.
+pub(crate) type TransposeFn = unsafe fn(&[f32], usize, usize, usize, &mut [f32], usize);
 
 /// Partial sums of a reduction (see the module docs).
 pub const LANES: usize = 16;
@@ -309,6 +315,33 @@ pub fn softmax_scaled(isa: Isa, row: &mut [f32], scale: f32, valid: Range<usize>
     let valid = valid.start.min(end)..end;
     // SAFETY: the table runs on this CPU (`kernels`); `valid` was clamped into the row.
     unsafe { (isa.kernels().softmax_scaled)(row, scale, valid) }
+}
+
+/// `dst[c * ldd + r] = src[r * lds + c]` for `r < rows`, `c < cols`: a block copied
+/// transposed (attention's Kᵀ), in register tiles where the instruction set has them. A copy,
+/// so every path gives the same bits.
+pub fn transpose(
+    isa: Isa,
+    src: &[f32],
+    lds: usize,
+    rows: usize,
+    cols: usize,
+    dst: &mut [f32],
+    ldd: usize,
+) {
+    if rows == 0 || cols == 0 {
+        return;
+    }
+    assert!(
+        lds >= cols && ldd >= rows,
+        "transpose: strides below the block"
+    );
+    assert!(
+        src.len() >= (rows - 1) * lds + cols && dst.len() >= (cols - 1) * ldd + rows,
+        "transpose: block outside the buffers"
+    );
+    // SAFETY: the table runs on this CPU (`kernels`); the bounds were checked above.
+    unsafe { (isa.kernels().transpose)(src, lds, rows, cols, dst, ldd) }
 }
 
 /// GeGLU of one row: `out[j] = GELU(z[j]) * z[f + j]` with `f = out.len()`, `z.len() >= 2f`.

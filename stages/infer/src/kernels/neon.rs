@@ -17,6 +17,7 @@ pub(crate) static KERNELS: Kernels = Kernels {
     layer_norm,
     softmax_scaled,
     geglu,
+    transpose: super::scalar::transpose,
 };
 
 /// Rows per tile. 6 rows x 4 vectors keep 24 accumulators, the 4 B vectors and a broadcast

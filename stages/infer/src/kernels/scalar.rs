@@ -18,6 +18,7 @@ pub(crate) static KERNELS: Kernels = Kernels {
     layer_norm: layer_norm_entry,
     softmax_scaled: softmax_entry,
     geglu: geglu_entry,
+    transpose,
 };
 
 /// Whether the FMA-compiled copy can run.
@@ -188,5 +189,32 @@ pub(crate) fn geglu(z: &[f32], out: &mut [f32]) {
     let (a, g) = z.split_at(f);
     for ((o, &x), &gate) in out.iter_mut().zip(a).zip(&g[..f]) {
         *o = geglu_one(x, gate);
+    }
+}
+
+/// The transpose of a `rows x cols` block (see [`super::transpose`]), in tiles of 16 x 16 so
+/// that the 16 source rows of a tile stay in cache while each destination row gets 16
+/// contiguous values. Also the column and row edges of the vector paths' tiles. Panics if
+/// the block leaves the slices.
+pub(crate) fn transpose(
+    src: &[f32],
+    lds: usize,
+    rows: usize,
+    cols: usize,
+    dst: &mut [f32],
+    ldd: usize,
+) {
+    const TILE: usize = 16;
+    for r0 in (0..rows).step_by(TILE) {
+        let r1 = (r0 + TILE).min(rows);
+        for c0 in (0..cols).step_by(TILE) {
+            let c1 = (c0 + TILE).min(cols);
+            for c in c0..c1 {
+                let out = &mut dst[c * ldd + r0..c * ldd + r1];
+                for (r, v) in (r0..r1).zip(out) {
+                    *v = src[r * lds + c];
+                }
+            }
+        }
     }
 }

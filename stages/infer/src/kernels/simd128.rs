@@ -21,6 +21,7 @@ pub(crate) static KERNELS: Kernels = Kernels {
     layer_norm: layer_norm_entry,
     softmax_scaled: softmax_entry,
     geglu: geglu_entry,
+    transpose: super::scalar::transpose,
 };
 
 /// The table's LayerNorm entry.

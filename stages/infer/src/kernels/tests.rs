@@ -370,3 +370,46 @@ fn both_compilations_of_the_portable_loops_agree() {
     unsafe { scalar::softmax_fma(&mut fused, 0.3, 5..290) };
     assert_eq!(bits(&plain), bits(&fused), "softmax");
 }
+
+/// Every instruction set's transpose copies the block exactly, full register tiles and row and
+/// column edges alike, and writes nothing outside it.
+#[test]
+fn every_transpose_path_copies_the_block() {
+    let mut seed = 11u64;
+    for &(rows, cols) in &[
+        (1, 1),
+        (3, 5),
+        (8, 8),
+        (16, 16),
+        (17, 16),
+        (16, 17),
+        (33, 64),
+        (173, 64),
+        (40, 23),
+        (7, 40),
+    ] {
+        let (lds, ldd) = (cols + 5, rows + 3);
+        let src = rand_vec(rows * lds, &mut seed);
+        for isa in Isa::NATIVE.into_iter().filter(|i| i.available()) {
+            let mut dst = vec![f32::NAN; cols * ldd];
+            transpose(isa, &src, lds, rows, cols, &mut dst, ldd);
+            for c in 0..cols {
+                for r in 0..ldd {
+                    let got = dst[c * ldd + r];
+                    if r < rows {
+                        assert_eq!(
+                            got.to_bits(),
+                            src[r * lds + c].to_bits(),
+                            "{isa:?} {rows}x{cols} ({r},{c})"
+                        );
+                    } else {
+                        assert!(
+                            got.is_nan(),
+                            "{isa:?} {rows}x{cols}: wrote ({r},{c}) outside the block"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}

@@ -348,28 +348,7 @@ unsafe fn transpose(
             }
         }
     }
-    // The edges: the columns past the last full tile on every row, then the rows past the
-    // last full tile on the full-tile columns.
-    if full_c < cols {
-        super::scalar::transpose(
-            &src[full_c..],
-            lds,
-            rows,
-            cols - full_c,
-            &mut dst[full_c * ldd..],
-            ldd,
-        );
-    }
-    if full_r < rows && full_c > 0 {
-        super::scalar::transpose(
-            &src[full_r * lds..],
-            lds,
-            rows - full_r,
-            full_c,
-            &mut dst[full_r..],
-            ldd,
-        );
-    }
+    super::scalar::transpose_edges(src, lds, rows, cols, dst, ldd, (full_r, full_c));
 }
 
 /// 16 rows of 16 lanes transposed: lane `j` of row `i` becomes lane `i` of row `j`.

@@ -192,6 +192,41 @@ pub(crate) fn geglu(z: &[f32], out: &mut [f32]) {
     }
 }
 
+/// What a vector path's register tiles left of a `rows x cols` transpose whose full tiles
+/// cover `full.0` rows and `full.1` columns: the columns past the last full tile on every row,
+/// then the rows past the last full tile on the full-tile columns.
+#[cfg(target_arch = "x86_64")]
+pub(crate) fn transpose_edges(
+    src: &[f32],
+    lds: usize,
+    rows: usize,
+    cols: usize,
+    dst: &mut [f32],
+    ldd: usize,
+    (full_r, full_c): (usize, usize),
+) {
+    if full_c < cols {
+        transpose(
+            &src[full_c..],
+            lds,
+            rows,
+            cols - full_c,
+            &mut dst[full_c * ldd..],
+            ldd,
+        );
+    }
+    if full_r < rows && full_c > 0 {
+        transpose(
+            &src[full_r * lds..],
+            lds,
+            rows - full_r,
+            full_c,
+            &mut dst[full_r..],
+            ldd,
+        );
+    }
+}
+
 /// The transpose of a `rows x cols` block (see [`super::transpose`]), in tiles of 16 x 16 so
 /// that the 16 source rows of a tile stay in cache while each destination row gets 16
 /// contiguous values. Also the column and row edges of the vector paths' tiles. Panics if

@@ -5,10 +5,11 @@
 //! order, cycled), each answered from scratch: tokenization, sequence, forward pass,
 //! softmax, answer; or, encoder only, each question's sequence through the encoder alone
 //! (tokenization, sequence, embeddings, encoder layers, final norm: no decision head, scorer
-//! or answer), what an embedding run of the encoder costs. A round times `iters` frames after one untimed warm-up frame and takes
-//! the median of (frame time / questions); the result is the median of the rounds, with the
-//! smallest and the largest round (the spread: how far one round may land from another on this
-//! machine, so a figure is never read as more exact than it is).
+//! or answer), what an embedding run of the encoder costs. A round times `iters` frames after
+//! one untimed warm-up frame and takes the median of (frame time / questions); the result is
+//! the median of the rounds, with the smallest and the largest round (the spread: how far one
+//! round may land from another on this machine, so a figure is never read as more exact than
+//! it is).
 
 use std::time::Instant;
 

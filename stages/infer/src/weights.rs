@@ -96,17 +96,7 @@ impl Weight {
 
     /// `out[rows][n] = x[rows][k] · Wᵀ`. `Err` only from an external kernel.
     pub fn matmul(&self, isa: Isa, x: &[f32], rows: usize, out: &mut [f32]) -> crate::Result<()> {
-        match &self.data {
-            WeightData::F32(t) => {
-                let (ptr, len) = (out.as_mut_ptr(), out.len());
-                // SAFETY: `out` is exclusively borrowed for the call and holds `len` elements.
-                unsafe { self.f32_panels(t, isa, x, rows, 0..self.panels(), ptr, len) };
-                Ok(())
-            }
-            WeightData::Int8(kern) => {
-                kern.matmul(isa, &x[..rows * self.k], rows, &mut out[..rows * self.n])
-            }
-        }
+        self.matmul_cols(isa, x, rows, out, 0..self.panels())
     }
 
     /// The output columns of panels `panels` of `out[rows][n] = x[rows][k] · Wᵀ` (row stride
@@ -128,7 +118,9 @@ impl Weight {
                 unsafe { self.f32_panels(t, isa, x, rows, panels, ptr, len) };
                 Ok(())
             }
-            WeightData::Int8(_) => self.matmul(isa, x, rows, out),
+            WeightData::Int8(kern) => {
+                kern.matmul(isa, &x[..rows * self.k], rows, &mut out[..rows * self.n])
+            }
         }
     }
 

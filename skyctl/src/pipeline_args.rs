@@ -30,9 +30,26 @@ impl WorkspaceArgs {
         &self,
         file: crate::pipeline::ManifestFile,
         registry: &sky_dag::Registry,
+        looked: Option<crate::pipeline::cache::Looked>,
     ) -> anyhow::Result<crate::pipeline::cache::Compiled> {
         let store = self.store_override(&file.root)?;
-        crate::pipeline::cache::open(file, store, registry, crate::kinds::planners())
+        crate::pipeline::cache::open(file, store, registry, crate::kinds::planners(), looked)
+    }
+
+    /// The summary of a plain build of everything in `file`'s workspace when its no-op proof
+    /// holds ([`crate::pipeline::cache::noop`]); `Err` on anything else, errors included (the
+    /// usual build reports them), with what was looked at for [`Self::open_compiled`].
+    pub fn noop_build(
+        &self,
+        file: &crate::pipeline::ManifestFile,
+        registry: &sky_dag::Registry,
+        remote: &crate::remote_args::RemoteArgs,
+    ) -> Result<sky_dag::report::Summary, Option<crate::pipeline::cache::Looked>> {
+        let store = self.store_override(&file.root).map_err(|_| None)?;
+        crate::pipeline::cache::noop(file, store.as_deref(), registry, |configured| {
+            !matches!(remote.url_with(configured), Ok(None))
+        })
+        .map_err(Some)
     }
 
     /// Find and read the manifest these arguments name.

@@ -63,21 +63,29 @@ fn counted_build(ws: &Ws) -> (u64, serde_json::Value) {
 
 /// [`counted_build`] with strace's table, for the messages.
 fn counted_build_table(ws: &Ws) -> (u64, serde_json::Value, String) {
+    let (calls, out, table) = counted(ws, &["build", "--json", "-j", "2"]);
+    let run = common::parse_build(out);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    (calls, run.summary, table)
+}
+
+/// File-system calls of `skyctl ARGS` in `ws` (children included), what it printed, and
+/// strace's table.
+fn counted(ws: &Ws, args: &[&str]) -> (u64, std::process::Output, String) {
     let log = ws.p("strace.txt");
     let out = std::process::Command::new("strace")
         .args(["-f", "-qq", "-c", "-e", "trace=%file,%fstat", "-o"])
         .arg(&log)
         .arg(common::skyctl_bin())
-        .args(["build", "--json", "-j", "2"])
+        .args(args)
         .current_dir(ws.path())
         .env_remove("SKYCTL_STORE")
         // cargo's library path makes the loader try a dozen folders per library: a process
         // start of another size than a user's.
         .env_remove("LD_LIBRARY_PATH")
+        .env("SKYCTL_TIMINGS", "1")
         .output()
         .unwrap_or_else(|e| panic!("strace must be installed (Debian package strace): {e}"));
-    let run = common::parse_build(out);
-    assert_eq!(run.code, 0, "{}", run.stderr);
     let table = std::fs::read_to_string(&log).unwrap();
     std::fs::remove_file(&log).unwrap();
     let total = table
@@ -90,7 +98,7 @@ fn counted_build_table(ws: &Ws) -> (u64, serde_json::Value, String) {
         .nth(3)
         .and_then(|c| c.parse().ok())
         .unwrap_or_else(|| panic!("no call count in {total:?}"));
-    (calls, run.summary, table)
+    (calls, out, table)
 }
 
 /// The store's blob fan-out folders (`blobs/00` .. `blobs/ff`) in use.
@@ -178,4 +186,41 @@ fn a_damaged_blob_is_seen_by_the_next_noop_build() {
         "{}",
         String::from_utf8_lossy(&check.stdout)
     );
+}
+
+/// A plain `skyctl build` that changed nothing is answered by the last build's no-op proof:
+/// one `lstat` per path it recorded (each output and source, the folders on the way, the state
+/// files) and one per blob folder, without loading the graph; a no-op build through the graph
+/// ([`a_noop_build_stats_each_output_and_source_once`]) makes as many.
+#[test]
+fn a_noop_build_answered_by_the_proof_stats_each_path_once() {
+    let ws = generated();
+    let outputs = (WIDTH * LAYERS) as u64;
+    counted_build(&ws);
+    counted_build(&ws);
+    let folders = blob_folders(&ws);
+    let mut answered = 0;
+    for round in 0..4 {
+        let (calls, out, table) = counted(&ws, &["build", "-j", "2"]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{stderr}");
+        assert!(
+            stderr.contains(&format!("skyctl: 0 executed, {outputs} cached, 0 failed")),
+            "{stderr}"
+        );
+        if !stderr.contains("timing: no-op proof checked") {
+            // The first plain build writes the proof (the JSON builds do not answer from one).
+            assert_eq!(round, 0, "round {round} was not answered by the proof:\n{stderr}");
+            continue;
+        }
+        answered += 1;
+        let bound = outputs + SOURCES as u64 + folders + CONSTANT;
+        assert!(
+            calls <= bound,
+            "no-op {round} from the proof: {calls} file-system calls for {outputs} outputs, \
+             {SOURCES} sources and {folders} blob folders (bound {bound})\n{table}"
+        );
+        assert!(calls >= outputs, "no-op {round}: {calls} calls");
+    }
+    assert!(answered >= 3, "{answered} of 4 answered by the proof");
 }

@@ -52,12 +52,31 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
     }
     let registry = registry();
     let file = args.workspace.find()?;
+    // A plain build of everything that changed nothing since the last one is told from the
+    // last build's no-op proof, without loading the graph.
+    let plain = args.targets.is_empty()
+        && args.rerun.is_empty()
+        && !args.json
+        && !args.verbose
+        && args.execute.is_none();
+    let looked = if plain {
+        match args.workspace.noop_build(&file, &registry, &args.remote) {
+            Ok(summary) => {
+                Console::new(Mode::pick(false), false).summary(&summary);
+                report_timings();
+                return Ok(Outcome::Success);
+            }
+            Err(looked) => looked,
+        }
+    } else {
+        None
+    };
     // The workspace state loads on the other core while the graph loads (or the manifest
     // expands).
     let state_paths = sky_dag::state::StatePaths::new(&file.root);
     let (compiled, state) = std::thread::scope(|scope| {
         let state = scope.spawn(|| sky_dag::state::Preloaded::load(&state_paths));
-        let compiled = args.workspace.open_compiled(file, &registry);
+        let compiled = args.workspace.open_compiled(file, &registry, looked);
         sky_dag::timings::mark(match &compiled {
             Ok(c) if c.cached => "graph (cached)",
             _ => "graph (parsed)",
@@ -111,6 +130,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         keep_going: args.keep_going,
         remote,
         executor,
+        noop_proof: compiled.key,
     };
     let opts = BuildOptions {
         // A cluster runs more jobs at once than this machine has cores.
@@ -129,13 +149,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         sky_dag::builder::build_preloaded(ws, graph, &registry, &opts, &mut console, state)?;
     console.summary(&summary);
     push_hint(ws, &opts, &summary, !args.json);
-    sky_dag::timings::mark("summary");
-    for line in sky_dag::timings::report() {
-        #[allow(clippy::print_stderr)]
-        {
-            eprintln!("timing: {line}");
-        }
-    }
+    report_timings();
     // The process ends after this; freeing a graph and a manifest of thousands of nodes
     // piece by piece costs several percent of a no-op build for nothing.
     std::mem::forget(compiled);
@@ -146,6 +160,17 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
     } else {
         Outcome::Success
     })
+}
+
+/// Print the phase timers (`SKYCTL_TIMINGS=1`).
+fn report_timings() {
+    sky_dag::timings::mark("summary");
+    for line in sky_dag::timings::report() {
+        #[allow(clippy::print_stderr)]
+        {
+            eprintln!("timing: {line}");
+        }
+    }
 }
 
 /// A build that found everything in the local store and moved nothing through a writable

@@ -113,6 +113,8 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         keep_going: true,
         remote,
         executor: None,
+        // Targets: never a full build's proof.
+        noop_proof: None,
     };
     // Ctrl-C or a SIGTERM stops the build cleanly (sky_dag::interrupt).
     sky_dag::interrupt::install()?;

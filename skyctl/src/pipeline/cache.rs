@@ -41,6 +41,9 @@ pub struct Compiled {
     pub execute: crate::pipeline::execute::ExecuteConfig,
     /// Whether the graph came from the cache.
     pub cached: bool,
+    /// The cache key (`None`: the executable could not be identified): a full build leaves
+    /// its no-op proof under it ([`sky_dag::noop`]).
+    pub key: Option<Digest>,
 }
 
 /// What the manifest names beside the graph (the cache payload).
@@ -169,17 +172,22 @@ fn cache_key(
 
 /// Open `file` for a build: the graph from the cache when it is valid, else parsed, expanded
 /// and checked (and cached for the next build).
+/// `looked`: what [`noop`] found for the same file and store, so as not to look again.
 pub fn open(
     file: ManifestFile,
     store_override: Option<PathBuf>,
     registry: &Registry,
     planners: Vec<Planner>,
+    looked: Option<Looked>,
 ) -> anyhow::Result<Compiled> {
-    let key = cache_key(&file, store_override.as_deref(), registry);
+    let (key, checked) = match looked {
+        Some(l) => (l.key, Some(l.checked.map(|c| *c))),
+        None => (cache_key(&file, store_override.as_deref(), registry), None),
+    };
     sky_dag::timings::mark("graph key");
     let path = sky_dag::state::StatePaths::new(&file.root).compiled_graph();
     let file = match &key {
-        Some(key) => match load(&path, key, file, store_override.as_deref()) {
+        Some(key) => match load(&path, key, file, store_override.as_deref(), checked) {
             Ok(hit) => return Ok(hit),
             Err(file) => file,
         },
@@ -232,6 +240,50 @@ pub fn open(
             .unwrap_or_default(),
         remote: extra.remote,
         cached: false,
+        key,
+    })
+}
+
+/// The checked cache file, the workspace, `[cache] remote` and `[execute]` ([`check`]).
+type Checked = (
+    sky_dag::compiled::Compiled,
+    Workspace,
+    Option<String>,
+    crate::pipeline::execute::ExecuteConfig,
+);
+
+/// What [`noop`] looked at when it could not answer: [`open`] goes on from there.
+pub struct Looked {
+    key: Option<Digest>,
+    checked: Option<Box<Checked>>,
+}
+
+/// The summary of a plain build of everything when nothing changed since the last one, told
+/// from its no-op proof ([`sky_dag::noop::check_noop`]) without decoding the graph: the
+/// cached graph must be this manifest's, as [`load`] requires, and the build must use no
+/// remote cache (`remote_in_use` answers, given `[cache] remote`) and run here. `Err`: build
+/// the usual way, from what was looked at.
+pub fn noop(
+    file: &ManifestFile,
+    store_override: Option<&Path>,
+    registry: &Registry,
+    remote_in_use: impl FnOnce(Option<&str>) -> bool,
+) -> Result<sky_dag::report::Summary, Looked> {
+    let key = cache_key(file, store_override, registry);
+    let Some(k) = key else {
+        return Err(Looked { key, checked: None });
+    };
+    let path = sky_dag::state::StatePaths::new(&file.root).compiled_graph();
+    let checked = check(&path, &k, file, store_override);
+    let summary = checked.as_ref().and_then(|(_, ws, remote, execute)| {
+        if remote_in_use(remote.as_deref()) || execute.engine(None) != "local" {
+            return None;
+        }
+        sky_dag::noop::check_noop(ws, &k)
+    });
+    summary.ok_or(Looked {
+        key,
+        checked: checked.map(Box::new),
     })
 }
 
@@ -252,8 +304,9 @@ fn load(
     key: &Digest,
     file: ManifestFile,
     store_override: Option<&Path>,
+    checked: Option<Option<Checked>>,
 ) -> Result<Compiled, ManifestFile> {
-    let checked = check(path, key, &file, store_override);
+    let checked = checked.unwrap_or_else(|| check(path, key, &file, store_override));
     sky_dag::timings::mark("graph read + checks");
     match checked {
         Some((compiled, ws, remote, execute)) => {
@@ -272,6 +325,7 @@ fn load(
                         remote,
                         execute,
                         cached: true,
+                        key: Some(*key),
                     })
                 }
                 Ok(graph) => graph.source,
@@ -296,12 +350,7 @@ fn check(
     key: &Digest,
     file: &ManifestFile,
     store_override: Option<&Path>,
-) -> Option<(
-    sky_dag::compiled::Compiled,
-    Workspace,
-    Option<String>,
-    crate::pipeline::execute::ExecuteConfig,
-)> {
+) -> Option<Checked> {
     let compiled = sky_dag::compiled::Compiled::read(path)?;
     if compiled.key() != key {
         return None;

@@ -44,6 +44,9 @@ pub struct BuildOptions {
     pub remote: Option<crate::remote::RemoteCache>,
     /// Where nodes that must run are run (`None`: here, [`crate::executor::Local`]).
     pub executor: Option<std::sync::Arc<dyn crate::executor::Executor>>,
+    /// The front end's key of this graph and invocation, under which a full build leaves a
+    /// no-op proof ([`crate::noop`]); `None`: no proof.
+    pub noop_proof: Option<Digest>,
 }
 
 /// A folder's (ctime ns, inode), as [`crate::workspace::WorkspaceLock`] records it.
@@ -242,6 +245,8 @@ pub(crate) struct Ran<'s> {
     /// Nodes the release depends on.
     critical: Vec<bool>,
     remote_before: Option<crate::remote::RemoteStats>,
+    /// Nodes whose outputs this build wrote (ran, restored, fetched).
+    written: Vec<NodeIdx>,
 }
 
 /// What [`BuildSession::release`] leaves for the record.
@@ -256,6 +261,8 @@ pub(crate) struct Released {
     /// The release tree this build wrote or found up to date (`None`: it did not publish).
     release_files: Option<Vec<crate::state::ReleaseFile>>,
     remote_before: Option<crate::remote::RemoteStats>,
+    /// What the no-op proof will say, when this build may leave one.
+    proof: Option<crate::noop::Draft>,
 }
 
 impl<'g> BuildSession<'g> {
@@ -412,6 +419,60 @@ impl<'g> BuildSession<'g> {
         Ok((session, statcache))
     }
 
+    /// Whether this build may leave a no-op proof: the front end asked for one, and it builds
+    /// everything, here, without `--rerun` or a remote cache, with the state writable.
+    fn may_prove(&self) -> bool {
+        self.opts.noop_proof.is_some()
+            && self.plan.full
+            && !self.plan.forced.iter().any(|&f| f)
+            && self.opts.remote.is_none()
+            && self.opts.executor.is_none()
+            && !self.lock.is_read_only()
+    }
+
+    /// The no-op proof of a build that succeeded: what the scan saw, with the outputs this
+    /// build wrote and the release tree looked at again as they are now (the scan saw them
+    /// before they were written).
+    fn draft_proof(
+        &self,
+        scanner: &mut Scanner<'_>,
+        summary: &Summary,
+        outputs: &[Option<Cow<'_, [OutputRecord]>>],
+        written: &[NodeIdx],
+        release_files: &Option<Vec<crate::state::ReleaseFile>>,
+    ) -> Option<crate::noop::Draft> {
+        let key = self.opts.noop_proof?;
+        if summary.failed > 0
+            || summary.skipped > 0
+            || crate::interrupt::requested().is_some()
+            || scanner.witness.as_ref().is_none_or(|w| w.is_spoiled())
+        {
+            return None;
+        }
+        scanner.witness.as_mut()?.look_again();
+        for &n in written {
+            let outs = outputs.get(n)?.as_ref()?;
+            if scanner.check_outputs(outs).is_some() {
+                return None;
+            }
+        }
+        if let Some(files) = release_files {
+            scanner.see_tree(&self.graph.release_dir);
+            if !release::up_to_date(scanner, self.graph, &self.ws.root, files, Some(files)) {
+                return None;
+            }
+        }
+        crate::noop::Draft::new(
+            key,
+            scanner.witness.take()?,
+            &self.ws.root,
+            self.plan.len(),
+            release_files
+                .as_ref()
+                .map(|_| self.graph.release_dir.clone()),
+        )
+    }
+
     /// Scan and run the selected nodes; save each node's last failure. Nothing else of the
     /// workspace state is written: [`BuildSession::record`] does that.
     pub(crate) fn run<'s>(
@@ -430,6 +491,9 @@ impl<'g> BuildSession<'g> {
             statcache,
         );
         scanner.check_kinds(&plan.selected)?;
+        if self.may_prove() {
+            scanner.witness = Some(crate::noop::Witness::with_capacity(self.ahead.len() + 64));
+        }
         for &n in &graph.order {
             if plan.selected[n] {
                 scanner.prefetch(n)?;
@@ -468,6 +532,7 @@ impl<'g> BuildSession<'g> {
             blob_folders: &self.blob_folders,
             lock: &self.lock,
             stored: 0,
+            written: Vec::new(),
             remote: opts.remote.as_ref(),
             executor: opts.executor.as_deref().unwrap_or(&crate::executor::Local),
             job_seen: std::collections::BTreeMap::new(),
@@ -515,6 +580,7 @@ impl<'g> BuildSession<'g> {
             stored,
             outcomes,
             refused,
+            written,
             ..
         } = driver;
         // A read-only build that met a node it would have to run or restore.
@@ -549,6 +615,7 @@ impl<'g> BuildSession<'g> {
             stored,
             critical,
             remote_before,
+            written,
         })
     }
 
@@ -568,6 +635,7 @@ impl<'g> BuildSession<'g> {
             stored,
             critical,
             remote_before,
+            written,
         } = ran;
         let mut release_files = None;
         let blocked_by: Vec<String> = (0..graph.nodes.len())
@@ -604,6 +672,7 @@ impl<'g> BuildSession<'g> {
                 release_files = Some(files);
             }
         }
+        let proof = self.draft_proof(&mut scanner, &summary, &outputs, &written, &release_files);
         let statcache = std::mem::take(&mut scanner.statcache);
         let last_matched = scanner.last_matched();
         crate::timings::mark("release");
@@ -616,6 +685,7 @@ impl<'g> BuildSession<'g> {
             last_matched,
             release_files,
             remote_before,
+            proof,
         })
     }
 
@@ -633,6 +703,7 @@ impl<'g> BuildSession<'g> {
             last_matched,
             release_files,
             remote_before,
+            proof,
         } = released;
         if let (Some(remote), Some(before)) = (&self.opts.remote, remote_before) {
             // Uploads read blobs: finish them while the store lock keeps gc away.
@@ -739,12 +810,15 @@ impl<'g> BuildSession<'g> {
                 stamped,
                 added,
             );
-            let dirs = self
-                .temp_dirs
-                .iter()
-                .copied()
-                .chain(fresh.iter().map(String::as_str));
-            self.lock.ended_cleanly(&ws.root, dirs, kept);
+            let left = self.lock.ended_cleanly(
+                &ws.root,
+                self.temp_dirs.iter().copied(),
+                fresh.iter().map(String::as_str),
+                kept,
+            );
+            if let (Some(draft), Some(left), true) = (proof, left, stamped) {
+                crate::noop::write(ws, &self.store.id_path(), draft, left);
+            }
         }
         if summary.executed > 0 {
             // Bounded lookups: merge the per-build action logs once they pile up (only when no
@@ -797,6 +871,8 @@ struct BuildDriver<'a> {
     lock: &'a crate::workspace::WorkspaceLock,
     /// Nodes whose record this build added to the store from the workspace outputs.
     stored: usize,
+    /// Nodes whose outputs this build wrote (ran, restored, fetched).
+    written: Vec<NodeIdx>,
     /// The remote cache, if any.
     remote: Option<&'a crate::remote::RemoteCache>,
     /// Why a read-only build stopped: a node it would have to run or restore.
@@ -861,6 +937,9 @@ impl<'a> BuildDriver<'a> {
                 self.outcomes[n] = Some(None);
             }
             NodeStatus::Failed | NodeStatus::Skipped => {}
+        }
+        if status != NodeStatus::Cached {
+            self.written.push(n);
         }
         match status {
             NodeStatus::Executed => self.summary.executed += 1,

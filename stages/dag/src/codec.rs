@@ -78,6 +78,18 @@ pub fn frame(magic: &[u8; 8], body: &[u8]) -> Vec<u8> {
     out
 }
 
+/// [`frame`] in place: `buf` holds [`FRAME_HEADER`] bytes of room, then the body (a large
+/// body is not copied).
+pub fn frame_in_place(magic: &[u8; 8], buf: &mut [u8]) {
+    if buf.len() < FRAME_HEADER {
+        return;
+    }
+    let (head, body) = buf.split_at_mut(FRAME_HEADER);
+    head[..8].copy_from_slice(magic);
+    head[8..16].copy_from_slice(&(body.len() as u64).to_le_bytes());
+    head[16..].copy_from_slice(blake3::hash(body).as_bytes());
+}
+
 /// The body of a file written by [`frame`] with the same `magic`; `None` when the magic, the
 /// length or the digest do not match.
 pub fn unframe<'a>(magic: &[u8; 8], bytes: &'a [u8]) -> Option<&'a [u8]> {

@@ -456,9 +456,12 @@ impl Graph {
             .collect();
         let check = |part: &[&str]| -> Option<Vec<Option<FileStat>>> {
             let mut checked = std::collections::HashSet::new();
-            part.iter()
-                .map(|rel| check_output_path(root, root_real.as_deref(), rel, &mut checked).ok())
-                .collect()
+            // Sized up front: grown piece by piece, a new thread's vector is most of the cost.
+            let mut stats = Vec::with_capacity(part.len());
+            for rel in part {
+                stats.push(check_output_path(root, root_real.as_deref(), rel, &mut checked).ok()?);
+            }
+            Some(stats)
         };
         // On a large graph these stats are most of a no-op build's time on one core: the
         // other cores take a share (each with its own set of checked folders).

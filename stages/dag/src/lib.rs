@@ -91,6 +91,7 @@ pub mod graph;
 pub mod interrupt;
 pub mod key;
 pub mod kind;
+pub mod noop;
 mod outputs;
 pub mod plan;
 pub mod process;

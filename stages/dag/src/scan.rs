@@ -203,6 +203,8 @@ pub struct Scanner<'a> {
     folders_inside: HashMap<String, Option<std::path::PathBuf>>,
     /// Stats of the declared outputs taken ahead, and where each node's are.
     prefetched: Option<(&'a crate::statcache::Prefetch, Vec<usize>)>,
+    /// What this scan looked at, for the no-op proof ([`crate::noop`]); `None`: not kept.
+    pub(crate) witness: Option<crate::noop::Witness<'a>>,
 }
 
 impl<'a> Scanner<'a> {
@@ -229,6 +231,21 @@ impl<'a> Scanner<'a> {
             root_real: root.canonicalize().ok(),
             folders_inside: HashMap::new(),
             prefetched: None,
+            witness: None,
+        }
+    }
+
+    /// Note that file `rel`, found with stat `st`, has `digest` (for the no-op proof).
+    fn see_file(&mut self, rel: Cow<'a, str>, st: FileStat, digest: Digest) {
+        if let Some(w) = self.witness.as_mut() {
+            w.see_file(rel, st, digest);
+        }
+    }
+
+    /// Note every folder under `rel` before it is listed (for the no-op proof).
+    pub(crate) fn see_tree(&mut self, rel: &str) {
+        if let Some(w) = self.witness.as_mut() {
+            w.see_tree(self.root, rel);
         }
     }
 
@@ -341,6 +358,10 @@ impl<'a> Scanner<'a> {
             message,
         };
         let md = if is_link {
+            // A stat of the link cannot vouch for its target.
+            if let Some(w) = self.witness.as_mut() {
+                w.spoil();
+            }
             std::fs::metadata(&abs)
         } else {
             lstat
@@ -361,12 +382,17 @@ impl<'a> Scanner<'a> {
                     special_kind(&md.file_type())
                 )))
             }
-            Ok(md) => Some(
-                self.statcache
-                    .digest_with(self.root, rel, FileStat::of(&md))
-                    .map_err(|e| DagError::io("hash", &abs, e))?
-                    .0,
-            ),
+            Ok(md) => {
+                let st = FileStat::of(&md);
+                let (d, _) = self
+                    .statcache
+                    .digest_with(self.root, rel, st)
+                    .map_err(|e| DagError::io("hash", &abs, e))?;
+                if !is_link && self.witness.is_some() {
+                    self.see_file(Cow::Owned(rel.to_string()), st, d);
+                }
+                Some(d)
+            }
             Err(_) => None,
         };
         self.sources.insert(rel.to_string(), d);
@@ -381,6 +407,7 @@ impl<'a> Scanner<'a> {
     /// [`Scanner::tree_digest`] and the (path inside `rel`, digest) of each file.
     fn tree_digest_files(&mut self, rel: &str) -> Result<(Digest, Vec<(String, Digest)>)> {
         let abs = self.root.join(rel);
+        self.see_tree(rel);
         let files = list_files(&abs).map_err(|e| DagError::io("list", &abs, e))?;
         let mut tree = Tree::default();
         for f in files {
@@ -389,6 +416,9 @@ impl<'a> Scanner<'a> {
                 .statcache
                 .digest(self.root, &frel)
                 .map_err(|e| DagError::io("hash", self.root.join(&frel), e))?;
+            if self.witness.is_some() {
+                self.see_file(Cow::Owned(frel), st, digest);
+            }
             tree.entries.push(TreeEntry {
                 path: f,
                 digest,
@@ -475,6 +505,10 @@ impl<'a> Scanner<'a> {
         };
         let mut out = Vec::new();
         if !abs.is_dir() {
+            // Nothing there (or not a folder): seen as it is.
+            if let Some(w) = self.witness.as_mut() {
+                w.see_listed(self.root, &base);
+            }
             return Ok(out);
         }
         // The release tree and the store are the engine's own (copies of outputs, which a
@@ -510,6 +544,13 @@ impl<'a> Scanner<'a> {
             };
             let ft = e.file_type();
             if ft.is_dir() {
+                // Before the walk lists it.
+                if let Some(w) = self.witness.as_mut() {
+                    match e.path().strip_prefix(self.root).ok().and_then(Path::to_str) {
+                        Some(rel) => w.see_listed(self.root, rel),
+                        None => w.spoil(),
+                    }
+                }
                 continue;
             }
             let Ok(rel) = e.path().strip_prefix(self.root) else {
@@ -691,7 +732,8 @@ impl<'a> Scanner<'a> {
         else {
             return self.check_outputs(outputs);
         };
-        let declared = &self.graph.nodes[n].outputs;
+        let graph = self.graph;
+        let declared = &graph.nodes[n].outputs;
         for (i, o) in outputs.iter().enumerate() {
             let ahead = base
                 .and_then(|f| f.checked_add(i))
@@ -699,11 +741,18 @@ impl<'a> Scanner<'a> {
                 .and_then(|slot| prefetch.get(slot));
             let ok = match ahead {
                 Some(st) => {
-                    self.statcache
+                    let same = self
+                        .statcache
                         .digest_with(self.root, &o.path, st)
                         .ok()
                         .map(|x| x.0)
-                        == Some(o.digest)
+                        == Some(o.digest);
+                    if same {
+                        // The slot is this declared output's (checked above).
+                        let path = declared.get(i).map_or("", |d| d.path.as_str());
+                        self.see_file(Cow::Borrowed(path), st, o.digest);
+                    }
+                    same
                 }
                 None => self.check_outputs(std::slice::from_ref(o)).is_none(),
             };
@@ -720,7 +769,15 @@ impl<'a> Scanner<'a> {
             let ok = if o.dir {
                 self.root.join(&o.path).is_dir() && self.tree_digest(&o.path).ok() == Some(o.digest)
             } else {
-                self.statcache.digest(self.root, &o.path).ok().map(|x| x.0) == Some(o.digest)
+                match self.statcache.digest(self.root, &o.path) {
+                    Ok((d, st)) if d == o.digest => {
+                        if self.witness.is_some() {
+                            self.see_file(Cow::Owned(o.path.clone()), st, d);
+                        }
+                        true
+                    }
+                    _ => false,
+                }
             };
             if !ok {
                 return Some(o.path.clone());

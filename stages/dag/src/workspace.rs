@@ -43,6 +43,8 @@ pub struct WorkspaceLock {
     /// The folders the last holder left settled: (ctime ns, inode) by workspace path; `None`
     /// when it did not end cleanly.
     settled: Option<std::collections::HashMap<String, (i64, u64)>>,
+    /// The digest of the lock file's text as the last holder left it.
+    left: crate::key::Digest,
     /// The folder this user cannot write, when the lock is read-only.
     read_only: Option<PathBuf>,
 }
@@ -88,21 +90,39 @@ impl WorkspaceLock {
         self.settled.is_some()
     }
 
+    /// The digest of the lock file's text as the last holder left it.
+    pub(crate) fn left_digest(&self) -> crate::key::Digest {
+        self.left
+    }
+
+    /// Whether the last holder ended cleanly and every folder it recorded settled is
+    /// unchanged.
+    pub(crate) fn settled_unchanged(&self, root: &Path) -> bool {
+        self.settled.as_ref().is_some_and(|s| {
+            s.keys()
+                .all(|rel| self.unchanged_since_clean_end(root, rel))
+        })
+    }
+
     /// Say this build ended cleanly (nothing it wrote is half done), recording which of
     /// `dirs` are settled: any later change gives them a newer ctime. That holds once the
     /// coarse clock that stamps file times (one tick behind at most) has moved past the
     /// folder's ctime; a folder changed within the current tick is not recorded (the next
     /// build lists it).
+    /// `ours`: folders whose stamp only says that they hold no temp file of a build: recorded
+    /// as they are, whatever the clock, since only a holder of this lock writes one there, and
+    /// one that does not end cleanly leaves its pid in the lock file instead of the stamps.
     /// `kept`: folders known unchanged since the stamp recorded for them, recorded as they
-    /// are without a `stat`.
+    /// are without a `stat`. Returns the digest of the text written (`None`: nothing written).
     pub fn ended_cleanly<'d>(
         &self,
         root: &Path,
+        ours: impl IntoIterator<Item = &'d str>,
         dirs: impl IntoIterator<Item = &'d str>,
         kept: impl IntoIterator<Item = (String, (i64, u64))>,
-    ) {
+    ) -> Option<crate::key::Digest> {
         if self.is_read_only() {
-            return;
+            return None;
         }
         let coarse = rustix::time::clock_gettime(rustix::time::ClockId::RealtimeCoarse);
         let now = coarse
@@ -110,13 +130,14 @@ impl WorkspaceLock {
             .saturating_mul(1_000_000_000)
             .saturating_add(coarse.tv_nsec);
         let mut text = String::from("clean\n");
-        for d in dirs {
+        let any_time = ours.into_iter().map(|d| (d, true));
+        for (d, ours) in any_time.chain(dirs.into_iter().map(|d| (d, false))) {
             if d.contains('\n') {
                 continue;
             }
             if let Ok(md) = std::fs::metadata(root.join(d)) {
                 let st = crate::statcache::FileStat::of(&md);
-                if st.ctime_ns < now {
+                if ours || st.ctime_ns < now {
                     text.push_str(&format!("{} {} {d}\n", st.ctime_ns, st.ino));
                 }
             }
@@ -127,7 +148,8 @@ impl WorkspaceLock {
             }
         }
         let _ = self.file.set_len(0);
-        let _ = self.file.write_all_at(text.as_bytes(), 0);
+        self.file.write_all_at(text.as_bytes(), 0).ok()?;
+        Some(crate::key::Digest::of(text.as_bytes()))
     }
 }
 
@@ -288,10 +310,35 @@ impl Workspace {
         let settled = parse_settled(&before);
         let _ = file.set_len(0);
         let _ = file.write_all_at(std::process::id().to_string().as_bytes(), 0);
+        // Whatever this holder does, the last build's no-op proof no longer stands.
+        let proof = self.state.noop_proof();
+        if let Err(e) = std::fs::remove_file(&proof) {
+            if e.kind() != std::io::ErrorKind::NotFound {
+                return Err(DagError::io("remove", &proof, e));
+            }
+        }
         Ok(WorkspaceLock {
             file,
             settled,
+            left: crate::key::Digest::of(before.as_bytes()),
             read_only: None,
+        })
+    }
+
+    /// The lock shared and at once, for a check that writes nothing to the workspace
+    /// ([`crate::noop::check_noop`]): `None` when another build holds it or there is no
+    /// lock file. The lock file is left as the last holder left it.
+    pub(crate) fn try_lock_shared(&self) -> Option<WorkspaceLock> {
+        use rustix::fs::{flock, FlockOperation};
+        let file = sky_fs::open_nofollow(&self.state.lock(), sky_fs::STATE).ok()?;
+        flock(&file, FlockOperation::NonBlockingLockShared).ok()?;
+        let mut before = String::new();
+        std::io::Read::read_to_string(&mut (&file).take(STATE_MAX), &mut before).ok()?;
+        Some(WorkspaceLock {
+            file,
+            settled: parse_settled(&before),
+            left: crate::key::Digest::of(before.as_bytes()),
+            read_only: Some(self.state.dir.clone()),
         })
     }
 
@@ -316,6 +363,7 @@ impl Workspace {
         Ok(WorkspaceLock {
             file,
             settled: parse_settled(&before),
+            left: crate::key::Digest::of(before.as_bytes()),
             read_only: Some(dir),
         })
     }
@@ -424,7 +472,7 @@ mod tests {
         assert!(!l.unchanged_since_clean_end(&ws.root, "out"));
         // Let the coarse clock move past the folder's ctime, then end cleanly.
         std::thread::sleep(std::time::Duration::from_millis(30));
-        l.ended_cleanly(&ws.root, ["out", "missing", "odd\nname"], []);
+        l.ended_cleanly(&ws.root, [], ["out", "missing", "odd\nname"], []);
         drop(l);
         let l = lock(&ws);
         assert!(l.unchanged_since_clean_end(&ws.root, "out"));
@@ -432,8 +480,15 @@ mod tests {
         // A file appears: the folder is listed again.
         std::fs::write(dir.path().join("out/.skyctl-tmp-x"), "half").unwrap();
         assert!(!l.unchanged_since_clean_end(&ws.root, "out"));
+        // A folder only this workspace's builds write temp files into is vouched for even
+        // when it changed within the current tick.
+        std::fs::create_dir_all(dir.path().join("ours")).unwrap();
+        l.ended_cleanly(&ws.root, ["ours"], [], []);
+        drop(l);
+        let l = lock(&ws);
+        assert!(l.unchanged_since_clean_end(&ws.root, "ours"));
         std::thread::sleep(std::time::Duration::from_millis(30));
-        l.ended_cleanly(&ws.root, ["out"], []);
+        l.ended_cleanly(&ws.root, [], ["out"], []);
         drop(l);
         // A holder that did not end cleanly (killed: its pid stays) vouches for nothing.
         let l = lock(&ws);

@@ -58,4 +58,9 @@ impl StatePaths {
     pub fn journal(&self) -> PathBuf {
         self.dir.join("outputs.log")
     }
+    /// `.skyctl/state-v1/noop-proof`: what the last clean full build looked at
+    /// ([`crate::noop`]).
+    pub fn noop_proof(&self) -> PathBuf {
+        self.dir.join("noop-proof")
+    }
 }

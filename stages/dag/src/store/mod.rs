@@ -288,7 +288,7 @@ impl Store {
         &self.root
     }
 
-    fn id_path(&self) -> PathBuf {
+    pub(crate) fn id_path(&self) -> PathBuf {
         self.root.join("id")
     }
 

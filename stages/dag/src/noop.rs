@@ -1,0 +1,729 @@
+//! The no-op proof: a full build that ended cleanly leaves, beside the workspace state, every
+//! path its dirty check looked at and what it found there, so that the next plain `build`
+//! can tell "nothing changed" with one `lstat` per path, without decoding the graph, the last
+//! build's record or computing a key.
+//!
+//! What a path can have been:
+//! - a file whose content was hashed (or vouched for by the stat cache): its `lstat` fields
+//!   ([`FileStat`]). A file modified within the stat cache's racy window
+//!   ([`crate::statcache`]) when it was looked at may change again without a new stat: its
+//!   digest is kept too and the check hashes it again, until its stat is old enough; then the
+//!   check marks it settled, by the stat cache's own rule;
+//! - a folder whose entries were listed (a source folder, a glob's walk, the release tree):
+//!   its inode, mtime and ctime; any entry added, removed or renamed gives it new ones. A
+//!   folder changed within the racy window cannot vouch yet: no proof is written;
+//! - a folder on the way to one of the paths above: still a folder, the same inode (a folder
+//!   swapped for a symlink, or for another folder, is a change);
+//! - nothing (a glob's folder that does not exist);
+//! - a state file (the last build's record, the failures, the store's id): exactly its stat.
+//!
+//! Besides the paths, the proof holds the front end's key (the compiled graph's: the
+//! manifest, the binary, the workspace, the declared variables are the front end's to check)
+//! and the digest of the lock file as the build that wrote the proof left it. Every command
+//! that takes the workspace lock to change anything deletes the proof first
+//! ([`crate::workspace::Workspace::lock`]); the lock file also records the folders that build
+//! found settled (the store's blob folders among them), and the check compares each.
+//!
+//! The check answers only for a build of everything, without `--rerun`, a remote cache or
+//! another executor: the proof is written only by such a build in which no node failed or was
+//! skipped, and the front end asks only for such a build.
+//!
+//! Format (`.skyctl/state-v1/noop-proof`, written atomically): a [`crate::codec`] frame
+//! (`SKYNOOP2`) around: the front end's key, the lock digest, the node count, the release
+//! folder (optional string), then parts, each length-prefixed: an entry count and the entries
+//! (path, tag, fields). The paths the build looked at come first, in the order it looked (its
+//! sources before its outputs), split in parts that threads check side by side; the state
+//! files are the last part.
+
+use std::borrow::Cow;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use crate::codec::{frame, unframe, Reader, Writer};
+use crate::key::Digest;
+use crate::report::{ReleaseOutcome, Summary};
+use crate::statcache::{now_ns, racy_window_ns, FileStat};
+use crate::workspace::Workspace;
+
+const MAGIC: &[u8; 8] = b"SKYNOOP2";
+
+/// What a build found at one path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Seen {
+    /// A regular file whose stat alone vouches for its content.
+    Settled(FileStat),
+    /// A regular file modified within the racy window: its content is hashed again.
+    Fresh(FileStat, Digest),
+    /// A folder whose entries were listed.
+    Listed {
+        ino: u64,
+        mtime_ns: i64,
+        ctime_ns: i64,
+    },
+    /// A folder on the way to another path.
+    Folder { ino: u64 },
+    /// Nothing.
+    Missing,
+    /// A state file, exactly as it was.
+    Exact(FileStat),
+}
+
+/// Whether a file with stat `st`, looked at no earlier than `now`, may still change without
+/// a new stat (the stat cache's rule).
+fn racy(st: &FileStat, now: i64) -> bool {
+    now - st.mtime_ns < racy_window_ns(st.mtime_ns)
+}
+
+/// The paths a build looked at, as it found them; collected by the [`crate::scan::Scanner`]
+/// while it checks, each stat taken before what it vouches for was read.
+#[derive(Debug)]
+pub struct Witness<'a> {
+    /// In the order seen; a later look at a path replaces an earlier one.
+    seen: Vec<(Cow<'a, str>, Seen)>,
+    /// Something was looked at that a stat cannot vouch for (a symlinked source, a folder
+    /// listed within its racy window, a check that failed): no proof from this build.
+    spoiled: bool,
+    /// When the collection began: every stat is taken after it, so a file older than the
+    /// racy window then is older at its stat too.
+    since: i64,
+    /// Where the second look (at what the build wrote) began.
+    second: Option<usize>,
+}
+
+impl<'a> Witness<'a> {
+    /// Room for `n` paths (a build looks at each output once, and at a few more).
+    pub(crate) fn with_capacity(n: usize) -> Witness<'a> {
+        Witness {
+            seen: Vec::with_capacity(n),
+            spoiled: false,
+            since: now_ns(),
+            second: None,
+        }
+    }
+
+    /// What follows is a second look at paths the build wrote since it first looked: it
+    /// replaces the first.
+    pub(crate) fn look_again(&mut self) {
+        self.second = Some(self.seen.len());
+    }
+
+    /// Record that the file `rel`, found with stat `st`, has content `digest`.
+    pub(crate) fn see_file(&mut self, rel: Cow<'a, str>, st: FileStat, digest: Digest) {
+        let seen = if racy(&st, self.since) {
+            Seen::Fresh(st, digest)
+        } else {
+            Seen::Settled(st)
+        };
+        self.seen.push((rel, seen));
+    }
+
+    /// No proof can come of this build.
+    pub(crate) fn spoil(&mut self) {
+        self.spoiled = true;
+    }
+
+    /// Whether no proof can come of this build.
+    pub(crate) fn is_spoiled(&self) -> bool {
+        self.spoiled
+    }
+
+    /// Record the folder `rel` of `root` before its entries are listed; spoiled when it is
+    /// not a folder or changed within the racy window.
+    pub(crate) fn see_listed(&mut self, root: &Path, rel: &str) {
+        match std::fs::symlink_metadata(root.join(rel)) {
+            Ok(md) if md.is_dir() => {
+                let st = FileStat::of(&md);
+                if now_ns() - st.ctime_ns < racy_window_ns(st.ctime_ns) {
+                    self.spoil();
+                } else {
+                    self.seen.push((
+                        Cow::Owned(rel.to_string()),
+                        Seen::Listed {
+                            ino: st.ino,
+                            mtime_ns: st.mtime_ns,
+                            ctime_ns: st.ctime_ns,
+                        },
+                    ));
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                self.seen.push((Cow::Owned(rel.to_string()), Seen::Missing))
+            }
+            _ => self.spoil(),
+        }
+    }
+
+    /// Record every folder under `rel` (itself included) before they are listed.
+    pub(crate) fn see_tree(&mut self, root: &Path, rel: &str) {
+        for e in walkdir::WalkDir::new(root.join(rel)).follow_links(false) {
+            match e {
+                Ok(e) if e.file_type().is_dir() => {
+                    match e.path().strip_prefix(root).ok().and_then(Path::to_str) {
+                        Some(p) => self.see_listed(root, p),
+                        None => self.spoil(),
+                    }
+                }
+                Ok(_) => {}
+                Err(_) => self.spoil(),
+            }
+        }
+    }
+
+    /// Encode into `w` the entries, one per path (the last look at each), then every folder
+    /// on the way to them as it is now, in parts; `false` when spoiled.
+    fn finish(self, root: &Path, w: &mut Writer) -> bool {
+        if self.spoiled {
+            return false;
+        }
+        // A path looked at twice in the first look is checked twice (two stats of one file
+        // that disagree are a change either way); one looked at again stands as last seen.
+        let hasher = foldhash::fast::RandomState::default;
+        let second = self.second.unwrap_or(self.seen.len());
+        let again: std::collections::HashSet<&str, foldhash::fast::RandomState> = self.seen
+            [second..]
+            .iter()
+            .map(|(p, _)| p.as_ref())
+            .collect();
+        let kept = |i: usize, p: &str| i >= second || !again.contains(p);
+        let mut looked = std::collections::HashSet::with_hasher(hasher());
+        looked.extend(
+            self.seen
+                .iter()
+                .filter(|(_, s)| matches!(s, Seen::Listed { .. }))
+                .map(|(p, _)| p.as_ref()),
+        );
+        let mut folders: Vec<(&str, Seen)> = Vec::new();
+        let mut on_way = std::collections::HashSet::with_hasher(hasher());
+        let mut last_parent = None;
+        for (rel, _) in &self.seen {
+            let mut at: &str = rel;
+            while let Some((parent, _)) = at.rsplit_once('/') {
+                // Most paths share their folder with the one before.
+                if last_parent == Some(parent) || !on_way.insert(parent) {
+                    break;
+                }
+                if !looked.contains(parent) {
+                    let seen = match std::fs::symlink_metadata(root.join(parent)) {
+                        Ok(md) if md.is_dir() => Seen::Folder {
+                            ino: FileStat::of(&md).ino,
+                        },
+                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Seen::Missing,
+                        _ => return false,
+                    };
+                    folders.push((parent, seen));
+                }
+                at = parent;
+            }
+            last_parent = rel.rsplit_once('/').map(|(p, _)| p);
+        }
+        let entries = self
+            .seen
+            .iter()
+            .enumerate()
+            .filter(|(i, (p, _))| kept(*i, p))
+            .map(|(_, (p, s))| (p.as_ref(), s))
+            .chain(folders.iter().map(|(p, s)| (*p, s)));
+        let n = self
+            .seen
+            .iter()
+            .enumerate()
+            .filter(|(i, (p, _))| kept(*i, p))
+            .count()
+            + folders.len();
+        // A settled file's entry is its path and about 40 bytes.
+        w.buf.reserve(n * 64);
+        let parts = if n >= PARALLEL_MIN { 2 } else { 1 };
+        let per = n.div_ceil(parts).max(1);
+        let mut entries = entries.peekable();
+        while entries.peek().is_some() {
+            encode_part(w, entries.by_ref().take(per));
+        }
+        true
+    }
+}
+
+/// One part: its length in bytes, then the entry count and the entries (written in place,
+/// the two counts filled in after).
+fn encode_part<'e>(w: &mut Writer, entries: impl Iterator<Item = (&'e str, &'e Seen)>) {
+    let at = w.buf.len();
+    w.len(0);
+    w.len(0);
+    let mut n = 0;
+    for (p, seen) in entries {
+        encode_entry(w, p, seen);
+        n += 1;
+    }
+    let bytes = w.buf.len() - at - 4;
+    let mut counts = Writer::default();
+    counts.len(bytes);
+    counts.len(n);
+    w.buf[at..at + 8].copy_from_slice(&counts.buf);
+}
+
+fn encode_stat(w: &mut Writer, st: &FileStat) {
+    w.u64(st.size);
+    w.u64(st.mtime_ns as u64);
+    w.u64(st.ctime_ns as u64);
+    w.u64(st.ino);
+    w.bool(st.exec);
+}
+
+fn encode_entry(w: &mut Writer, path: &str, seen: &Seen) {
+    w.str(path);
+    match seen {
+        Seen::Settled(st) => {
+            w.u8(0);
+            encode_stat(w, st);
+        }
+        Seen::Fresh(st, digest) => {
+            w.u8(1);
+            encode_stat(w, st);
+            w.digest(digest);
+        }
+        Seen::Listed {
+            ino,
+            mtime_ns,
+            ctime_ns,
+        } => {
+            w.u8(2);
+            w.u64(*ino);
+            w.u64(*mtime_ns as u64);
+            w.u64(*ctime_ns as u64);
+        }
+        Seen::Folder { ino } => {
+            w.u8(3);
+            w.u64(*ino);
+        }
+        Seen::Missing => w.u8(4),
+        Seen::Exact(st) => {
+            w.u8(5);
+            encode_stat(w, st);
+        }
+    }
+}
+
+fn decode_stat(r: &mut Reader) -> Option<FileStat> {
+    Some(FileStat {
+        size: r.u64()?,
+        mtime_ns: r.u64()? as i64,
+        ctime_ns: r.u64()? as i64,
+        ino: r.u64()?,
+        exec: r.bool()?,
+    })
+}
+
+fn decode_entry<'b>(r: &mut Reader<'b>) -> Option<(&'b str, Seen)> {
+    let path = r.str()?;
+    let seen = match r.u8()? {
+        0 => Seen::Settled(decode_stat(r)?),
+        1 => Seen::Fresh(decode_stat(r)?, r.digest()?),
+        2 => Seen::Listed {
+            ino: r.u64()?,
+            mtime_ns: r.u64()? as i64,
+            ctime_ns: r.u64()? as i64,
+        },
+        3 => Seen::Folder { ino: r.u64()? },
+        4 => Seen::Missing,
+        5 => Seen::Exact(decode_stat(r)?),
+        _ => return None,
+    };
+    Some((path, seen))
+}
+
+/// The proof's head: the front end's key, the lock digest, the node count, the release folder.
+fn encode_head(key: &Digest, lock: &Digest, nodes: usize, release_dir: Option<&str>) -> Writer {
+    let mut w = Writer::default();
+    w.digest(key);
+    w.digest(lock);
+    w.len(nodes);
+    w.opt_str(release_dir);
+    w
+}
+
+/// A proof as read: its parts are still encoded.
+#[derive(Debug, PartialEq)]
+struct Proof<'b> {
+    key: Digest,
+    lock: Digest,
+    nodes: usize,
+    release_dir: Option<&'b str>,
+    parts: Vec<&'b [u8]>,
+}
+
+impl<'b> Proof<'b> {
+    fn decode(bytes: &'b [u8]) -> Option<Proof<'b>> {
+        let mut r = Reader::new(unframe(MAGIC, bytes)?);
+        let key = r.digest()?;
+        let lock = r.digest()?;
+        let nodes = r.index()?;
+        let release_dir = r.opt_str()?;
+        let mut parts = Vec::new();
+        while !r.is_empty() {
+            parts.push(r.bytes()?);
+        }
+        Some(Proof {
+            key,
+            lock,
+            nodes,
+            release_dir,
+            parts,
+        })
+    }
+
+    /// Every entry, in order; `None` when a part is damaged.
+    fn entries(&self) -> Option<Vec<Vec<(&'b str, Seen)>>> {
+        self.parts
+            .iter()
+            .map(|part| {
+                let mut r = Reader::new(part);
+                let n = r.count(5)?;
+                let mut out = Vec::with_capacity(n);
+                for _ in 0..n {
+                    out.push(decode_entry(&mut r)?);
+                }
+                r.is_empty().then_some(out)
+            })
+            .collect()
+    }
+
+    fn encode(&self, parts: &[Vec<(&str, Seen)>]) -> Vec<u8> {
+        let mut w = encode_head(&self.key, &self.lock, self.nodes, self.release_dir);
+        for part in parts {
+            encode_part(&mut w, part.iter().map(|(p, s)| (*p, s)));
+        }
+        frame(MAGIC, &w.buf)
+    }
+}
+
+/// What a full build that may leave a proof hands over to its clean end: the proof so far,
+/// with room for the frame and the lock digest.
+pub(crate) struct Draft {
+    w: Writer,
+}
+
+/// Where the lock digest is in a draft: after the frame's room and the key.
+const LOCK_AT: usize = crate::codec::FRAME_HEADER + 32;
+
+impl Draft {
+    /// The draft of a build of `nodes` nodes under the front end's `key`, which published
+    /// `release_dir`; `None` when the witness is spoiled.
+    pub(crate) fn new(
+        key: Digest,
+        witness: Witness<'_>,
+        root: &Path,
+        nodes: usize,
+        release_dir: Option<String>,
+    ) -> Option<Draft> {
+        let mut w = Writer::default();
+        w.buf.resize(crate::codec::FRAME_HEADER, 0);
+        let head = encode_head(&key, &Digest([0; 32]), nodes, release_dir.as_deref());
+        w.buf.extend_from_slice(&head.buf);
+        witness.finish(root, &mut w).then_some(Draft { w })
+    }
+}
+
+/// Write the proof of `draft` for the workspace whose lock file now holds text with digest
+/// `lock`, with the state files as they are now. Best effort: it is only a shortcut, and
+/// without it a build checks everything.
+pub(crate) fn write(ws: &Workspace, store_id: &Path, draft: Draft, lock: Digest) {
+    let mut state = Vec::new();
+    let paths = [
+        ws.state.last_build(),
+        ws.state.last_build_log(),
+        ws.state.failures(),
+        store_id.to_path_buf(),
+    ];
+    for path in &paths {
+        let seen = match std::fs::symlink_metadata(path) {
+            Ok(md) if md.is_file() => Seen::Exact(FileStat::of(&md)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Seen::Missing,
+            _ => return,
+        };
+        let Some(path) = path.to_str() else {
+            return;
+        };
+        state.push((path, seen));
+    }
+    let mut w = draft.w;
+    w.buf[LOCK_AT..LOCK_AT + 32].copy_from_slice(&lock.0);
+    encode_part(&mut w, state.iter().map(|(p, s)| (*p, s)));
+    crate::codec::frame_in_place(MAGIC, &mut w.buf);
+    let _ = sky_fs::write_cache(&ws.state.noop_proof(), &w.buf);
+}
+
+/// How one entry compares with the disk now.
+enum Check {
+    Same,
+    /// The same, and a file not settled before now is.
+    Settled,
+    Changed,
+}
+
+fn check(root_fd: &std::os::fd::OwnedFd, root: &Path, path: &str, seen: &Seen) -> Check {
+    use rustix::fs::{AtFlags, FileType};
+    let st = if path.starts_with('/') {
+        rustix::fs::lstat(path)
+    } else {
+        rustix::fs::statat(root_fd, path, AtFlags::SYMLINK_NOFOLLOW)
+    };
+    let st = match (st, seen) {
+        (Err(rustix::io::Errno::NOENT), Seen::Missing) => return Check::Same,
+        (Err(_), _) | (Ok(_), Seen::Missing) => return Check::Changed,
+        (Ok(st), _) => st,
+    };
+    let ft = FileType::from_raw_mode(st.st_mode);
+    let ns = |s: i64, n: i64| s.saturating_mul(1_000_000_000).saturating_add(n);
+    let now = FileStat {
+        size: st.st_size as u64,
+        mtime_ns: ns(st.st_mtime as i64, st.st_mtime_nsec as i64),
+        ctime_ns: ns(st.st_ctime as i64, st.st_ctime_nsec as i64),
+        ino: st.st_ino as u64,
+        exec: st.st_mode & 0o111 != 0,
+    };
+    let same = match *seen {
+        Seen::Settled(st) | Seen::Exact(st) => ft == FileType::RegularFile && now == st,
+        Seen::Fresh(st, digest) => {
+            if ft != FileType::RegularFile || now != st {
+                return Check::Changed;
+            }
+            // Hashed after the stat: a change after it gives a new stat once the stat is out
+            // of the racy window (then it is settled for good).
+            let looked = now_ns();
+            if crate::statcache::hash_file(&root.join(path)).ok() != Some(digest) {
+                return Check::Changed;
+            }
+            return if racy(&st, looked) {
+                Check::Same
+            } else {
+                Check::Settled
+            };
+        }
+        Seen::Listed {
+            ino,
+            mtime_ns,
+            ctime_ns,
+        } => {
+            ft == FileType::Directory
+                && (now.ino, now.mtime_ns, now.ctime_ns) == (ino, mtime_ns, ctime_ns)
+        }
+        Seen::Folder { ino } => ft == FileType::Directory && now.ino == ino,
+        Seen::Missing => false,
+    };
+    if same {
+        Check::Same
+    } else {
+        Check::Changed
+    }
+}
+
+/// Below this many entries a proof is one part, checked on one thread.
+const PARALLEL_MIN: usize = 512;
+
+/// One encoded part being compared with the disk, entry by entry.
+struct PartCheck<'b> {
+    r: Reader<'b>,
+    left: usize,
+    /// A file hashed again is settled now.
+    settled: bool,
+}
+
+impl<'b> PartCheck<'b> {
+    /// `None` when the part is damaged.
+    fn new(part: &'b [u8]) -> Option<PartCheck<'b>> {
+        let mut r = Reader::new(part);
+        let left = r.count(5)?;
+        Some(PartCheck {
+            r,
+            left,
+            settled: false,
+        })
+    }
+
+    /// Compare up to `limit` more entries, until `changed` is set (here or by another part's
+    /// check); `false` on a change or damage.
+    fn run(
+        &mut self,
+        fd: &std::os::fd::OwnedFd,
+        root: &Path,
+        limit: usize,
+        changed: &AtomicBool,
+    ) -> bool {
+        for _ in 0..limit.min(self.left) {
+            if changed.load(Ordering::Relaxed) {
+                return false;
+            }
+            self.left -= 1;
+            let verdict = decode_entry(&mut self.r).map(|(p, seen)| check(fd, root, p, &seen));
+            match verdict {
+                Some(Check::Same) => {}
+                Some(Check::Settled) => self.settled = true,
+                Some(Check::Changed) | None => {
+                    changed.store(true, Ordering::Relaxed);
+                    return false;
+                }
+            }
+        }
+        true
+    }
+}
+
+/// [`PartCheck`] of a whole part: `Some(any file settled now)`, `None` on a change.
+fn check_part(
+    fd: &std::os::fd::OwnedFd,
+    root: &Path,
+    part: &[u8],
+    changed: &AtomicBool,
+) -> Option<bool> {
+    let mut c = PartCheck::new(part)?;
+    c.run(fd, root, usize::MAX, changed).then_some(c.settled)
+}
+
+/// Entries of the first part compared before any other thread starts: the sources come
+/// first, and a build after an edit should not pay for threads.
+const FIRST_ALONE: usize = 64;
+
+/// Compare every part with the disk, the first on this thread, each other on one of its own,
+/// all stopping at the first change; whether any file is settled now, `None` on a change.
+fn check_parts(root: &Path, parts: &[&[u8]]) -> Option<bool> {
+    let root_fd = rustix::fs::open(
+        root,
+        rustix::fs::OFlags::PATH | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )
+    .ok()?;
+    let changed = AtomicBool::new(false);
+    let (first, others) = parts.split_first()?;
+    let mut head = PartCheck::new(first)?;
+    if !head.run(&root_fd, root, FIRST_ALONE, &changed) {
+        return None;
+    }
+    let parallel = std::thread::available_parallelism().is_ok_and(|n| n.get() > 1);
+    std::thread::scope(|scope| {
+        let spawned: Vec<_> = others
+            .iter()
+            .map(|part| {
+                let job = || check_part(&root_fd, root, part, &changed);
+                (
+                    part,
+                    parallel.then(|| std::thread::Builder::new().spawn_scoped(scope, job)),
+                )
+            })
+            .collect();
+        let mut settled = head
+            .run(&root_fd, root, usize::MAX, &changed)
+            .then_some(head.settled);
+        for (part, handle) in spawned {
+            // No thread (one core, or the system refused one): this thread takes the part.
+            let found = match handle {
+                Some(Ok(h)) => h.join().ok().flatten(),
+                _ => check_part(&root_fd, root, part, &changed),
+            };
+            settled = match (settled, found) {
+                (Some(a), Some(b)) => Some(a || b),
+                _ => None,
+            };
+        }
+        settled
+    })
+}
+
+/// The summary of a plain full build of `ws` when its proof, written under `key`, still
+/// holds: every path as the build that wrote it found it, the lock file as it left it and
+/// the folders it recorded settled unchanged. `None`: the build must run the usual way (no
+/// proof, another key, anything changed, or another build holds the lock).
+pub fn check_noop(ws: &Workspace, key: &Digest) -> Option<Summary> {
+    let t0 = Instant::now();
+    let path = ws.state.noop_proof();
+    let bytes = crate::codec::FileBytes::read(&path).ok()?;
+    let proof = Proof::decode(&bytes)?;
+    if proof.key != *key {
+        return None;
+    }
+    // Held while the paths are compared: no build of this workspace changes them meanwhile.
+    let lock = ws.try_lock_shared()?;
+    if lock.left_digest() != proof.lock {
+        return None;
+    }
+    crate::timings::mark("no-op proof read");
+    let settled = check_parts(&ws.root, &proof.parts)?;
+    if !lock.settled_unchanged(&ws.root) {
+        return None;
+    }
+    crate::timings::mark("no-op proof checked");
+    if settled {
+        // Files hashed again and now out of the racy window: the next check need not hash them.
+        let now = now_ns();
+        if let Some(mut parts) = proof.entries() {
+            for (_, seen) in parts.iter_mut().flatten() {
+                if let Seen::Fresh(st, _) = *seen {
+                    if !racy(&st, now) {
+                        *seen = Seen::Settled(st);
+                    }
+                }
+            }
+            let _ = sky_fs::write_cache(&path, &proof.encode(&parts));
+        }
+    }
+    drop(lock);
+    Some(Summary {
+        cached: proof.nodes,
+        seconds: t0.elapsed().as_secs_f64(),
+        release: proof.release_dir.map(|dir| ReleaseOutcome {
+            dir: dir.to_string(),
+            published: true,
+            blocked_by: Vec::new(),
+        }),
+        ..Summary::default()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn proofs_round_trip_and_damage_is_refused() {
+        let st = FileStat {
+            size: 3,
+            mtime_ns: -5,
+            ctime_ns: 7,
+            ino: 9,
+            exec: true,
+        };
+        let entries = vec![
+            ("a", Seen::Fresh(st, Digest::of(b"a"))),
+            ("b", Seen::Settled(st)),
+            (
+                "c",
+                Seen::Listed {
+                    ino: 1,
+                    mtime_ns: 2,
+                    ctime_ns: 3,
+                },
+            ),
+            ("d", Seen::Folder { ino: 8 }),
+            ("e", Seen::Missing),
+        ];
+        let state = vec![("/f", Seen::Exact(st))];
+        let head = Proof {
+            key: Digest::of(b"k"),
+            lock: Digest::of(b"l"),
+            nodes: 4,
+            release_dir: Some("dist"),
+            parts: Vec::new(),
+        };
+        let parts = vec![entries, state];
+        let b = head.encode(&parts);
+        let back = Proof::decode(&b).unwrap();
+        assert_eq!(
+            (back.key, back.lock, back.nodes, back.release_dir),
+            (head.key, head.lock, 4, Some("dist"))
+        );
+        assert_eq!(back.entries(), Some(parts));
+        for cut in 0..b.len() {
+            let damaged = Proof::decode(&b[..cut]).and_then(|p| p.entries());
+            assert_eq!(damaged, None, "cut at {cut}");
+        }
+    }
+}

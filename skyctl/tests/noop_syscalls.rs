@@ -210,7 +210,10 @@ fn a_noop_build_answered_by_the_proof_stats_each_path_once() {
         );
         if !stderr.contains("timing: no-op proof checked") {
             // The first plain build writes the proof (the JSON builds do not answer from one).
-            assert_eq!(round, 0, "round {round} was not answered by the proof:\n{stderr}");
+            assert_eq!(
+                round, 0,
+                "round {round} was not answered by the proof:\n{stderr}"
+            );
             continue;
         }
         answered += 1;

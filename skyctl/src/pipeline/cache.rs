@@ -279,7 +279,7 @@ pub fn noop(
         if remote_in_use(remote.as_deref()) || execute.engine(None) != "local" {
             return None;
         }
-        sky_dag::noop::check_noop(ws, &k)
+        sky_dag::noop::check_noop(ws, &k).map(sky_dag::report::Summary::from)
     });
     summary.ok_or(Looked {
         key,

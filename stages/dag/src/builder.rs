@@ -492,7 +492,9 @@ impl<'g> BuildSession<'g> {
         );
         scanner.check_kinds(&plan.selected)?;
         if self.may_prove() {
-            scanner.witness = Some(crate::noop::Witness::with_capacity(self.ahead.len() + 64));
+            scanner.witness = Some(crate::witness::Witness::with_capacity(
+                self.ahead.len() + 64,
+            ));
         }
         for &n in &graph.order {
             if plan.selected[n] {

@@ -107,6 +107,7 @@ pub mod state;
 pub mod store;
 pub mod timings;
 pub mod tree;
+pub mod witness;
 pub mod workspace;
 pub mod writable;
 

@@ -143,6 +143,22 @@ pub struct Summary {
     pub release: Option<ReleaseOutcome>,
 }
 
+impl From<crate::noop::Proved> for Summary {
+    /// A build the no-op proof answered: every node cached, the release as it was.
+    fn from(p: crate::noop::Proved) -> Summary {
+        Summary {
+            cached: p.nodes,
+            seconds: p.seconds,
+            release: p.release_dir.map(|dir| ReleaseOutcome {
+                dir,
+                published: true,
+                blocked_by: Vec::new(),
+            }),
+            ..Summary::default()
+        }
+    }
+}
+
 /// The release tree after a full build.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct ReleaseOutcome {

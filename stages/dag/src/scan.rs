@@ -204,7 +204,7 @@ pub struct Scanner<'a> {
     /// Stats of the declared outputs taken ahead, and where each node's are.
     prefetched: Option<(&'a crate::statcache::Prefetch, Vec<usize>)>,
     /// What this scan looked at, for the no-op proof ([`crate::noop`]); `None`: not kept.
-    pub(crate) witness: Option<crate::noop::Witness<'a>>,
+    pub(crate) witness: Option<crate::witness::Witness<'a>>,
 }
 
 impl<'a> Scanner<'a> {

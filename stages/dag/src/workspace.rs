@@ -185,6 +185,13 @@ fn writable(dir: &Path) -> bool {
     .is_ok()
 }
 
+/// The text of the lock file, open already (it is what is locked): no more than a state file.
+fn lock_text(file: &std::fs::File) -> String {
+    let mut before = String::new();
+    let _ = std::io::Read::read_to_string(&mut file.take(STATE_MAX), &mut before);
+    before
+}
+
 /// The settled folders of a lock file written by [`WorkspaceLock::ended_cleanly`].
 fn parse_settled(text: &str) -> Option<std::collections::HashMap<String, (i64, u64)>> {
     let mut lines = text.lines();
@@ -304,9 +311,7 @@ impl Workspace {
             flock(&file, FlockOperation::LockExclusive)
                 .map_err(|e| DagError::io("lock", &p, e.into()))?;
         }
-        let mut before = String::new();
-        // The lock file, open already (it is what is locked): read no more than a state file.
-        let _ = std::io::Read::read_to_string(&mut (&file).take(STATE_MAX), &mut before);
+        let before = lock_text(&file);
         let settled = parse_settled(&before);
         let _ = file.set_len(0);
         let _ = file.write_all_at(std::process::id().to_string().as_bytes(), 0);
@@ -326,14 +331,13 @@ impl Workspace {
     }
 
     /// The lock shared and at once, for a check that writes nothing to the workspace
-    /// ([`crate::noop::check_noop`]): `None` when another build holds it or there is no
+    /// (the no-op proof's check): `None` when another build holds it or there is no
     /// lock file. The lock file is left as the last holder left it.
     pub(crate) fn try_lock_shared(&self) -> Option<WorkspaceLock> {
         use rustix::fs::{flock, FlockOperation};
         let file = sky_fs::open_nofollow(&self.state.lock(), sky_fs::STATE).ok()?;
         flock(&file, FlockOperation::NonBlockingLockShared).ok()?;
-        let mut before = String::new();
-        std::io::Read::read_to_string(&mut (&file).take(STATE_MAX), &mut before).ok()?;
+        let before = lock_text(&file);
         Some(WorkspaceLock {
             file,
             settled: parse_settled(&before),
@@ -358,8 +362,7 @@ impl Workspace {
             flock(&file, FlockOperation::LockShared)
                 .map_err(|e| DagError::io("lock", &p, e.into()))?;
         }
-        let mut before = String::new();
-        let _ = std::io::Read::read_to_string(&mut (&file).take(STATE_MAX), &mut before);
+        let before = lock_text(&file);
         Ok(WorkspaceLock {
             file,
             settled: parse_settled(&before),

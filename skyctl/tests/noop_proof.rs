@@ -329,6 +329,23 @@ fn a_damaged_or_foreign_proof_is_only_a_missed_shortcut() {
         assert!(!b.proved, "a proof cut at {cut} answered");
         settle(&ws);
     }
+    // A flipped bit anywhere in a proof that holds: found by the frame's digest if not sooner
+    // (a tag flipped from a settled file to a state file, say, checks the same stat).
+    for at in (0..bytes.len()).step_by(23) {
+        let holds = std::fs::read(&proof).unwrap();
+        let mut flipped = holds.clone();
+        flipped[at.min(holds.len() - 1)] ^= 0x04;
+        std::fs::write(&proof, &flipped).unwrap();
+        let b = plain_build(&ws, &[]);
+        assert_eq!(
+            (b.code, b.executed, b.cached),
+            (0, 0, NODES),
+            "{}",
+            b.stderr
+        );
+        assert!(!b.proved, "a proof with byte {at} flipped answered");
+        settle(&ws);
+    }
     // Another workspace's proof (a copied `.skyctl`): its paths are not these files.
     let other = project();
     std::fs::copy(other.p(".skyctl/state-v1/noop-proof"), &proof).unwrap();

@@ -90,6 +90,16 @@ pub fn frame_in_place(magic: &[u8; 8], buf: &mut [u8]) {
     head[16..].copy_from_slice(blake3::hash(body).as_bytes());
 }
 
+/// The body of a file written by [`frame`] with the same `magic`, its digest not checked yet
+/// (a reader that may find out sooner from the body that it has no use for it); `None` when
+/// the magic or the length do not match. [`unframe`] before trusting an answer.
+pub fn frame_body<'a>(magic: &[u8; 8], bytes: &'a [u8]) -> Option<&'a [u8]> {
+    let rest = bytes.strip_prefix(magic.as_slice())?;
+    let (len, rest) = rest.split_first_chunk::<8>()?;
+    let (_, body) = rest.split_first_chunk::<32>()?;
+    (u64::from_le_bytes(*len) == body.len() as u64).then_some(body)
+}
+
 /// The body of a file written by [`frame`] with the same `magic`; `None` when the magic, the
 /// length or the digest do not match.
 pub fn unframe<'a>(magic: &[u8; 8], bytes: &'a [u8]) -> Option<&'a [u8]> {

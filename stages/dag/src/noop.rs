@@ -68,8 +68,11 @@ struct Proof<'b> {
 }
 
 impl<'b> Proof<'b> {
+    /// The head and parts of `bytes`, its digest not checked yet ([`crate::codec::frame_body`]):
+    /// a damaged proof can only fail the check sooner, and one that passes is checked whole
+    /// before it answers.
     fn decode(bytes: &'b [u8]) -> Option<Proof<'b>> {
-        let mut r = Reader::new(unframe(MAGIC, bytes)?);
+        let mut r = Reader::new(crate::codec::frame_body(MAGIC, bytes)?);
         let key = r.digest()?;
         let lock = r.digest()?;
         let nodes = r.index()?;
@@ -372,7 +375,7 @@ pub fn check_noop(ws: &Workspace, key: &Digest) -> Option<Proved> {
     }
     crate::timings::mark("no-op proof read");
     let settled = check_parts(&ws.root, &proof.parts)?;
-    if !lock.settled_unchanged(&ws.root) {
+    if !lock.settled_unchanged(&ws.root) || unframe(MAGIC, &bytes).is_none() {
         return None;
     }
     crate::timings::mark("no-op proof checked");

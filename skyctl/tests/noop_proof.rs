@@ -312,22 +312,28 @@ fn every_command_that_takes_the_lock_drops_the_proof() {
     assert_eq!(b.executed, 1, "{}", b.stderr);
 }
 
+/// With `proof` in place of the workspace's, the plain build is not answered by it, and
+/// builds as it would without one (nothing runs); then the proof answers again.
+fn not_answered_by(ws: &Ws, proof: &[u8], what: &str) {
+    std::fs::write(ws.p(".skyctl/state-v1/noop-proof"), proof).unwrap();
+    let b = plain_build(ws, &[]);
+    assert_eq!(
+        (b.code, b.executed, b.cached),
+        (0, 0, NODES),
+        "{}",
+        b.stderr
+    );
+    assert!(!b.proved, "{what} answered");
+    settle(ws);
+}
+
 #[test]
 fn a_damaged_or_foreign_proof_is_only_a_missed_shortcut() {
     let ws = project();
     let proof = ws.p(".skyctl/state-v1/noop-proof");
     let bytes = std::fs::read(&proof).unwrap();
     for cut in [0, 8, bytes.len() / 2, bytes.len() - 1] {
-        std::fs::write(&proof, &bytes[..cut]).unwrap();
-        let b = plain_build(&ws, &[]);
-        assert_eq!(
-            (b.code, b.executed, b.cached),
-            (0, 0, NODES),
-            "{}",
-            b.stderr
-        );
-        assert!(!b.proved, "a proof cut at {cut} answered");
-        settle(&ws);
+        not_answered_by(&ws, &bytes[..cut], &format!("a proof cut at {cut}"));
     }
     // A flipped bit anywhere in a proof that holds: found by the frame's digest if not sooner
     // (a tag flipped from a settled file to a state file, say, checks the same stat).
@@ -335,16 +341,7 @@ fn a_damaged_or_foreign_proof_is_only_a_missed_shortcut() {
         let holds = std::fs::read(&proof).unwrap();
         let mut flipped = holds.clone();
         flipped[at.min(holds.len() - 1)] ^= 0x04;
-        std::fs::write(&proof, &flipped).unwrap();
-        let b = plain_build(&ws, &[]);
-        assert_eq!(
-            (b.code, b.executed, b.cached),
-            (0, 0, NODES),
-            "{}",
-            b.stderr
-        );
-        assert!(!b.proved, "a proof with byte {at} flipped answered");
-        settle(&ws);
+        not_answered_by(&ws, &flipped, &format!("a proof with byte {at} flipped"));
     }
     // Another workspace's proof (a copied `.skyctl`): its paths are not these files.
     let other = project();

@@ -202,6 +202,39 @@ fn a_file_added_to_a_folder_input_or_deep_under_a_glob_is_seen() {
 }
 
 #[test]
+fn a_glob_walked_from_the_top_of_the_workspace_is_answered_and_sees_a_new_file() {
+    let ws = Ws::new();
+    ws.write("a.md", "a\n");
+    ws.write("deep/er/b.md", "b\n");
+    ws.write(
+        "pipeline.toml",
+        r#"
+[[command]]
+name = "docs"
+run = "mkdir -p out && find . -name '*.md' -not -path './.skyctl/*' | sort | xargs cat > out/docs.txt"
+inputs = ["**/*.md"]
+outputs = ["out/docs.txt"]
+"#,
+    );
+    let mut answered = false;
+    for _ in 0..4 {
+        let b = plain_build(&ws, &[]);
+        assert_eq!(b.code, 0, "{}", b.stderr);
+        answered |= b.proved;
+        std::thread::sleep(std::time::Duration::from_millis(60));
+    }
+    assert!(
+        answered,
+        "a walk from the top never left a proof that holds"
+    );
+    ws.write("deep/er/est/c.md", "c\n");
+    let b = plain_build(&ws, &[]);
+    assert!(!b.proved, "{}", b.stderr);
+    assert_eq!(b.executed, 1, "{}", b.stderr);
+    assert_eq!(ws.read("out/docs.txt"), "a\nb\nc\n");
+}
+
+#[test]
 fn a_declared_variable_with_another_value_runs_its_node() {
     let ws = project();
     sees(&ws, 2, &[("DECLARED", "now set")]);

@@ -184,7 +184,9 @@ fn check(root_fd: &std::os::fd::OwnedFd, root: &Path, path: &str, seen: &Seen) -
     let st = if path.starts_with('/') {
         rustix::fs::lstat(path)
     } else {
-        rustix::fs::statat(root_fd, path, AtFlags::SYMLINK_NOFOLLOW)
+        // "": the workspace folder itself (a glob walked from the top).
+        let rel = if path.is_empty() { "." } else { path };
+        rustix::fs::statat(root_fd, rel, AtFlags::SYMLINK_NOFOLLOW)
     };
     let st = match (st, seen) {
         (Err(rustix::io::Errno::NOENT), Seen::Missing) => return Check::Same,

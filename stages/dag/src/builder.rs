@@ -940,7 +940,10 @@ impl<'a> BuildDriver<'a> {
             }
             NodeStatus::Failed | NodeStatus::Skipped => {}
         }
-        if status != NodeStatus::Cached {
+        if matches!(
+            status,
+            NodeStatus::Executed | NodeStatus::Restored | NodeStatus::Remote
+        ) {
             self.written.push(n);
         }
         match status {

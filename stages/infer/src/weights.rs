@@ -156,7 +156,7 @@ impl Weight {
     }
 
     /// Panels `panels` of the f32 product, one [`gemm`] call per panel (the same calls
-    /// whichever panels a thread takes).
+    /// whichever panels a thread takes), each prefetching the next panel of the range.
     ///
     /// # Safety
     /// `out` is valid for `len` elements, and no other thread reads or writes the columns of
@@ -174,12 +174,14 @@ impl Weight {
         len: usize,
     ) {
         let k = self.k;
-        for (p, panel) in t
+        let mut range = t
             .chunks_exact(k * PANEL)
             .enumerate()
             .take(panels.end)
             .skip(panels.start)
-        {
+            .peekable();
+        while let Some((p, panel)) = range.next() {
+            let ahead = range.peek().map_or(&[][..], |&(_, next)| next);
             let j0 = p * PANEL;
             let cols = PANEL.min(self.n - j0);
             let g = Gemm {
@@ -195,7 +197,7 @@ impl Weight {
             assert!(j0 <= len, "weight product: output too short");
             // SAFETY: `out + j0` is valid for `len - j0` elements (the caller's guarantee and
             // the check above), and this panel's columns are the caller's alone.
-            unsafe { gemm_raw(isa, g, x, panel, out.add(j0), len - j0) };
+            unsafe { gemm_raw(isa, g, x, panel, out.add(j0), len - j0, ahead) };
         }
     }
 }

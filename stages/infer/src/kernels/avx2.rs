@@ -4,8 +4,8 @@
 //! folded by halves.
 
 use super::{
-    add_f64, add_sq_dev_f64, geglu_one, layer_norm_rstd, normalize_from, Gemm, Kernels, ERF_P,
-    ERF_POLY, EXP_HI, EXP_LO, EXP_POLY, LANES, LN2_HI, LN2_LO,
+    add_f64, add_sq_dev_f64, geglu_one, layer_norm_rstd, normalize_from, Ahead, Gemm, Kernels,
+    ERF_P, ERF_POLY, EXP_HI, EXP_LO, EXP_POLY, LANES, LINE, LN2_HI, LN2_LO,
 };
 use std::arch::x86_64::*;
 use std::ops::Range;
@@ -28,27 +28,31 @@ const ROWS: usize = 6;
 const TAIL_ROWS: usize = 12;
 
 /// Tiles of up to [`ROWS`] rows x 16 columns, then the columns left (attention's key counts
-/// are seldom a multiple of 16) in tiles of up to [`TAIL_ROWS`] rows x 8 masked columns.
+/// are seldom a multiple of 16) in tiles of up to [`TAIL_ROWS`] rows x 8 masked columns. The
+/// first full tiles prefetch `ahead` ([`Ahead`]).
 ///
 /// # Safety
 /// avx2 and fma are available; `g.check` passed for the C at `c`, and no other thread touches
 /// this product's elements of C during the call.
 #[target_feature(enable = "avx2,fma")]
-unsafe fn gemm(g: Gemm, a: &[f32], b: &[f32], c: *mut f32) {
+unsafe fn gemm(g: Gemm, a: &[f32], b: &[f32], c: *mut f32, ahead: &[f32]) {
+    let mut ahead = Ahead::new(ahead);
     let full = g.n / 16 * 16;
     let mut j0 = 0;
     while j0 < full {
         let mut i0 = 0;
         while i0 < g.m {
             let rows = ROWS.min(g.m - i0);
-            // SAFETY (all arms): tile indices stay inside the bounds `Gemm::check` verified.
+            let pf = ahead.take(g.k);
+            // SAFETY (all arms): tile indices stay inside the bounds `Gemm::check` verified;
+            // `pf` is lines of `ahead` (`Ahead::take`).
             match rows {
-                6 => tile::<6>(g, a, b, c, i0, j0),
-                5 => tile::<5>(g, a, b, c, i0, j0),
-                4 => tile::<4>(g, a, b, c, i0, j0),
-                3 => tile::<3>(g, a, b, c, i0, j0),
-                2 => tile::<2>(g, a, b, c, i0, j0),
-                _ => tile::<1>(g, a, b, c, i0, j0),
+                6 => tile::<6>(g, a, b, c, i0, j0, pf),
+                5 => tile::<5>(g, a, b, c, i0, j0, pf),
+                4 => tile::<4>(g, a, b, c, i0, j0, pf),
+                3 => tile::<3>(g, a, b, c, i0, j0, pf),
+                2 => tile::<2>(g, a, b, c, i0, j0, pf),
+                _ => tile::<1>(g, a, b, c, i0, j0, pf),
             }
             i0 += rows;
         }
@@ -123,10 +127,19 @@ unsafe fn tile_masked<const R: usize>(
 }
 
 /// # Safety
-/// As [`gemm`], with rows `i0..i0 + R` and columns `j0..j0 + 16` inside the checked bounds.
+/// As [`gemm`], with rows `i0..i0 + R` and columns `j0..j0 + 16` inside the checked bounds,
+/// and `(first, lines)` from [`Ahead::take`] (at most `g.k` lines).
 #[inline]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn tile<const R: usize>(g: Gemm, a: &[f32], b: &[f32], c: *mut f32, i0: usize, j0: usize) {
+unsafe fn tile<const R: usize>(
+    g: Gemm,
+    a: &[f32],
+    b: &[f32],
+    c: *mut f32,
+    i0: usize,
+    j0: usize,
+    (first, lines): (*const f32, usize),
+) {
     let ap = a.as_ptr();
     let bp = b.as_ptr();
     let mut acc0 = [_mm256_setzero_ps(); R];
@@ -139,6 +152,9 @@ unsafe fn tile<const R: usize>(g: Gemm, a: &[f32], b: &[f32], c: *mut f32, i0: u
         }
     }
     for p in 0..g.k {
+        if p < lines {
+            _mm_prefetch::<_MM_HINT_T1>(first.add(p * LINE).cast());
+        }
         let brow = bp.add(p * g.ldb + j0);
         let b0 = _mm256_loadu_ps(brow);
         let b1 = _mm256_loadu_ps(brow.add(8));

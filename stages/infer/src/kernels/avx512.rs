@@ -3,8 +3,8 @@
 //! partial sums (two of 8 f64 for LayerNorm), folded by halves.
 
 use super::{
-    add_f64, add_sq_dev_f64, geglu_one, layer_norm_rstd, normalize_from, Gemm, Kernels, ERF_P,
-    ERF_POLY, EXP_HI, EXP_LO, EXP_POLY, LANES, LN2_HI, LN2_LO,
+    add_f64, add_sq_dev_f64, geglu_one, layer_norm_rstd, normalize_from, Ahead, Gemm, Kernels,
+    ERF_P, ERF_POLY, EXP_HI, EXP_LO, EXP_POLY, LANES, LINE, LN2_HI, LN2_LO,
 };
 use std::arch::x86_64::*;
 use std::ops::Range;
@@ -18,29 +18,33 @@ pub(crate) static KERNELS: Kernels = Kernels {
     transpose,
 };
 
-/// Tiles of up to 8 rows x 32 columns (16 zmm accumulators).
+/// Tiles of up to 8 rows x 32 columns (16 zmm accumulators); the first tiles prefetch
+/// `ahead` ([`Ahead`]).
 ///
 /// # Safety
 /// avx512f is available; `g.check` passed for the C at `c`, and no other thread touches
 /// this product's elements of C during the call.
 #[target_feature(enable = "avx512f,avx2,fma")]
-unsafe fn gemm(g: Gemm, a: &[f32], b: &[f32], c: *mut f32) {
+unsafe fn gemm(g: Gemm, a: &[f32], b: &[f32], c: *mut f32, ahead: &[f32]) {
+    let mut ahead = Ahead::new(ahead);
     let mut j0 = 0;
     while j0 < g.n {
         let cols = 32.min(g.n - j0);
         let mut i0 = 0;
         while i0 < g.m {
             let rows = 8.min(g.m - i0);
-            // SAFETY (all arms): tile indices stay inside the bounds `Gemm::check` verified.
+            let pf = ahead.take(g.k);
+            // SAFETY (all arms): tile indices stay inside the bounds `Gemm::check` verified;
+            // `pf` is lines of `ahead` (`Ahead::take`).
             match rows {
-                8 => tile::<8>(g, a, b, c, i0, j0, cols),
-                7 => tile::<7>(g, a, b, c, i0, j0, cols),
-                6 => tile::<6>(g, a, b, c, i0, j0, cols),
-                5 => tile::<5>(g, a, b, c, i0, j0, cols),
-                4 => tile::<4>(g, a, b, c, i0, j0, cols),
-                3 => tile::<3>(g, a, b, c, i0, j0, cols),
-                2 => tile::<2>(g, a, b, c, i0, j0, cols),
-                _ => tile::<1>(g, a, b, c, i0, j0, cols),
+                8 => tile::<8>(g, a, b, c, i0, j0, cols, pf),
+                7 => tile::<7>(g, a, b, c, i0, j0, cols, pf),
+                6 => tile::<6>(g, a, b, c, i0, j0, cols, pf),
+                5 => tile::<5>(g, a, b, c, i0, j0, cols, pf),
+                4 => tile::<4>(g, a, b, c, i0, j0, cols, pf),
+                3 => tile::<3>(g, a, b, c, i0, j0, cols, pf),
+                2 => tile::<2>(g, a, b, c, i0, j0, cols, pf),
+                _ => tile::<1>(g, a, b, c, i0, j0, cols, pf),
             }
             i0 += rows;
         }
@@ -59,7 +63,9 @@ fn mask(len: usize) -> __mmask16 {
 }
 
 /// # Safety
-/// As [`gemm`], with rows `i0..i0 + R` and columns `j0..j0 + cols` inside the checked bounds.
+/// As [`gemm`], with rows `i0..i0 + R` and columns `j0..j0 + cols` inside the checked bounds,
+/// and `(first, lines)` from [`Ahead::take`] (at most `g.k` lines).
+#[allow(clippy::too_many_arguments)]
 #[inline]
 #[target_feature(enable = "avx512f,avx2,fma")]
 unsafe fn tile<const R: usize>(
@@ -70,6 +76,7 @@ unsafe fn tile<const R: usize>(
     i0: usize,
     j0: usize,
     cols: usize,
+    (first, lines): (*const f32, usize),
 ) {
     // Lane masks for the two 16-wide halves of the 32-column tile: the tail of a row is
     // loaded and stored with masks, so no element outside [j0, j0 + cols) is touched.
@@ -87,6 +94,9 @@ unsafe fn tile<const R: usize>(
         }
     }
     for p in 0..g.k {
+        if p < lines {
+            _mm_prefetch::<_MM_HINT_T1>(first.add(p * LINE).cast());
+        }
         let brow = bp.add(p * g.ldb + j0);
         let b0 = _mm512_maskz_loadu_ps(m0, brow);
         let b1 = _mm512_maskz_loadu_ps(m1, brow.add(16));

@@ -156,10 +156,11 @@ pub(crate) type LayerNormFn = unsafe fn(&[f32], &mut [f32], usize, &[f32], Optio
 /// tables need their CPU features: a table is handed out by [`Isa::kernels`] only where the CPU
 /// has them, and the safe wrappers below check the slice bounds each entry relies on.
 pub struct Kernels {
-    /// `C (+)= A · B` into C at the pointer. Safety: the CPU runs this table; `g.check`
-    /// passed for the C at the pointer, and no other thread touches this product's elements
-    /// of C during the call.
-    pub(crate) gemm: unsafe fn(Gemm, &[f32], &[f32], *mut f32),
+    /// `C (+)= A · B` into C at the pointer, while pulling the last slice (what the caller
+    /// multiplies next; see [`Ahead`]) towards the cache. Safety: the CPU runs this table;
+    /// `g.check` passed for the C at the pointer, and no other thread touches this product's
+    /// elements of C during the call.
+    pub(crate) gemm: unsafe fn(Gemm, &[f32], &[f32], *mut f32, &[f32]),
     /// LayerNorm rows (see [`layer_norm`]). Safety: the CPU runs this table; `w` (and `b`)
     /// hold at least `d` values and `out` at least `x.len()`.
     pub(crate) layer_norm: LayerNormFn,
@@ -256,24 +257,78 @@ impl Gemm {
 /// `C (+)= A · B` on the given instruction set (scalar where the CPU lacks it).
 pub fn gemm(isa: Isa, g: Gemm, a: &[f32], b: &[f32], c: &mut [f32]) {
     // SAFETY: `c` is exclusively borrowed for the call and holds `c.len()` elements.
-    unsafe { gemm_raw(isa, g, a, b, c.as_mut_ptr(), c.len()) }
+    unsafe { gemm_raw(isa, g, a, b, c.as_mut_ptr(), c.len(), &[]) }
 }
 
 /// [`gemm`] into a C given as a pointer, so that threads can write disjoint column ranges of
 /// one row-major output (the column split of the forward pass's weight products). Same
 /// operations in the same order per element as [`gemm`].
 ///
+/// `ahead`: the B the caller multiplies next (the next panel of a packed weight), or empty;
+/// see [`Ahead`]. It changes no result.
+///
 /// # Safety
 /// `c` is valid for reads and writes of `c_len` elements, and no other thread reads or writes
 /// the elements this product touches (`c[i * ldc + j]`, `i < m`, `j < n`) during the call.
-pub(crate) unsafe fn gemm_raw(isa: Isa, g: Gemm, a: &[f32], b: &[f32], c: *mut f32, c_len: usize) {
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn gemm_raw(
+    isa: Isa,
+    g: Gemm,
+    a: &[f32],
+    b: &[f32],
+    c: *mut f32,
+    c_len: usize,
+    ahead: &[f32],
+) {
     g.check(a, b, c_len);
     if g.m == 0 || g.n == 0 {
         return;
     }
     // SAFETY: `kernels` hands out a table only where the CPU runs it; bounds were checked by
     // `g.check`, and the caller guarantees exclusive access to the touched elements of C.
-    unsafe { (isa.kernels().gemm)(g, a, b, c) }
+    unsafe { (isa.kernels().gemm)(g, a, b, c, ahead) }
+}
+
+/// f32 values per 64-byte cache line.
+#[cfg(target_arch = "x86_64")]
+pub(crate) const LINE: usize = 16;
+
+/// The B a product's caller multiplies next, pulled into L2 while this product runs.
+///
+/// A packed weight streams each panel from memory once per pass, and the first row tile of a
+/// panel waits on that stream: its products need a panel row every few cycles, faster than
+/// one core reads memory. So the tiles of each panel's product prefetch the next panel, one
+/// cache line per step along `k`, in their order from the first tile until every line is
+/// asked for (two tiles for a 32-column panel). Prefetches read nothing and change no result.
+///
+/// The x86-64 paths use it (`prefetcht1`); the NEON, SIMD128 and portable ones leave the
+/// stream to the CPU.
+#[cfg(target_arch = "x86_64")]
+pub(crate) struct Ahead {
+    ptr: *const f32,
+    /// Lines not yet handed to a tile.
+    lines: usize,
+}
+
+#[cfg(target_arch = "x86_64")]
+impl Ahead {
+    pub(crate) fn new(ahead: &[f32]) -> Ahead {
+        Ahead {
+            ptr: ahead.as_ptr(),
+            lines: ahead.len().div_ceil(LINE),
+        }
+    }
+
+    /// The lines the next tile prefetches, one per step along `k`: their first value and how
+    /// many (at most `k`; every line starts inside the slice).
+    #[inline(always)]
+    pub(crate) fn take(&mut self, k: usize) -> (*const f32, usize) {
+        let n = self.lines.min(k);
+        let first = self.ptr;
+        self.lines -= n;
+        self.ptr = self.ptr.wrapping_add(n * LINE);
+        (first, n)
+    }
 }
 
 /// The portable matrix product (the definition every path reproduces).

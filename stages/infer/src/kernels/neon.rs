@@ -30,7 +30,7 @@ const ROWS: usize = 6;
 /// # Safety
 /// `g.check` passed for the C at `c`, and no other thread touches this product's elements of
 /// C during the call.
-unsafe fn gemm(g: Gemm, a: &[f32], b: &[f32], c: *mut f32) {
+unsafe fn gemm(g: Gemm, a: &[f32], b: &[f32], c: *mut f32, _ahead: &[f32]) {
     let full = g.n / 16 * 16;
     let mut j0 = 0;
     // SAFETY (all calls): the columns `j0..j0 + 4 * V` lie inside the checked bounds.

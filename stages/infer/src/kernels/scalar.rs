@@ -14,7 +14,7 @@ use std::ops::Range;
 
 /// The portable kernel table.
 pub(crate) static KERNELS: Kernels = Kernels {
-    gemm: gemm_entry,
+    gemm: gemm_table,
     layer_norm: layer_norm_entry,
     softmax_scaled: softmax_entry,
     geglu: geglu_entry,
@@ -59,6 +59,15 @@ macro_rules! entry {
 }
 
 entry!(gemm_entry, gemm_fma, gemm_raw, (g: Gemm, a: &[f32], b: &[f32], c: *mut f32));
+
+/// The table's product: the portable loops leave prefetching to the CPU.
+///
+/// # Safety
+/// As [`gemm_raw`].
+unsafe fn gemm_table(g: Gemm, a: &[f32], b: &[f32], c: *mut f32, _ahead: &[f32]) {
+    // SAFETY: the caller's contract.
+    unsafe { gemm_entry(g, a, b, c) }
+}
 entry!(
     layer_norm_entry,
     layer_norm_fma,

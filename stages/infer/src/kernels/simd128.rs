@@ -53,7 +53,7 @@ unsafe fn geglu_entry(z: &[f32], out: &mut [f32]) {
 /// # Safety
 /// `g.check` must have passed for the C at `c`, and no other thread touches this
 /// product's elements of C during the call.
-unsafe fn gemm_simd128(g: Gemm, a: &[f32], b: &[f32], c: *mut f32) {
+unsafe fn gemm_simd128(g: Gemm, a: &[f32], b: &[f32], c: *mut f32, _ahead: &[f32]) {
     let full = g.n / COLS * COLS;
     let mut j0 = 0;
     while j0 < full {

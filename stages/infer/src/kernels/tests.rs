@@ -44,9 +44,10 @@ fn reference(g: Gemm, a: &[f32], b: &[f32], c0: &[f32]) -> Vec<f64> {
     out
 }
 
-/// Every instruction set gives the scalar product's bits, and the scalar product is within
-/// 1e-5 relative to k of an f64 reference, on shapes with row and column tails, strides and
-/// accumulation; nothing outside C's columns is written.
+/// Every instruction set gives the scalar product's bits, with and without a next B to
+/// prefetch ([`Ahead`]), and the scalar product is within 1e-5 relative to k of an f64
+/// reference, on shapes with row and column tails, strides and accumulation; nothing outside
+/// C's columns is written.
 #[test]
 fn every_gemm_path_gives_the_scalar_bits() {
     let mut seed = 7u64;
@@ -90,6 +91,8 @@ fn every_gemm_path_gives_the_scalar_bits() {
                     );
                 }
             }
+            // More 64-byte lines than the first tile asks for, and a last line cut short.
+            let ahead = rand_vec(2 * k * 16 + 5, &mut seed);
             for isa in vector_isas() {
                 let mut c = c0.clone();
                 gemm(isa, g, &a, &b, &mut c);
@@ -100,9 +103,34 @@ fn every_gemm_path_gives_the_scalar_bits() {
                     }
                 }
                 assert_eq!(bits(&c), bits(&scalar), "{isa} {m}x{n}x{k} acc {acc}");
+                let mut c = c0.clone();
+                // SAFETY: `c` is borrowed for the call and holds `c.len()` elements.
+                unsafe { gemm_raw(isa, g, &a, &b, c.as_mut_ptr(), c.len(), &ahead) };
+                assert_eq!(bits(&c), bits(&scalar), "{isa} {m}x{n}x{k} acc {acc} ahead");
             }
         }
     }
+}
+
+/// The lines of a prefetched B go to the tiles in order, at most `k` per tile, each once,
+/// every one starting inside the slice (the last one cut short).
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn ahead_hands_out_each_line_once() {
+    let next = vec![0f32; 3 * LINE + 1];
+    let base = next.as_ptr();
+    let mut ahead = Ahead::new(&next);
+    let taken: Vec<(usize, usize)> = (0..4)
+        .map(|_| {
+            let (first, lines) = ahead.take(3);
+            ((first as usize - base as usize) / 4, lines)
+        })
+        .collect();
+    assert_eq!(taken[..2], [(0, 3), (3 * LINE, 1)]);
+    assert_eq!(taken[2].1, 0);
+    assert_eq!(taken[3].1, 0);
+    let mut none = Ahead::new(&[]);
+    assert_eq!(none.take(64).1, 0);
 }
 
 /// The product's terms are fused multiply-adds on every path: `(1 + 2^-12)^2 - (1 + 2^-11)`

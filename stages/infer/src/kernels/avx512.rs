@@ -19,7 +19,9 @@ pub(crate) static KERNELS: Kernels = Kernels {
 };
 
 /// Tiles of up to 8 rows x 32 columns (16 zmm accumulators); the first tiles prefetch
-/// `ahead` ([`Ahead`]).
+/// `ahead` ([`Ahead`]). Only a tile narrower than 32 columns loads B through lane masks: a
+/// masked load costs a vector-port operation beside the load, a slot the fused multiply-adds
+/// need (about 12% of a full tile's time).
 ///
 /// # Safety
 /// avx512f is available; `g.check` passed for the C at `c`, and no other thread touches
@@ -34,17 +36,26 @@ unsafe fn gemm(g: Gemm, a: &[f32], b: &[f32], c: *mut f32, ahead: &[f32]) {
         while i0 < g.m {
             let rows = 8.min(g.m - i0);
             let pf = ahead.take(g.k);
-            // SAFETY (all arms): tile indices stay inside the bounds `Gemm::check` verified;
-            // `pf` is lines of `ahead` (`Ahead::take`).
-            match rows {
-                8 => tile::<8>(g, a, b, c, i0, j0, cols, pf),
-                7 => tile::<7>(g, a, b, c, i0, j0, cols, pf),
-                6 => tile::<6>(g, a, b, c, i0, j0, cols, pf),
-                5 => tile::<5>(g, a, b, c, i0, j0, cols, pf),
-                4 => tile::<4>(g, a, b, c, i0, j0, cols, pf),
-                3 => tile::<3>(g, a, b, c, i0, j0, cols, pf),
-                2 => tile::<2>(g, a, b, c, i0, j0, cols, pf),
-                _ => tile::<1>(g, a, b, c, i0, j0, cols, pf),
+            macro_rules! rows {
+                ($full:literal) => {
+                    // SAFETY (all arms): tile indices stay inside the bounds `Gemm::check`
+                    // verified; `pf` is lines of `ahead` (`Ahead::take`).
+                    match rows {
+                        8 => tile::<8, $full>(g, a, b, c, i0, j0, cols, pf),
+                        7 => tile::<7, $full>(g, a, b, c, i0, j0, cols, pf),
+                        6 => tile::<6, $full>(g, a, b, c, i0, j0, cols, pf),
+                        5 => tile::<5, $full>(g, a, b, c, i0, j0, cols, pf),
+                        4 => tile::<4, $full>(g, a, b, c, i0, j0, cols, pf),
+                        3 => tile::<3, $full>(g, a, b, c, i0, j0, cols, pf),
+                        2 => tile::<2, $full>(g, a, b, c, i0, j0, cols, pf),
+                        _ => tile::<1, $full>(g, a, b, c, i0, j0, cols, pf),
+                    }
+                };
+            }
+            if cols == 32 {
+                rows!(true)
+            } else {
+                rows!(false)
             }
             i0 += rows;
         }
@@ -62,13 +73,15 @@ fn mask(len: usize) -> __mmask16 {
     }
 }
 
+/// `FULL`: `cols` is 32, and B is loaded without masks.
+///
 /// # Safety
 /// As [`gemm`], with rows `i0..i0 + R` and columns `j0..j0 + cols` inside the checked bounds,
 /// and `(first, lines)` from [`Ahead::take`] (at most `g.k` lines).
 #[allow(clippy::too_many_arguments)]
 #[inline]
 #[target_feature(enable = "avx512f,avx2,fma")]
-unsafe fn tile<const R: usize>(
+unsafe fn tile<const R: usize, const FULL: bool>(
     g: Gemm,
     a: &[f32],
     b: &[f32],
@@ -98,8 +111,14 @@ unsafe fn tile<const R: usize>(
             _mm_prefetch::<_MM_HINT_T1>(first.add(p * LINE).cast());
         }
         let brow = bp.add(p * g.ldb + j0);
-        let b0 = _mm512_maskz_loadu_ps(m0, brow);
-        let b1 = _mm512_maskz_loadu_ps(m1, brow.add(16));
+        let (b0, b1) = if FULL {
+            (_mm512_loadu_ps(brow), _mm512_loadu_ps(brow.add(16)))
+        } else {
+            (
+                _mm512_maskz_loadu_ps(m0, brow),
+                _mm512_maskz_loadu_ps(m1, brow.add(16)),
+            )
+        };
         for r in 0..R {
             let av = _mm512_set1_ps(*ap.add((i0 + r) * g.lda + p));
             acc0[r] = _mm512_fmadd_ps(av, b0, acc0[r]);

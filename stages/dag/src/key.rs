@@ -27,20 +27,22 @@ impl Digest {
 
     /// Lower-case hex, 64 characters.
     pub fn hex(&self) -> String {
-        let mut s = String::with_capacity(64);
-        for b in self.0 {
-            s.push(HEX[(b >> 4) as usize] as char);
-            s.push(HEX[(b & 15) as usize] as char);
-        }
-        s
+        let mut v = Vec::with_capacity(64);
+        self.write_hex(&mut v);
+        // ASCII digits and letters by construction.
+        String::from_utf8(v).unwrap_or_default()
     }
 
     /// Append [`Digest::hex`] to `out`.
     pub fn write_hex(&self, out: &mut Vec<u8>) {
-        for b in self.0 {
-            out.push(HEX[(b >> 4) as usize]);
-            out.push(HEX[(b & 15) as usize]);
+        // Whole, then one copy: a push per character checks the capacity 64 times (a build
+        // record writes a key per node).
+        let mut hex = [0u8; 64];
+        for (pair, b) in hex.chunks_exact_mut(2).zip(self.0) {
+            pair[0] = HEX[(b >> 4) as usize];
+            pair[1] = HEX[(b & 15) as usize];
         }
+        out.extend_from_slice(&hex);
     }
 
     /// Parse 64 hex characters.
@@ -387,6 +389,12 @@ mod tests {
     fn hex_round_trip() {
         let d = Digest::of(b"x");
         assert_eq!(Digest::from_hex(&d.hex()), Some(d));
+        // Lowercase, high nibble first, appended after what the buffer holds.
+        let d = Digest([0xa5; 32]);
+        let mut out = b"k=".to_vec();
+        d.write_hex(&mut out);
+        assert_eq!(out, [b"k=".as_slice(), "a5".repeat(32).as_bytes()].concat());
+        assert_eq!(d.hex(), "a5".repeat(32));
         assert_eq!(Digest::from_hex("zz"), None);
     }
 }

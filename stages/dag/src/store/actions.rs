@@ -202,17 +202,21 @@ impl ActionIndex {
         self.search(key)
     }
 
-    /// The last good line of `key`, found by searching the logs from the end for the key at
-    /// the start of a complete line.
+    /// The last good line of `key`, found by searching the logs from the last for the key at
+    /// the start of a complete line, each log's lines from its last.
     fn search(&self, key: &Digest) -> Option<ActionRecord> {
         let mut hex = Vec::with_capacity(64);
         key.write_hex(&mut hex);
-        let finder = memchr::memmem::FinderRev::new(&hex);
+        // memchr's forward searcher runs a vector prefilter and its reverse one does not (5x
+        // slower over a 1.8 MB log); a key not in the store, which a node run for the first
+        // time looks up, reads every log whole either way.
+        let finder = memchr::memmem::Finder::new(&hex);
         for bytes in self.logs.iter().rev() {
-            for at in finder.rfind_iter(bytes) {
-                if at > 0 && bytes[at - 1] != b'\n' {
-                    continue;
-                }
+            let starts: Vec<usize> = finder
+                .find_iter(bytes)
+                .filter(|&at| at == 0 || bytes[at - 1] == b'\n')
+                .collect();
+            for &at in starts.iter().rev() {
                 let Some(len) = memchr::memchr(b'\n', &bytes[at..]) else {
                     continue;
                 };

@@ -732,10 +732,18 @@ mod tests {
         f.write_all(&bad).unwrap();
         let torn = format_line(&keys[2], &record("n", d2)).unwrap();
         f.write_all(&torn[..torn.len() - 1]).unwrap();
+        // Within one log, a later line of a key supersedes an earlier one.
+        let first = store.logs().into_iter().next().unwrap();
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&first)
+            .unwrap();
+        f.write_all(&format_line(&keys[3], &record("n", d2)).unwrap())
+            .unwrap();
         // A digest that appears inside a line but not as its key is not a record of it.
         let inside = d1;
         let expect = |key: &Digest| -> Option<Digest> {
-            if *key == keys[0] {
+            if *key == keys[0] || *key == keys[3] {
                 Some(d2)
             } else if keys.contains(key) {
                 Some(d1)

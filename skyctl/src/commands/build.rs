@@ -131,6 +131,8 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         remote,
         executor,
         noop_proof: compiled.key,
+        // The process ends after this build (see the end of this function).
+        exiting: true,
     };
     let opts = BuildOptions {
         // A cluster runs more jobs at once than this machine has cores.

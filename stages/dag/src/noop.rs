@@ -194,14 +194,7 @@ fn check(root_fd: &std::os::fd::OwnedFd, root: &Path, path: &str, seen: &Seen) -
         (Ok(st), _) => st,
     };
     let ft = FileType::from_raw_mode(st.st_mode);
-    let ns = |s: i64, n: i64| s.saturating_mul(1_000_000_000).saturating_add(n);
-    let now = FileStat {
-        size: st.st_size as u64,
-        mtime_ns: ns(st.st_mtime as i64, st.st_mtime_nsec as i64),
-        ctime_ns: ns(st.st_ctime as i64, st.st_ctime_nsec as i64),
-        ino: st.st_ino as u64,
-        exec: st.st_mode & 0o111 != 0,
-    };
+    let now = FileStat::of_stat(&st);
     let same = match *seen {
         Seen::Settled(st) | Seen::Exact(st) => ft == FileType::RegularFile && now == st,
         Seen::Fresh(st, digest) => {

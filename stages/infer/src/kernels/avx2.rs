@@ -42,7 +42,7 @@ unsafe fn gemm(g: Gemm, a: &[f32], b: &[f32], c: *mut f32, ahead: &[f32]) {
     while j0 < full {
         let mut i0 = 0;
         while i0 < g.m {
-            let rows = ROWS.min(g.m - i0);
+            let rows = super::tile_rows(g.m - i0, ROWS);
             let pf = ahead.take(g.k);
             // SAFETY (all arms): tile indices stay inside the bounds `Gemm::check` verified;
             // `pf` is lines of `ahead` (`Ahead::take`).

@@ -34,7 +34,7 @@ unsafe fn gemm(g: Gemm, a: &[f32], b: &[f32], c: *mut f32, ahead: &[f32]) {
         let cols = 32.min(g.n - j0);
         let mut i0 = 0;
         while i0 < g.m {
-            let rows = 8.min(g.m - i0);
+            let rows = super::tile_rows(g.m - i0, 8);
             let pf = ahead.take(g.k);
             macro_rules! rows {
                 ($full:literal) => {

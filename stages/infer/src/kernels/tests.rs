@@ -112,6 +112,31 @@ fn every_gemm_path_gives_the_scalar_bits() {
     }
 }
 
+/// Row tiles cover every row once, none wider than a full tile, and past one full tile none
+/// narrower than 4 rows on AVX-512 (3 on AVX2's 6-row tiles): no tail of 1 to 3 rows.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn row_tiles_leave_no_thin_tail() {
+    for (full, least) in [(8, 4), (6, 3)] {
+        for m in 1..60 {
+            let mut tiles = Vec::new();
+            let mut i = 0;
+            while i < m {
+                let rows = tile_rows(m - i, full);
+                assert!(rows >= 1 && rows <= full, "m {m}: {tiles:?} then {rows}");
+                tiles.push(rows);
+                i += rows;
+            }
+            assert_eq!(i, m);
+            if m >= full {
+                assert!(tiles.iter().all(|&r| r >= least), "m {m}: {tiles:?}");
+            }
+        }
+    }
+    assert_eq!(tile_rows(9, 8), 5);
+    assert_eq!(tile_rows(4, 8), 4);
+}
+
 /// The lines of a prefetched B go to the tiles in order, at most `k` per tile, each once,
 /// every one starting inside the slice (the last one cut short).
 #[cfg(target_arch = "x86_64")]

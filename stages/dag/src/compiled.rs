@@ -29,6 +29,9 @@ use crate::source::Source;
 
 const MAGIC: &[u8; 8] = b"SKYGRPH5";
 
+/// Nodes from which [`Compiled::graph`] builds the id index on a thread of its own.
+const PARALLEL_INDEX: usize = 1024;
+
 /// Write `graph` to `path` (atomically, [`sky_fs::write_cache`]) under `key`, with the front
 /// end's `extra` payload. `params_checked`: every node's parameters were parsed by its kind
 /// (see [`Graph::params_checked`]).
@@ -268,16 +271,32 @@ impl Compiled {
         if !release.iter().all(|e| output_ok(e.node, e.output)) {
             return None;
         }
-        let by_id: std::collections::BTreeMap<String, usize> = nodes
-            .iter()
-            .enumerate()
-            .map(|(i, n)| (n.id.clone(), i))
-            .collect();
+        // The id index (sorting thousands of ids) on another thread while this one orders the
+        // nodes: the two take about as long on a large graph.
+        let index = || -> std::collections::BTreeMap<String, usize> {
+            nodes
+                .iter()
+                .enumerate()
+                .map(|(i, n)| (n.id.clone(), i))
+                .collect()
+        };
+        let (by_id, ordered) = std::thread::scope(|scope| {
+            let by_id = (nodes.len() >= PARALLEL_INDEX)
+                .then(|| std::thread::Builder::new().spawn_scoped(scope, index).ok())
+                .flatten();
+            let deps = deps_of(&nodes);
+            let order = topo_order(&nodes, &deps).ok();
+            // No thread (a small graph, or the system refused one): this one indexes.
+            let by_id = match by_id {
+                Some(h) => h.join().ok(),
+                None => Some(index()),
+            };
+            (by_id, order.map(|order| (deps, order)))
+        });
+        let (by_id, (deps, order)) = (by_id?, ordered?);
         if by_id.len() != nodes.len() {
             return None;
         }
-        let deps = deps_of(&nodes);
-        let order = topo_order(&nodes, &deps).ok()?;
         Some(Graph {
             nodes,
             by_id,
@@ -359,6 +378,59 @@ mod tests {
             back.nodes[0].params.value().to_string(),
             g.nodes[0].params.value().to_string()
         );
+    }
+
+    /// A graph large enough for the id index to be built on its own thread reads back the
+    /// same, and two nodes given one id in a well-framed file are refused there too.
+    #[test]
+    fn a_large_graph_reads_back_and_a_repeated_id_is_refused() {
+        let n = PARALLEL_INDEX + 100;
+        let nodes: Vec<_> = (0..n)
+            .map(|i| {
+                let ins = if i == 0 {
+                    vec!["src.txt".to_string()]
+                } else {
+                    vec![format!("out/n{:05}", i - 1)]
+                };
+                let ins: Vec<&str> = ins.iter().map(String::as_str).collect();
+                cmd(
+                    &format!("n{i:05}"),
+                    "true",
+                    &ins,
+                    &[&format!("out/n{i:05}")],
+                )
+            })
+            .collect();
+        let g = Graph::build(
+            spec(nodes),
+            &Source::default(),
+            Path::new("/nonexistent-root"),
+        )
+        .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("graph");
+        write(&p, &Digest::of(b"k"), b"", &g, true).unwrap();
+        let back = Compiled::read(&p)
+            .unwrap()
+            .graph(Source::default())
+            .unwrap();
+        for n in &back.nodes {
+            n.params.value();
+        }
+        same(&g, &back);
+        // The second node's id made the first's (same length, so every offset stays).
+        let mut w = Writer::default();
+        w.digest(&Digest::of(b"k"));
+        w.bytes(b"");
+        w.bool(true);
+        encode(&mut w, &g);
+        let at = w.buf.windows(6).position(|x| x == b"n00001").unwrap();
+        w.buf[at..at + 6].copy_from_slice(b"n00000");
+        std::fs::write(&p, frame(MAGIC, &w.buf)).unwrap();
+        assert!(Compiled::read(&p)
+            .unwrap()
+            .graph(Source::default())
+            .is_err());
     }
 
     #[test]

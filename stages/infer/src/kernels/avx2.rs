@@ -5,7 +5,7 @@
 
 use super::{
     add_f64, add_sq_dev_f64, geglu_one, layer_norm_rstd, normalize_from, Ahead, Gemm, Kernels,
-    ERF_P, ERF_POLY, EXP_HI, EXP_LO, EXP_POLY, LANES, LINE, LN2_HI, LN2_LO,
+    ERF_P, ERF_POLY, EXP_HI, EXP_LO, EXP_POLY, LANES, LN2_HI, LN2_LO,
 };
 use std::arch::x86_64::*;
 use std::ops::Range;
@@ -128,7 +128,7 @@ unsafe fn tile_masked<const R: usize>(
 
 /// # Safety
 /// As [`gemm`], with rows `i0..i0 + R` and columns `j0..j0 + 16` inside the checked bounds,
-/// and `(first, lines)` from [`Ahead::take`] (at most `g.k` lines).
+/// and `ahead` from [`Ahead::take`] (at most `g.k` lines).
 #[inline]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn tile<const R: usize>(
@@ -138,7 +138,7 @@ unsafe fn tile<const R: usize>(
     c: *mut f32,
     i0: usize,
     j0: usize,
-    (first, lines): (*const f32, usize),
+    ahead: (*const f32, usize),
 ) {
     let ap = a.as_ptr();
     let bp = b.as_ptr();
@@ -152,9 +152,7 @@ unsafe fn tile<const R: usize>(
         }
     }
     for p in 0..g.k {
-        if p < lines {
-            _mm_prefetch::<_MM_HINT_T1>(first.add(p * LINE).cast());
-        }
+        Ahead::fetch(ahead, p);
         let brow = bp.add(p * g.ldb + j0);
         let b0 = _mm256_loadu_ps(brow);
         let b1 = _mm256_loadu_ps(brow.add(8));

@@ -4,7 +4,7 @@
 
 use super::{
     add_f64, add_sq_dev_f64, geglu_one, layer_norm_rstd, normalize_from, Ahead, Gemm, Kernels,
-    ERF_P, ERF_POLY, EXP_HI, EXP_LO, EXP_POLY, LANES, LINE, LN2_HI, LN2_LO,
+    ERF_P, ERF_POLY, EXP_HI, EXP_LO, EXP_POLY, LANES, LN2_HI, LN2_LO,
 };
 use std::arch::x86_64::*;
 use std::ops::Range;
@@ -77,7 +77,7 @@ fn mask(len: usize) -> __mmask16 {
 ///
 /// # Safety
 /// As [`gemm`], with rows `i0..i0 + R` and columns `j0..j0 + cols` inside the checked bounds,
-/// and `(first, lines)` from [`Ahead::take`] (at most `g.k` lines).
+/// and `ahead` from [`Ahead::take`] (at most `g.k` lines).
 #[allow(clippy::too_many_arguments)]
 #[inline]
 #[target_feature(enable = "avx512f,avx2,fma")]
@@ -89,7 +89,7 @@ unsafe fn tile<const R: usize, const FULL: bool>(
     i0: usize,
     j0: usize,
     cols: usize,
-    (first, lines): (*const f32, usize),
+    ahead: (*const f32, usize),
 ) {
     // Lane masks for the two 16-wide halves of the 32-column tile: the tail of a row is
     // loaded and stored with masks, so no element outside [j0, j0 + cols) is touched.
@@ -107,9 +107,7 @@ unsafe fn tile<const R: usize, const FULL: bool>(
         }
     }
     for p in 0..g.k {
-        if p < lines {
-            _mm_prefetch::<_MM_HINT_T1>(first.add(p * LINE).cast());
-        }
+        Ahead::fetch(ahead, p);
         let brow = bp.add(p * g.ldb + j0);
         let (b0, b1) = if FULL {
             (_mm512_loadu_ps(brow), _mm512_loadu_ps(brow.add(16)))

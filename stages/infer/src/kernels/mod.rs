@@ -344,6 +344,21 @@ impl Ahead {
         self.ptr = self.ptr.wrapping_add(n * LINE);
         (first, n)
     }
+
+    /// Step `p` of a tile's loop along `k`: the `p`-th of the lines [`Ahead::take`] handed
+    /// it, into L2; nothing once they are all asked for.
+    #[inline(always)]
+    pub(crate) fn fetch((first, lines): (*const f32, usize), p: usize) {
+        if p < lines {
+            // SAFETY: a prefetch reads nothing and never faults, and SSE is part of x86-64;
+            // the line starts inside the slice besides (`take`).
+            unsafe {
+                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T1 }>(
+                    first.wrapping_add(p * LINE).cast(),
+                )
+            };
+        }
+    }
 }
 
 /// The portable matrix product (the definition every path reproduces).

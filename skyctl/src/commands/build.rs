@@ -131,6 +131,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         remote,
         executor,
         noop_proof: compiled.key,
+        edited: compiled.edited.clone(),
         // The process ends after this build (see the end of this function).
         exiting: true,
     };

@@ -115,6 +115,7 @@ pub fn run(args: Args) -> anyhow::Result<Outcome> {
         executor: None,
         // Targets: never a full build's proof.
         noop_proof: None,
+        edited: None,
         exiting: false,
     };
     // Ctrl-C or a SIGTERM stops the build cleanly (sky_dag::interrupt).

@@ -44,6 +44,9 @@ pub struct Compiled {
     /// The cache key (`None`: the executable could not be identified): a full build leaves
     /// its no-op proof under it ([`sky_dag::noop`]).
     pub key: Option<Digest>,
+    /// The no-op proof held but for these edited files, and vouched for the outputs in
+    /// place of the disk checks ([`sky_dag::BuildOptions::edited`]).
+    pub edited: Option<std::sync::Arc<sky_dag::noop::Edited>>,
 }
 
 /// What the manifest names beside the graph (the cache payload).
@@ -180,14 +183,18 @@ pub fn open(
     planners: Vec<Planner>,
     looked: Option<Looked>,
 ) -> anyhow::Result<Compiled> {
-    let (key, checked) = match looked {
-        Some(l) => (l.key, Some(l.checked.map(|c| *c))),
-        None => (cache_key(&file, store_override.as_deref(), registry), None),
+    let (key, checked, edited) = match looked {
+        Some(l) => (l.key, Some(l.checked.map(|c| *c)), l.edited),
+        None => (
+            cache_key(&file, store_override.as_deref(), registry),
+            None,
+            None,
+        ),
     };
     sky_dag::timings::mark("graph key");
     let path = sky_dag::state::StatePaths::new(&file.root).compiled_graph();
     let file = match &key {
-        Some(key) => match load(&path, key, file, store_override.as_deref(), checked) {
+        Some(key) => match load(&path, key, file, store_override.as_deref(), checked, edited) {
             Ok(hit) => return Ok(hit),
             Err(file) => file,
         },
@@ -241,6 +248,7 @@ pub fn open(
         remote: extra.remote,
         cached: false,
         key,
+        edited: None,
     })
 }
 
@@ -256,6 +264,8 @@ type Checked = (
 pub struct Looked {
     key: Option<Digest>,
     checked: Option<Box<Checked>>,
+    /// The proof held but for edited files.
+    edited: Option<Box<sky_dag::noop::Edited>>,
 }
 
 /// The summary of a plain build of everything when nothing changed since the last one, told
@@ -271,20 +281,29 @@ pub fn noop(
 ) -> Result<sky_dag::report::Summary, Looked> {
     let key = cache_key(file, store_override, registry);
     let Some(k) = key else {
-        return Err(Looked { key, checked: None });
+        return Err(Looked {
+            key,
+            checked: None,
+            edited: None,
+        });
     };
     let path = sky_dag::state::StatePaths::new(&file.root).compiled_graph();
     let checked = check(&path, &k, file, store_override);
-    let summary = checked.as_ref().and_then(|(_, ws, remote, execute)| {
-        if remote_in_use(remote.as_deref()) || execute.engine(None) != "local" {
-            return None;
+    let verdict = match &checked {
+        Some((_, ws, remote, execute))
+            if !remote_in_use(remote.as_deref()) && execute.engine(None) == "local" =>
+        {
+            sky_dag::noop::check_noop(ws, &k)
         }
-        sky_dag::noop::check_noop(ws, &k).map(sky_dag::report::Summary::from)
-    });
-    summary.ok_or(Looked {
-        key,
-        checked: checked.map(Box::new),
-    })
+        _ => Err(None),
+    };
+    verdict
+        .map(sky_dag::report::Summary::from)
+        .map_err(|edited| Looked {
+            key,
+            checked: checked.map(Box::new),
+            edited: edited.map(Box::new),
+        })
 }
 
 /// The folders [`Pipeline::check_confined`] checks, except the store (whether the store is the
@@ -305,6 +324,7 @@ fn load(
     file: ManifestFile,
     store_override: Option<&Path>,
     checked: Option<Option<Checked>>,
+    edited: Option<Box<sky_dag::noop::Edited>>,
 ) -> Result<Compiled, ManifestFile> {
     let checked = checked.unwrap_or_else(|| check(path, key, &file, store_override));
     sky_dag::timings::mark("graph read + checks");
@@ -317,8 +337,15 @@ fn load(
             };
             let graph = compiled.graph(source);
             sky_dag::timings::mark("graph decode");
+            // The proof vouches for the outputs unless an edited file is one: only the release
+            // folder's path is checked then.
+            let edited = edited.filter(|e| graph.as_ref().is_ok_and(|g| e.vouches_for_outputs(g)));
+            let passes = |graph: &Graph| match &edited {
+                Some(_) => graph.release_dir_passes(&ws.root),
+                None => graph.disk_checks_pass(&ws.root),
+            };
             let source = match graph {
-                Ok(graph) if graph.disk_checks_pass(&ws.root) => {
+                Ok(graph) if passes(&graph) => {
                     return Ok(Compiled {
                         ws,
                         graph,
@@ -326,6 +353,7 @@ fn load(
                         execute,
                         cached: true,
                         key: Some(*key),
+                        edited: edited.map(|e| std::sync::Arc::new(*e)),
                     })
                 }
                 Ok(graph) => graph.source,

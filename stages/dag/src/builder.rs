@@ -47,6 +47,13 @@ pub struct BuildOptions {
     /// The front end's key of this graph and invocation, under which a full build leaves a
     /// no-op proof ([`crate::noop`]); `None`: no proof.
     pub noop_proof: Option<Digest>,
+    /// The no-op proof under `noop_proof` held for every path but these edited files
+    /// ([`crate::noop::check_noop`]), and the caller skipped the graph's disk checks of the
+    /// outputs ([`Graph::disk_checks_pass`]), which the proof vouches for. A plain full build
+    /// then looks only at the nodes the files lead to: every other node is as the last build
+    /// left it. Set only when the proof held; if the lock file shows another build since,
+    /// the build makes the disk checks itself and looks at everything.
+    pub edited: Option<std::sync::Arc<crate::noop::Edited>>,
     /// The caller exits once the build returns: the last build's record and the stat cache,
     /// thousands of small allocations on a large graph, are left to the process's end instead
     /// of freed one by one (about 0.4 ms of a 5,000-node rebuild).
@@ -82,6 +89,33 @@ impl BlobFolders {
         blob.parent().unwrap_or(&blob).display().to_string()
     }
 
+    /// Look at every folder the last clean full build recorded settled: `false` when one
+    /// changed since (a build that looks at every blob finds which of its blobs went).
+    fn look_at_all(
+        &self,
+        lock: &crate::workspace::WorkspaceLock,
+        root: &Path,
+        store: &Store,
+    ) -> bool {
+        use std::sync::atomic::Ordering;
+        if !self.vouching {
+            return false;
+        }
+        for (byte, slot) in self.seen.iter().enumerate() {
+            let mut first = [0u8; 32];
+            first[0] = byte as u8;
+            let folder = Self::folder(store, &Digest(first));
+            if lock.settled_stamp(&folder).is_none() {
+                continue;
+            }
+            if !lock.unchanged_since_clean_end(root, &folder) {
+                return false;
+            }
+            slot.store(1, Ordering::Relaxed);
+        }
+        true
+    }
+
     /// Whether `d`'s blob is known to be in `store` without looking at it.
     fn vouch(
         &self,
@@ -107,16 +141,18 @@ impl BlobFolders {
     }
 
     /// The folders to record at a clean end, for the blobs of `digests`: those found
-    /// unchanged keep their stamp when the build added nothing to the store (no `stat`);
-    /// a full build that saw every blob stamps the others anew; a partial one keeps only
-    /// the stamps it had (it did not see every blob of the folder).
+    /// unchanged keep their stamp when the build did not put a blob in them or remove one
+    /// (`touched`; no `stat`), and are stamped anew when it did (every blob they held was
+    /// there, and the build saw what it changed); a full build that saw every blob stamps the
+    /// others anew; any other build keeps only the stamps it had (it did not see every blob of
+    /// the folder).
     fn at_clean_end<'d>(
         &self,
         lock: &crate::workspace::WorkspaceLock,
         store: &Store,
         digests: impl IntoIterator<Item = &'d Digest>,
         saw_every_blob: bool,
-        added: bool,
+        touched: impl Fn(u8) -> bool,
     ) -> (Vec<String>, Vec<(String, FolderStamp)>) {
         use std::sync::atomic::Ordering;
         let mut first: [Option<&Digest>; 256] = [None; 256];
@@ -129,8 +165,8 @@ impl BlobFolders {
             let folder = Self::folder(store, d);
             let unchanged = self.seen[byte].load(Ordering::Relaxed) == 1;
             match lock.settled_stamp(&folder) {
-                Some(stamp) if unchanged && !added => kept.push((folder, stamp)),
-                _ if saw_every_blob => fresh.push(folder),
+                Some(stamp) if unchanged && !touched(byte as u8) => kept.push((folder, stamp)),
+                _ if saw_every_blob || unchanged => fresh.push(folder),
                 Some(stamp) if !saw_every_blob => kept.push((folder, stamp)),
                 _ => {}
             }
@@ -233,6 +269,9 @@ pub(crate) struct BuildSession<'g> {
     /// Every slot of `prefetch` was filled from the graph's disk checks: no stat thread.
     prefetch_taken: bool,
     blob_folders: BlobFolders,
+    /// With an edited-files proof ([`BuildOptions::edited`]) that stands: per node, whether
+    /// the proof vouches for it (its inputs and outputs, and every node it depends on).
+    proven: Option<Vec<bool>>,
 }
 
 /// What [`BuildSession::run`] leaves for the release and the record.
@@ -356,12 +395,46 @@ impl<'g> BuildSession<'g> {
                 )
             })?;
         }
+        let blob_folders = BlobFolders::new(!verify_store);
+        let proven = match &opts.edited {
+            Some(edited) => {
+                let stands = edited.stands(opts.noop_proof.as_ref(), &lock.left_digest())
+                    && !waited
+                    && plan.full
+                    && !plan.forced.iter().any(|&f| f)
+                    && opts.remote.is_none()
+                    && opts.executor.is_none()
+                    && !read_only
+                    && blob_folders.look_at_all(&lock, &ws.root, &store);
+                if stands {
+                    crate::timings::mark("nodes the proof vouches for");
+                    let proven = proven_nodes(graph, &last, edited);
+                    if proven.iter().any(|&p| !p) {
+                        store.read_actions_ahead();
+                    }
+                    Some(proven)
+                } else {
+                    // Another build ran since the proof was checked: the checks it stood for.
+                    if !graph.disk_checks_pass(&ws.root) {
+                        return Err(DagError::Store {
+                            path: ws.root.clone(),
+                            message: "a declared output's path changed while this build \
+                                      started (another build ran, or a folder became a \
+                                      symlink); run the build again"
+                                .into(),
+                        });
+                    }
+                    None
+                }
+            }
+            None => None,
+        };
         // The outputs' stats are taken ahead on the other core while the coordinator checks
         // keys (most of a no-op build of a big graph is `stat`).
         let mut first = vec![usize::MAX; graph.nodes.len()];
         let mut ahead: Vec<&str> = Vec::new();
         for &n in &graph.order {
-            if plan.selected[n] {
+            if plan.selected[n] && !proven.as_ref().is_some_and(|p| p[n]) {
                 first[n] = ahead.len();
                 ahead.extend(graph.nodes[n].outputs.iter().map(|o| o.path.as_str()));
             }
@@ -416,11 +489,17 @@ impl<'g> BuildSession<'g> {
             release_abs: ws.root.join(&graph.release_dir),
             prefetch,
             prefetch_taken: taken,
-            blob_folders: BlobFolders::new(!verify_store),
+            blob_folders,
+            proven,
             ahead,
             first,
         };
         Ok((session, statcache))
+    }
+
+    /// Whether the edited-files proof vouches for node `n` ([`BuildSession::proven`]).
+    fn is_proven(&self, n: NodeIdx) -> bool {
+        self.proven.as_ref().is_some_and(|p| p[n])
     }
 
     /// Whether this build may leave a no-op proof: the front end asked for one, and it builds
@@ -466,9 +545,14 @@ impl<'g> BuildSession<'g> {
                 return None;
             }
         }
+        let mut witness = scanner.witness.take()?;
+        if self.proven.is_some() {
+            // What the build did not look at stands as the proof it started from found it.
+            witness.carry(self.opts.edited.as_deref()?.carried()?);
+        }
         crate::noop::Draft::new(
             key,
-            scanner.witness.take()?,
+            witness,
             &self.ws.root,
             self.plan.len(),
             release_files
@@ -501,7 +585,7 @@ impl<'g> BuildSession<'g> {
             ));
         }
         for &n in &graph.order {
-            if plan.selected[n] {
+            if plan.selected[n] && !self.is_proven(n) {
                 scanner.prefetch(n)?;
             }
         }
@@ -543,7 +627,16 @@ impl<'g> BuildSession<'g> {
             executor: opts.executor.as_deref().unwrap_or(&crate::executor::Local),
             job_seen: std::collections::BTreeMap::new(),
             refused: None,
+            proven: self.proven.as_deref(),
+            unreported: Vec::new(),
         };
+        driver.take_vouched();
+        // The scheduler sees only the nodes the proof does not vouch for.
+        let unvouched: Option<Vec<bool>> = self.proven.as_ref().map(|proven| {
+            (plan.selected.iter().zip(proven))
+                .map(|(&selected, &proven)| selected && !proven)
+                .collect()
+        });
         let exclusive = graph
             .nodes
             .iter()
@@ -571,7 +664,9 @@ impl<'g> BuildSession<'g> {
                     .name("stat-ahead".into())
                     .spawn_scoped(scope, || prefetch.run(&ws.root, ahead));
             }
-            scheduler.run(&plan.selected, &graph.order, &mut driver);
+            let selected = unvouched.as_deref().unwrap_or(&plan.selected);
+            scheduler.run(selected, &graph.order, &mut driver);
+            driver.report_vouched(usize::MAX);
             prefetch.stop();
         });
         crate::timings::mark("schedule (fresh checks)");
@@ -800,12 +895,11 @@ impl<'g> BuildSession<'g> {
         drop(self.store_lock);
         // Nothing of this build is half written: the next one need not look for temp files.
         if summary.failed == 0 && summary.skipped == 0 && crate::interrupt::requested().is_none() {
-            let added = summary.executed > 0
-                || stored > 0
-                || summary
-                    .remote
-                    .as_ref()
-                    .is_some_and(|r| r.bytes_downloaded > 0);
+            let downloaded = summary
+                .remote
+                .as_ref()
+                .is_some_and(|r| r.bytes_downloaded > 0);
+            let touched = |byte| downloaded || self.store.blob_folder_touched(byte);
             let (fresh, kept) = self.blob_folders.at_clean_end(
                 &self.lock,
                 &self.store,
@@ -813,8 +907,9 @@ impl<'g> BuildSession<'g> {
                     .nodes
                     .values()
                     .flat_map(|st| st.outputs.iter().map(|o| &o.digest)),
-                stamped,
-                added,
+                // An edited-files build saw only the blobs of the nodes it looked at.
+                stamped && self.proven.is_none(),
+                touched,
             );
             let left = self.lock.ended_cleanly(
                 &ws.root,
@@ -878,6 +973,10 @@ struct BuildDriver<'a> {
     /// Whether cached nodes must be checked for an action record in this store.
     verify_store: bool,
     blob_folders: &'a BlobFolders,
+    /// Nodes the edited-files proof vouches for ([`BuildSession::proven`]).
+    proven: Option<&'a [bool]>,
+    /// Of those, the ones not reported yet (the next one last).
+    unreported: Vec<NodeIdx>,
     lock: &'a crate::workspace::WorkspaceLock,
     /// Nodes whose record this build added to the store from the workspace outputs.
     stored: usize,
@@ -1011,6 +1110,37 @@ impl<'a> BuildDriver<'a> {
                 state: j.state,
                 detail: j.detail,
             });
+        }
+    }
+
+    /// Take every node the edited-files proof vouches for as the last build left it, its key
+    /// and outputs that build's record, before the scheduler starts (what depends on them
+    /// may start at once); their events are put off until jobs run ([`Driver::spare`]).
+    fn take_vouched(&mut self) {
+        let Some(proven) = self.proven else {
+            return;
+        };
+        for &n in &self.graph.order {
+            if !proven[n] || !self.plan.selected[n] {
+                continue;
+            }
+            if let Some(st) = self.scanner.last_state(n) {
+                self.keys[n] = Some(st.key);
+                self.outputs[n] = Some(Cow::Borrowed(&st.outputs));
+                self.unreported.push(n);
+            }
+        }
+        // Reported in order: the list is taken from its end.
+        self.unreported.reverse();
+    }
+
+    /// Report up to `at_most` of the nodes [`BuildDriver::take_vouched`] took.
+    fn report_vouched(&mut self, at_most: usize) {
+        for _ in 0..at_most {
+            let Some(n) = self.unreported.pop() else {
+                return;
+            };
+            self.finished(n, NodeStatus::Cached, 0.0, None, None);
         }
     }
 
@@ -1340,6 +1470,11 @@ impl<'a> Driver<'a, JobOutput> for BuildDriver<'a> {
         self.finished(n, NodeStatus::Skipped, 0.0, Some(failure), None);
     }
 
+    fn spare(&mut self) -> bool {
+        self.report_vouched(64);
+        !self.unreported.is_empty()
+    }
+
     fn tick(&mut self) {
         self.remote_warnings();
         self.job_states();
@@ -1637,6 +1772,24 @@ impl Job<'_> {
         }
         Ok(outputs)
     }
+}
+
+/// Per node, whether an edited-files proof vouches for it: the last build recorded it, no
+/// edited file is one of its inputs (or lies in an input folder, or where a glob input looks),
+/// and it depends on no node the proof does not vouch for.
+fn proven_nodes(graph: &Graph, last: &LastBuild, edited: &crate::noop::Edited) -> Vec<bool> {
+    use crate::graph::Input;
+    let recorded = last.aligned(graph);
+    let mut proven = vec![false; graph.nodes.len()];
+    for &n in &graph.order {
+        let untouched = graph.nodes[n].inputs.iter().all(|input| match input {
+            Input::Source(rel) => !edited.touches(rel),
+            Input::Glob { glob, .. } => !edited.touches(glob.literal_dir()),
+            Input::Output { .. } => true,
+        });
+        proven[n] = untouched && recorded[n].is_some() && graph.deps[n].iter().all(|&d| proven[d]);
+    }
+    proven
 }
 
 /// The folders (workspace paths, "" for the root) that hold a node's outputs.
@@ -1967,6 +2120,138 @@ mod tests {
             Some(DirtyReason::InputChanged {
                 path: "in.txt".into()
             })
+        );
+    }
+
+    /// Build with a no-op proof under `key` until the proof holds (the first builds may leave
+    /// files too fresh for their stat to vouch for them).
+    fn build_until_proved(ws: &Workspace, g: &Graph, reg: &Registry, key: Digest) {
+        let o = BuildOptions {
+            noop_proof: Some(key),
+            ..opts()
+        };
+        for _ in 0..4 {
+            build(ws, g, reg, &o, &mut Collect::default()).unwrap();
+            if crate::noop::check_noop(ws, &key).is_ok() {
+                return;
+            }
+            // Past the stat cache's racy window.
+            std::thread::sleep(std::time::Duration::from_millis(60));
+        }
+        panic!("the proof never held");
+    }
+
+    /// The edited-files proof of a build of `g` under `key` that held until `in.txt` was
+    /// edited (to `content`), with the options that take it.
+    fn edited_after(
+        ws: &Workspace,
+        g: &Graph,
+        reg: &Registry,
+        key: Digest,
+        content: &str,
+    ) -> BuildOptions {
+        build_until_proved(ws, g, reg, key);
+        std::fs::write(ws.root.join("in.txt"), content).unwrap();
+        let Err(Some(edited)) = crate::noop::check_noop(ws, &key) else {
+            panic!("an edited source is not an edited-files proof");
+        };
+        assert_eq!(edited.paths(), ["in.txt"]);
+        assert!(edited.vouches_for_outputs(g));
+        BuildOptions {
+            noop_proof: Some(key),
+            edited: Some(Arc::new(edited)),
+            ..opts()
+        }
+    }
+
+    #[test]
+    fn an_edited_files_proof_vouches_only_while_nothing_else_changed_since() {
+        let mut nodes = chain();
+        nodes.push(cmd("c", "x", &["in2.txt"], &["o/c"]));
+        nodes.push(cmd("d", "x", &["o/c"], &["o/d"]));
+        let (dir, ws, g, reg, runs) = setup(nodes);
+        std::fs::write(dir.path().join("in2.txt"), "123456").unwrap();
+        let key = Digest::of(b"the front end's key");
+        let order: Vec<&str> = g.nodes.iter().map(|n| n.id.as_str()).collect();
+        assert_eq!(order, ["a", "b", "c", "d"]);
+        // Standing: `c` and `d` are vouched for, `a` and `b` (which reads `a`'s output) not.
+        let with_edited = edited_after(&ws, &g, &reg, key, "xyzdef");
+        let (session, _) = prepare(&ws, &g, &reg, &with_edited).unwrap();
+        assert_eq!(session.proven, Some(vec![false, false, true, true]));
+        drop(session);
+        // Under another key (another graph) it vouches for nothing.
+        let with_edited = edited_after(&ws, &g, &reg, key, "ghidef");
+        let other = BuildOptions {
+            noop_proof: Some(Digest::of(b"another key")),
+            ..with_edited.clone()
+        };
+        let (session, _) = prepare(&ws, &g, &reg, &other).unwrap();
+        assert_eq!(session.proven, None);
+        drop(session);
+        // Nor once a blob was removed behind the build's back (its folder changed since the
+        // proof was checked): the build looks at every node, and stores the blob again.
+        let with_edited = edited_after(&ws, &g, &reg, key, "jkldef");
+        let c = Digest::of(&std::fs::read(dir.path().join("o/c")).unwrap());
+        let blob = ws.store().unwrap().blob_path(&c);
+        std::fs::remove_file(&blob).unwrap();
+        let (session, _) = prepare(&ws, &g, &reg, &with_edited).unwrap();
+        assert_eq!(session.proven, None);
+        drop(session);
+        build(&ws, &g, &reg, &with_edited, &mut Collect::default()).unwrap();
+        assert!(
+            std::fs::symlink_metadata(&blob).is_ok(),
+            "the blob is stored again"
+        );
+        // Nor once another build ran (it wrote the lock file) and a file the proof vouched
+        // for changed: the build must look at everything again and see it. (Each edit is new
+        // content: one the store has a result for is restored, not run.)
+        let with_edited = edited_after(&ws, &g, &reg, key, "mnodef");
+        let runs_before = runs.load(Ordering::SeqCst);
+        let s = build(&ws, &g, &reg, &opts(), &mut Collect::default()).unwrap();
+        assert_eq!(s.executed, 2);
+        std::fs::write(dir.path().join("in2.txt"), "654321").unwrap();
+        let s = build(&ws, &g, &reg, &with_edited, &mut Collect::default()).unwrap();
+        assert_eq!((s.executed, s.cached), (2, 2));
+        assert_eq!(runs.load(Ordering::SeqCst), runs_before + 4);
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("o/d")).unwrap(),
+            "654"
+        );
+    }
+
+    #[test]
+    fn an_edited_files_build_leaves_a_proof_that_covers_what_it_did_not_look_at() {
+        let mut nodes = chain();
+        nodes.push(cmd("c", "x", &["in2.txt"], &["o/c"]));
+        let (dir, ws, g, reg, _) = setup(nodes);
+        std::fs::write(dir.path().join("in2.txt"), "123456").unwrap();
+        let key = Digest::of(b"the front end's key");
+        build_until_proved(&ws, &g, &reg, key);
+        std::fs::write(dir.path().join("in.txt"), "xyzdef").unwrap();
+        let Err(Some(edited)) = crate::noop::check_noop(&ws, &key) else {
+            panic!("an edited source is not an edited-files proof");
+        };
+        let with_edited = BuildOptions {
+            noop_proof: Some(key),
+            edited: Some(Arc::new(edited)),
+            ..opts()
+        };
+        let s = build(&ws, &g, &reg, &with_edited, &mut Collect::default()).unwrap();
+        assert_eq!((s.executed, s.cached), (2, 1));
+        // The proof it left holds (files too fresh to vouch for by their stat are hashed
+        // again)...
+        assert!(crate::noop::check_noop(&ws, &key).is_ok());
+        // ... and still covers `c`, which that build did not look at: its source and output.
+        std::fs::write(dir.path().join("in2.txt"), "654321").unwrap();
+        let Err(Some(edited)) = crate::noop::check_noop(&ws, &key) else {
+            panic!("a carried source's edit is not seen");
+        };
+        assert_eq!(edited.paths(), ["in2.txt"]);
+        std::fs::write(dir.path().join("in2.txt"), "123456").unwrap();
+        std::fs::remove_file(dir.path().join("o/c")).unwrap();
+        assert!(
+            matches!(crate::noop::check_noop(&ws, &key), Err(None)),
+            "a carried output's removal is not seen"
         );
     }
 

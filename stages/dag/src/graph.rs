@@ -444,7 +444,7 @@ impl Graph {
     /// read back from a compiled cache ([`crate::compiled`]); `false` when one fails (the front
     /// end then builds the graph again, which reports it).
     pub fn disk_checks_pass(&self, root: &Path) -> bool {
-        if symlink_on_path(root, &self.release_dir, true).is_some() {
+        if !self.release_dir_passes(root) {
             return false;
         }
         let root_real = root.canonicalize().ok();
@@ -511,6 +511,11 @@ impl Graph {
             }
             None => false,
         }
+    }
+
+    /// The disk check of the release folder alone: no symlink on its path.
+    pub fn release_dir_passes(&self, root: &Path) -> bool {
+        symlink_on_path(root, &self.release_dir, true).is_none()
     }
 
     /// The stat of each declared output (flat in node order, then output order) as the disk

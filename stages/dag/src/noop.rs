@@ -109,7 +109,7 @@ impl<'b> Proof<'b> {
     fn encode(&self, parts: &[Vec<(&str, Seen)>]) -> Vec<u8> {
         let mut w = encode_head(&self.key, &self.lock, self.nodes, self.release_dir);
         for part in parts {
-            encode_part(&mut w, part.iter().map(|(p, s)| (*p, s)));
+            encode_part(&mut w, part.iter().map(|(p, s)| (*p, *s)));
         }
         frame(MAGIC, &w.buf)
     }
@@ -166,7 +166,7 @@ pub(crate) fn write(ws: &Workspace, store_id: &Path, draft: Draft, lock: Digest)
     }
     let mut w = draft.w;
     w.buf[LOCK_AT..LOCK_AT + 32].copy_from_slice(&lock.0);
-    encode_part(&mut w, state.iter().map(|(p, s)| (*p, s)));
+    encode_part(&mut w, state.iter().map(|(p, s)| (*p, *s)));
     crate::codec::frame_in_place(MAGIC, &mut w.buf);
     let _ = sky_fs::write_cache(&ws.state.noop_proof(), &w.buf);
 }
@@ -176,18 +176,74 @@ enum Check {
     Same,
     /// The same, and a file not settled before now is.
     Settled,
+    /// A workspace file that is still a regular file, with another stat or content: an edit
+    /// the build can follow to the nodes it leads to ([`Edited`]).
+    Edited,
+    /// Anything else (a state file, a folder, a path that appeared, went or changed kind).
     Changed,
 }
 
-fn check(root_fd: &std::os::fd::OwnedFd, root: &Path, path: &str, seen: &Seen) -> Check {
-    use rustix::fs::{AtFlags, FileType};
-    let st = if path.starts_with('/') {
-        rustix::fs::lstat(path)
-    } else {
-        // "": the workspace folder itself (a glob walked from the top).
-        let rel = if path.is_empty() { "." } else { path };
-        rustix::fs::statat(root_fd, rel, AtFlags::SYMLINK_NOFOLLOW)
-    };
+/// How a part's paths are `lstat`ed: relative to the workspace folder, except that a run of
+/// paths in one folder is looked up in that folder, opened once (the kernel then walks one
+/// name per path, not the whole path; most outputs share a folder).
+struct Lookup<'f, 'b> {
+    root: &'f std::os::fd::OwnedFd,
+    /// The folder of the path before.
+    last: Option<&'b str>,
+    /// The folder opened for the run of paths in it.
+    open: Option<(&'b str, std::os::fd::OwnedFd)>,
+    /// A folder that could not be opened (a symlink, say): not tried again in this run.
+    unopened: Option<&'b str>,
+}
+
+impl<'f, 'b> Lookup<'f, 'b> {
+    fn new(root: &'f std::os::fd::OwnedFd) -> Lookup<'f, 'b> {
+        Lookup {
+            root,
+            last: None,
+            open: None,
+            unopened: None,
+        }
+    }
+
+    /// `lstat` of `path`: absolute (a state file), or relative to the workspace folder.
+    fn lstat(&mut self, path: &'b str) -> rustix::io::Result<rustix::fs::Stat> {
+        use rustix::fs::{AtFlags, OFlags};
+        let nofollow = AtFlags::SYMLINK_NOFOLLOW;
+        if path.starts_with('/') {
+            return rustix::fs::lstat(path);
+        }
+        let Some((folder, name)) = path.rsplit_once('/') else {
+            // "": the workspace folder itself (a glob walked from the top).
+            let rel = if path.is_empty() { "." } else { path };
+            return rustix::fs::statat(self.root, rel, nofollow);
+        };
+        if let Some((open, fd)) = &self.open {
+            if *open == folder {
+                return rustix::fs::statat(fd, name, nofollow);
+            }
+        }
+        // The second path in a row in this folder opens it. Not through a symlink at its end
+        // (the path's own lookup follows one there: it stands as before).
+        if self.last == Some(folder) && self.unopened != Some(folder) {
+            let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+            match rustix::fs::openat(self.root, folder, flags, rustix::fs::Mode::empty()) {
+                Ok(fd) => {
+                    let st = rustix::fs::statat(&fd, name, nofollow);
+                    self.open = Some((folder, fd));
+                    return st;
+                }
+                Err(_) => self.unopened = Some(folder),
+            }
+        }
+        self.last = Some(folder);
+        rustix::fs::statat(self.root, path, nofollow)
+    }
+}
+
+fn check<'b>(lookup: &mut Lookup<'_, 'b>, root: &Path, path: &'b str, seen: &Seen) -> Check {
+    use rustix::fs::FileType;
+    let st = lookup.lstat(path);
     let st = match (st, seen) {
         (Err(rustix::io::Errno::NOENT), Seen::Missing) => return Check::Same,
         (Err(_), _) | (Ok(_), Seen::Missing) => return Check::Changed,
@@ -195,17 +251,32 @@ fn check(root_fd: &std::os::fd::OwnedFd, root: &Path, path: &str, seen: &Seen) -
     };
     let ft = FileType::from_raw_mode(st.st_mode);
     let now = FileStat::of_stat(&st);
+    // A file of the workspace (state files are absolute) that is still a regular file.
+    let edited = if ft == FileType::RegularFile && !path.starts_with('/') {
+        Check::Edited
+    } else {
+        Check::Changed
+    };
     let same = match *seen {
-        Seen::Settled(st) | Seen::Exact(st) => ft == FileType::RegularFile && now == st,
+        Seen::Exact(st) => ft == FileType::RegularFile && now == st,
+        Seen::Settled(st) => {
+            if now != st {
+                return edited;
+            }
+            ft == FileType::RegularFile
+        }
         Seen::Fresh(st, digest) => {
-            if ft != FileType::RegularFile || now != st {
+            if ft != FileType::RegularFile {
                 return Check::Changed;
+            }
+            if now != st {
+                return edited;
             }
             // Hashed after the stat: a change after it gives a new stat once the stat is out
             // of the racy window (then it is settled for good).
             let looked = now_ns();
             if crate::statcache::hash_file(&root.join(path)).ok() != Some(digest) {
-                return Check::Changed;
+                return edited;
             }
             return if racy(&st, looked) {
                 Check::Same
@@ -231,6 +302,34 @@ fn check(root_fd: &std::os::fd::OwnedFd, root: &Path, path: &str, seen: &Seen) -
     }
 }
 
+/// The most edited files a check follows: past them it gives up (the build then looks at
+/// everything, as it would without a proof).
+const MAX_EDITED: usize = 1024;
+
+/// What the part checks found, shared between their threads.
+struct Found<'b> {
+    /// Set on a change no file edit explains (or too many edits): the check can only fail.
+    stop: AtomicBool,
+    /// The files found edited so far.
+    edited: std::sync::Mutex<Vec<&'b str>>,
+}
+
+impl<'b> Found<'b> {
+    fn new() -> Found<'b> {
+        Found {
+            stop: AtomicBool::new(false),
+            edited: std::sync::Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Note edited file `path`; `false` when that is one too many.
+    fn edited(&self, path: &'b str) -> bool {
+        let mut edited = self.edited.lock().unwrap_or_else(|p| p.into_inner());
+        edited.push(path);
+        edited.len() <= MAX_EDITED
+    }
+}
+
 /// One encoded part being compared with the disk, entry by entry.
 struct PartCheck<'b> {
     r: Reader<'b>,
@@ -251,70 +350,86 @@ impl<'b> PartCheck<'b> {
         })
     }
 
-    /// Compare up to `limit` more entries, until `changed` is set (here or by another part's
-    /// check); `false` on a change or damage.
+    /// Compare up to `limit` more entries, noting edited files in `found`, until its `stop`
+    /// is set (here or by another part's check); `false` then, or on damage.
     fn run(
         &mut self,
         fd: &std::os::fd::OwnedFd,
         root: &Path,
         limit: usize,
-        changed: &AtomicBool,
+        found: &Found<'b>,
     ) -> bool {
+        let mut lookup = Lookup::new(fd);
         for _ in 0..limit.min(self.left) {
-            if changed.load(Ordering::Relaxed) {
+            if found.stop.load(Ordering::Relaxed) {
                 return false;
             }
             self.left -= 1;
-            let verdict = decode_entry(&mut self.r).map(|(p, seen)| check(fd, root, p, &seen));
-            match verdict {
-                Some(Check::Same) => {}
-                Some(Check::Settled) => self.settled = true,
-                Some(Check::Changed) | None => {
-                    changed.store(true, Ordering::Relaxed);
-                    return false;
+            let entry = decode_entry(&mut self.r);
+            let verdict = entry.map(|(p, seen)| (p, check(&mut lookup, root, p, &seen)));
+            let go_on = match verdict {
+                Some((_, Check::Same)) => true,
+                Some((_, Check::Settled)) => {
+                    self.settled = true;
+                    true
                 }
+                Some((path, Check::Edited)) => found.edited(path),
+                Some((_, Check::Changed)) | None => false,
+            };
+            if !go_on {
+                found.stop.store(true, Ordering::Relaxed);
+                return false;
             }
         }
         true
     }
 }
 
-/// [`PartCheck`] of a whole part: `Some(any file settled now)`, `None` on a change.
-fn check_part(
+/// [`PartCheck`] of a whole part: `Some(any file settled now)`, `None` on a change that is
+/// not an edit.
+fn check_part<'b>(
     fd: &std::os::fd::OwnedFd,
     root: &Path,
-    part: &[u8],
-    changed: &AtomicBool,
+    part: &'b [u8],
+    found: &Found<'b>,
 ) -> Option<bool> {
     let mut c = PartCheck::new(part)?;
-    c.run(fd, root, usize::MAX, changed).then_some(c.settled)
+    c.run(fd, root, usize::MAX, found).then_some(c.settled)
 }
 
 /// Entries of the first part compared before any other thread starts: the sources come
 /// first, and a build after an edit should not pay for threads.
 const FIRST_ALONE: usize = 64;
 
+/// What [`check_parts`] found when nothing but files' contents changed.
+struct Looked<'b> {
+    /// A file hashed again is settled now.
+    settled: bool,
+    /// The files edited (empty: the proof holds).
+    edited: Vec<&'b str>,
+}
+
 /// Compare every part with the disk, the first on this thread, each other on one of its own,
-/// all stopping at the first change; whether any file is settled now, `None` on a change.
-fn check_parts(root: &Path, parts: &[&[u8]]) -> Option<bool> {
+/// all stopping at the first change that is not a file's edit; `None` on such a change.
+fn check_parts<'b>(root: &Path, parts: &[&'b [u8]]) -> Option<Looked<'b>> {
     let root_fd = rustix::fs::open(
         root,
         rustix::fs::OFlags::PATH | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
         rustix::fs::Mode::empty(),
     )
     .ok()?;
-    let changed = AtomicBool::new(false);
+    let found = Found::new();
     let (first, others) = parts.split_first()?;
     let mut head = PartCheck::new(first)?;
-    if !head.run(&root_fd, root, FIRST_ALONE, &changed) {
+    if !head.run(&root_fd, root, FIRST_ALONE, &found) {
         return None;
     }
     let parallel = std::thread::available_parallelism().is_ok_and(|n| n.get() > 1);
-    std::thread::scope(|scope| {
+    let settled = std::thread::scope(|scope| {
         let spawned: Vec<_> = others
             .iter()
             .map(|part| {
-                let job = || check_part(&root_fd, root, part, &changed);
+                let job = || check_part(&root_fd, root, part, &found);
                 (
                     part,
                     parallel.then(|| std::thread::Builder::new().spawn_scoped(scope, job)),
@@ -322,21 +437,23 @@ fn check_parts(root: &Path, parts: &[&[u8]]) -> Option<bool> {
             })
             .collect();
         let mut settled = head
-            .run(&root_fd, root, usize::MAX, &changed)
+            .run(&root_fd, root, usize::MAX, &found)
             .then_some(head.settled);
         for (part, handle) in spawned {
             // No thread (one core, or the system refused one): this thread takes the part.
-            let found = match handle {
+            let part_settled = match handle {
                 Some(Ok(h)) => h.join().ok().flatten(),
-                _ => check_part(&root_fd, root, part, &changed),
+                _ => check_part(&root_fd, root, part, &found),
             };
-            settled = match (settled, found) {
+            settled = match (settled, part_settled) {
                 (Some(a), Some(b)) => Some(a || b),
                 _ => None,
             };
         }
         settled
-    })
+    })?;
+    let edited = found.edited.into_inner().unwrap_or_else(|p| p.into_inner());
+    Some(Looked { settled, edited })
 }
 
 /// What a proof that holds says of the build it stands for ([`crate::report::Summary`] has
@@ -351,30 +468,111 @@ pub struct Proved {
     pub seconds: f64,
 }
 
+/// A proof that held for every path but a few workspace files, each still a regular file
+/// with another stat or content (edited sources, say). The build of the graph it was written
+/// under need only look at the nodes those files lead to: the proof vouches for every other
+/// node's inputs and outputs, and the last build's record holds their keys
+/// ([`crate::builder::BuildOptions::edited`]).
+#[derive(Debug)]
+pub struct Edited {
+    key: Digest,
+    lock: Digest,
+    /// The files, workspace-relative, sorted.
+    paths: Vec<String>,
+    /// The proof: the next one carries over its entries for what the build does not look at.
+    bytes: crate::codec::FileBytes,
+}
+
+impl Edited {
+    /// The edited files, workspace-relative.
+    pub fn paths(&self) -> &[String] {
+        &self.paths
+    }
+
+    /// Whether an edited file is `rel`, or lies inside folder `rel` (`""`: the workspace).
+    pub fn touches(&self, rel: &str) -> bool {
+        if rel.is_empty() {
+            return !self.paths.is_empty();
+        }
+        // Sorted: `rel` itself, else the first path at or after `rel/` is the one to look at.
+        let inside = format!("{rel}/");
+        let at = self.paths.partition_point(|p| p.as_str() < inside.as_str());
+        self.paths.binary_search_by(|p| p.as_str().cmp(rel)).is_ok()
+            || self.paths.get(at).is_some_and(|p| p.starts_with(&inside))
+    }
+
+    /// Whether the proof still vouches for every declared output of `graph`: no edited file
+    /// is one, or lies inside one (a damaged output is the usual build's to find).
+    pub fn vouches_for_outputs(&self, graph: &crate::graph::Graph) -> bool {
+        let outputs = graph.nodes.iter().flat_map(|n| &n.outputs);
+        outputs.into_iter().all(|o| !self.touches(&o.path))
+    }
+
+    /// Whether the proof was written under `key` and the lock file is still as its build
+    /// left it (`left`: its digest when the build took the lock).
+    pub(crate) fn stands(&self, key: Option<&Digest>, left: &Digest) -> bool {
+        key == Some(&self.key) && *left == self.lock
+    }
+
+    /// The proof's entries for the paths of the workspace, to carry over into the next
+    /// proof for what the build does not look at again, less the edited files; `None` when
+    /// the proof cannot be read again.
+    pub(crate) fn carried(&self) -> Option<crate::witness::Carried<'_>> {
+        let mut parts = Proof::decode(&self.bytes)?.parts;
+        // The last part is the state files', written anew with each proof.
+        parts.pop()?;
+        Some(crate::witness::Carried {
+            parts,
+            dropped: self.paths.iter().map(String::as_str).collect(),
+        })
+    }
+}
+
 /// What a plain full build of `ws` would report when its proof, written under `key`, still
 /// holds: every path as the build that wrote it found it, the lock file as it left it and
-/// the folders it recorded settled unchanged. `None`: the build must run the usual way (no
-/// proof, another key, anything changed, or another build holds the lock).
-pub fn check_noop(ws: &Workspace, key: &Digest) -> Option<Proved> {
+/// the folders it recorded settled unchanged. `Err(Some)`: the proof held but for edited
+/// files; `Err(None)`: the build must run the usual way (no proof, another key, any other
+/// change, or another build holds the lock).
+pub fn check_noop(ws: &Workspace, key: &Digest) -> Result<Proved, Option<Edited>> {
     let t0 = Instant::now();
     let path = ws.state.noop_proof();
-    let bytes = crate::codec::FileBytes::read(&path).ok()?;
-    let proof = Proof::decode(&bytes)?;
+    let bytes = crate::codec::FileBytes::read(&path).map_err(|_| None)?;
+    let proof = Proof::decode(&bytes).ok_or(None)?;
     if proof.key != *key {
-        return None;
+        return Err(None);
     }
     // Held while the paths are compared: no build of this workspace changes them meanwhile.
-    let lock = ws.try_lock_shared()?;
+    let lock = ws.try_lock_shared().ok_or(None)?;
     if lock.left_digest() != proof.lock {
-        return None;
+        return Err(None);
     }
     crate::timings::mark("no-op proof read");
-    let settled = check_parts(&ws.root, &proof.parts)?;
-    if !lock.settled_unchanged(&ws.root) || unframe(MAGIC, &bytes).is_none() {
-        return None;
+    let looked = check_parts(&ws.root, &proof.parts).ok_or(None)?;
+    if unframe(MAGIC, &bytes).is_none() {
+        return Err(None);
+    }
+    // The settled folders are the build's to look at after an edit: it sweeps the output
+    // folders that changed, and takes the proof only while the blob folders are unchanged
+    // ([`crate::builder::BuildOptions::edited`]).
+    if !looked.edited.is_empty() {
+        crate::timings::mark("no-op proof: edited files");
+        let mut paths: Vec<String> = looked.edited.iter().map(|p| p.to_string()).collect();
+        paths.sort_unstable();
+        paths.dedup();
+        let lock = proof.lock;
+        drop(proof);
+        return Err(Some(Edited {
+            key: *key,
+            lock,
+            paths,
+            bytes,
+        }));
+    }
+    if !lock.settled_unchanged(&ws.root) {
+        return Err(None);
     }
     crate::timings::mark("no-op proof checked");
-    if settled {
+    if looked.settled {
         // Files hashed again and now out of the racy window: the next check need not hash them.
         let now = now_ns();
         if let Some(mut parts) = proof.entries() {
@@ -389,7 +587,7 @@ pub fn check_noop(ws: &Workspace, key: &Digest) -> Option<Proved> {
         }
     }
     drop(lock);
-    Some(Proved {
+    Ok(Proved {
         nodes: proof.nodes,
         release_dir: proof.release_dir.map(str::to_string),
         seconds: t0.elapsed().as_secs_f64(),
@@ -399,6 +597,76 @@ pub fn check_noop(ws: &Workspace, key: &Digest) -> Option<Proved> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_run_of_paths_in_one_folder_is_looked_up_there_with_the_same_answers() {
+        use rustix::fs::{AtFlags, Mode, OFlags};
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::create_dir_all(root.join("d/e")).unwrap();
+        for f in ["d/a", "d/b", "d/e/c", "top"] {
+            std::fs::write(root.join(f), f).unwrap();
+        }
+        std::os::unix::fs::symlink("d", root.join("l")).unwrap();
+        std::os::unix::fs::symlink("a", root.join("d/link")).unwrap();
+        let fd = rustix::fs::open(root, OFlags::PATH | OFlags::DIRECTORY, Mode::empty()).unwrap();
+        let paths = [
+            "d/a", "d/b", "d/link", "d/none", "d/e/c", "d/e/c", "l/a", "l/b", "l/none", "gone/x",
+            "gone/y", "top", "", "d/a",
+        ];
+        let answer = |st: rustix::io::Result<rustix::fs::Stat>| match st {
+            Ok(st) => Ok((st.st_ino, st.st_mode)),
+            Err(e) => Err(e),
+        };
+        let mut lookup = Lookup::new(&fd);
+        for p in paths {
+            let rel = if p.is_empty() { "." } else { p };
+            let expected = rustix::fs::statat(&fd, rel, AtFlags::SYMLINK_NOFOLLOW);
+            assert_eq!(answer(lookup.lstat(p)), answer(expected), "{p}");
+        }
+        // The last run looked up in its folder was `d/e`'s; the symlink `l` was not opened as
+        // a folder (its paths' lookups follow it, as a whole path's does).
+        assert!(lookup.open.as_ref().is_some_and(|(f, _)| *f == "d/e"));
+        assert_eq!(lookup.unopened, Some("gone"));
+    }
+
+    #[test]
+    fn an_edited_file_touches_itself_and_the_folders_it_lies_in() {
+        let edited = |paths: &[&str]| Edited {
+            key: Digest::of(b"k"),
+            lock: Digest::of(b"l"),
+            paths: paths.iter().map(|p| p.to_string()).collect(),
+            bytes: crate::codec::FileBytes::Owned(Vec::new()),
+        };
+        // Sorted as `check_noop` leaves them: `a-b/c` and `a.txt` sort between `a` and `a/`.
+        let e = edited(&["a-b/c", "a.txt", "a/b.txt", "dir/x/y.txt", "top.txt"]);
+        for rel in [
+            "",
+            "a",
+            "a-b",
+            "a.txt",
+            "a/b.txt",
+            "dir",
+            "dir/x",
+            "dir/x/y.txt",
+            "top.txt",
+        ] {
+            assert!(e.touches(rel), "{rel}");
+        }
+        for rel in [
+            "a/b",
+            "a/b.txt/c",
+            "di",
+            "dir/x/y",
+            "dir/y",
+            "top",
+            "z",
+            "a-b/c/d",
+        ] {
+            assert!(!e.touches(rel), "{rel}");
+        }
+        assert!(!edited(&[]).touches(""));
+    }
 
     #[test]
     fn proofs_round_trip_and_damage_is_refused() {

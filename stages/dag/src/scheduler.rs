@@ -66,6 +66,11 @@ pub trait Driver<'a, R> {
     fn skip(&mut self, node: NodeIdx);
     /// Called about twice a second while jobs run, for progress displays.
     fn tick(&mut self) {}
+    /// Do a little of the work put off until jobs run, while they do; `false` when none is
+    /// left.
+    fn spare(&mut self) -> bool {
+        false
+    }
     /// Whether to stop starting nodes (a signal asked the build to stop).
     fn stop(&mut self) -> bool {
         false
@@ -192,7 +197,15 @@ impl Scheduler<'_> {
                 if running == 0 {
                     break;
                 }
-                let msg = match rx.recv_timeout(std::time::Duration::from_millis(500)) {
+                let mut arrived = None;
+                while arrived.is_none() && driver.spare() {
+                    arrived = rx.try_recv().ok();
+                }
+                let waited = match arrived {
+                    Some(m) => Ok(m),
+                    None => rx.recv_timeout(std::time::Duration::from_millis(500)),
+                };
+                let msg = match waited {
                     Ok(m) => m,
                     Err(mpsc::RecvTimeoutError::Timeout) => {
                         driver.tick();

@@ -54,6 +54,46 @@ pub struct Witness<'a> {
     since: i64,
     /// Where the second look (at what the build wrote) began.
     second: Option<usize>,
+    /// What the proof the build started from says of the paths it did not look at.
+    carried: Option<Carried<'a>>,
+}
+
+/// The entries a build carries over from the proof it started from, still encoded
+/// ([`crate::noop::Edited`]): every path it did not look at again stands as that proof found
+/// it. An entry is dropped when its path is one of `dropped` (the edited files), or the build
+/// looked at the path, or it is a folder on the way that the new proof records anew.
+#[derive(Debug)]
+pub(crate) struct Carried<'a> {
+    /// The proof's parts of workspace paths (not the state files').
+    pub(crate) parts: Vec<&'a [u8]>,
+    pub(crate) dropped: std::collections::HashSet<&'a str>,
+}
+
+impl<'a> Carried<'a> {
+    /// How many entries `keep` keeps; `None` when a part is damaged.
+    fn count(&self, keep: impl Fn(&str, &Seen) -> bool) -> Option<usize> {
+        let mut n = 0;
+        for part in &self.parts {
+            let mut r = Reader::new(part);
+            for _ in 0..r.count(5)? {
+                let (p, seen) = decode_entry(&mut r)?;
+                n += usize::from(keep(p, &seen));
+            }
+            if !r.is_empty() {
+                return None;
+            }
+        }
+        Some(n)
+    }
+
+    /// Every entry, in order (the parts were checked whole by [`Carried::count`]).
+    fn entries(&self) -> impl Iterator<Item = (&'a str, Seen)> + '_ {
+        self.parts.iter().flat_map(|part| {
+            let mut r = Reader::new(part);
+            let n = r.count(5).unwrap_or(0);
+            (0..n).map_while(move |_| decode_entry(&mut r))
+        })
+    }
 }
 
 impl<'a> Witness<'a> {
@@ -64,6 +104,7 @@ impl<'a> Witness<'a> {
             spoiled: false,
             since: now_ns(),
             second: None,
+            carried: None,
         }
     }
 
@@ -81,6 +122,11 @@ impl<'a> Witness<'a> {
             Seen::Settled(st)
         };
         self.seen.push((rel, seen));
+    }
+
+    /// Carry over `carried`, a proof's entries for the paths this build did not look at.
+    pub(crate) fn carry(&mut self, carried: Carried<'a>) {
+        self.carried = Some(carried);
     }
 
     /// No proof can come of this build.
@@ -182,19 +228,49 @@ impl<'a> Witness<'a> {
             }
             last_parent = rel.rsplit_once('/').map(|(p, _)| p);
         }
+        // Carried entries go first: the proof's sources come first in it.
+        // (Only a build that carries entries needs the sets.)
+        let (mut seen_now, mut folders_now) = (
+            std::collections::HashSet::with_hasher(hasher()),
+            std::collections::HashSet::with_hasher(hasher()),
+        );
+        if self.carried.is_some() {
+            seen_now.extend(self.seen.iter().map(|(p, _)| p.as_ref()));
+            folders_now.extend(folders.iter().map(|(p, _)| *p));
+        }
+        let keep_carried = |p: &str, seen: &Seen| {
+            let looked_again = seen_now.contains(p)
+                || (matches!(seen, Seen::Folder { .. }) && folders_now.contains(p));
+            let dropped = self.carried.as_ref().is_some_and(|c| c.dropped.contains(p));
+            !looked_again && !dropped
+        };
+        let carried_n = match &self.carried {
+            Some(c) => match c.count(keep_carried) {
+                Some(n) => n,
+                None => return false,
+            },
+            None => 0,
+        };
         let entries = self
-            .seen
+            .carried
             .iter()
-            .enumerate()
-            .filter(|(i, (p, _))| kept(*i, p))
-            .map(|(_, (p, s))| (p.as_ref(), s))
-            .chain(folders.iter().map(|(p, s)| (*p, s)));
-        let n = self
-            .seen
-            .iter()
-            .enumerate()
-            .filter(|(i, (p, _))| kept(*i, p))
-            .count()
+            .flat_map(Carried::entries)
+            .filter(|(p, seen)| keep_carried(p, seen))
+            .chain(
+                self.seen
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, (p, _))| kept(*i, p))
+                    .map(|(_, (p, s))| (p.as_ref(), *s)),
+            )
+            .chain(folders.iter().map(|(p, s)| (*p, *s)));
+        let n = carried_n
+            + self
+                .seen
+                .iter()
+                .enumerate()
+                .filter(|(i, (p, _))| kept(*i, p))
+                .count()
             + folders.len();
         // A settled file's entry is its path and about 40 bytes.
         w.buf.reserve(n * 64);
@@ -210,13 +286,13 @@ impl<'a> Witness<'a> {
 
 /// One part: its length in bytes, then the entry count and the entries (written in place,
 /// the two counts filled in after).
-pub(crate) fn encode_part<'e>(w: &mut Writer, entries: impl Iterator<Item = (&'e str, &'e Seen)>) {
+pub(crate) fn encode_part<'e>(w: &mut Writer, entries: impl Iterator<Item = (&'e str, Seen)>) {
     let at = w.buf.len();
     w.len(0);
     w.len(0);
     let mut n = 0;
     for (p, seen) in entries {
-        encode_entry(w, p, seen);
+        encode_entry(w, p, &seen);
         n += 1;
     }
     let bytes = w.buf.len() - at - 4;

@@ -45,6 +45,16 @@ impl Store {
         f(guard.get_or_insert_with(|| ActionIndex::load(&self.logs())))
     }
 
+    /// Read the action logs on another thread, for the lookups a build is about to make (a
+    /// node whose inputs changed usually misses, and a miss reads every log). Best effort:
+    /// without a thread, the first lookup reads them.
+    pub fn read_actions_ahead(&self) {
+        let store = self.clone();
+        let _ = std::thread::Builder::new()
+            .name("action-logs".into())
+            .spawn(move || store.with_index(|_| ()));
+    }
+
     /// Whether an action record exists for `key` (blobs not checked).
     pub fn has_action(&self, key: &Digest) -> bool {
         self.with_index(|ix| ix.get(key).is_some())

@@ -9,6 +9,30 @@ impl Store {
         self.root.join("blobs").join(&h[..2]).join(&h[2..])
     }
 
+    /// Note that the fan-out folder of blob path `dest` is about to change (marked before the
+    /// change, so a folder is never changed unmarked). Other paths are ignored.
+    pub(super) fn touch_blob_folder(&self, dest: &Path) {
+        let fan = dest
+            .strip_prefix(self.root.join("blobs"))
+            .ok()
+            .and_then(|rel| rel.components().next())
+            .and_then(|c| c.as_os_str().to_str())
+            .filter(|name| name.len() == 2)
+            .and_then(|name| u8::from_str_radix(name, 16).ok());
+        if let Some(byte) = fan {
+            let word = &self.shared.touched[usize::from(byte / 64)];
+            word.fetch_or(1 << (byte % 64), std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    /// Whether this process put a blob in, or removed one from, the fan-out folder of the
+    /// blobs whose digests start with `byte` (a clean end stamps only those anew).
+    pub fn blob_folder_touched(&self, byte: u8) -> bool {
+        let word =
+            self.shared.touched[usize::from(byte / 64)].load(std::sync::atomic::Ordering::Relaxed);
+        word & (1 << (byte % 64)) != 0
+    }
+
     pub(super) fn reflink_state(&self) -> u8 {
         self.shared.reflink.load(Ordering::Relaxed)
     }
@@ -102,6 +126,7 @@ impl Store {
         let digest = statcache_hash(src).map_err(|e| DagError::io("hash", src, e))?;
         let dest = self.blob_path(&digest);
         self.clear_odd_blob(&dest);
+        self.touch_blob_folder(&dest);
         match fsutil::with_parent(&dest, || std::fs::hard_link(src, &dest)) {
             Ok(()) => Ok(Some((digest, size))),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && self.has_blob(&digest) => {
@@ -155,6 +180,7 @@ impl Store {
     /// Remove the blob `d` if its content no longer hashes to `d`; returns whether it did.
     pub fn drop_if_corrupt(&self, d: &Digest) -> bool {
         let p = self.blob_path(d);
+        self.touch_blob_folder(&p);
         match statcache_hash(&p) {
             Ok(actual) if actual != *d => std::fs::remove_file(&p).is_ok(),
             Err(e) if fsutil::is_not_regular(&e) => fsutil::remove_path(&p).is_ok(),
@@ -172,6 +198,7 @@ impl Store {
     /// directory, symlink, FIFO...), and its fan-out folder when that is not a directory, so a
     /// good blob can take its place.
     pub(super) fn clear_odd_blob(&self, dest: &Path) {
+        self.touch_blob_folder(dest);
         if let Some(fan) = dest.parent() {
             if std::fs::symlink_metadata(fan).is_ok_and(|m| !m.file_type().is_dir()) {
                 let _ = fsutil::remove_path(fan);

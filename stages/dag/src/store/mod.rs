@@ -161,6 +161,9 @@ struct Shared {
     index: Mutex<Option<actions::ActionIndex>>,
     /// Whether `FICLONE` works here: 0 not tried yet, [`REFLINK_YES`] or [`REFLINK_NO`].
     reflink: AtomicU8,
+    /// The blob fan-out folders this process put a blob in or removed one from, a bit per
+    /// first digest byte ([`Store::blob_folder_touched`]).
+    touched: [std::sync::atomic::AtomicU64; 4],
 }
 
 const REFLINK_YES: u8 = 1;
@@ -413,6 +416,7 @@ impl Store {
 
     /// Rename a complete temp file to `dest`, creating the fan-out directory on first use.
     fn publish(&self, tmp: &Path, dest: &Path) -> Result<()> {
+        self.touch_blob_folder(dest);
         let res = fsutil::with_parent(dest, || std::fs::rename(tmp, dest));
         res.map_err(|e| {
             let _ = std::fs::remove_file(tmp);
@@ -438,6 +442,33 @@ pub(super) fn statcache_hash(p: &Path) -> std::io::Result<Digest> {
 mod tests {
     use super::actions::format_line;
     use super::*;
+
+    #[test]
+    fn the_blob_folders_a_process_changes_are_the_ones_it_says_it_touched() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("s")).unwrap();
+        let d = store.put_bytes(b"one").unwrap();
+        let touched: Vec<u8> = (0..=255)
+            .filter(|&b| store.blob_folder_touched(b))
+            .collect();
+        assert_eq!(touched, [d.0[0]]);
+        // A blob already there is not a change; a clone shares what its process touched.
+        let other = store.clone();
+        other.put_bytes(b"one").unwrap();
+        let f = dir.path().join("f.txt");
+        std::fs::write(&f, "two").unwrap();
+        let (d2, _) = other.put_file(&f).unwrap();
+        let mut expected = vec![d.0[0], d2.0[0]];
+        expected.sort_unstable();
+        expected.dedup();
+        let touched: Vec<u8> = (0..=255)
+            .filter(|&b| store.blob_folder_touched(b))
+            .collect();
+        assert_eq!(touched, expected);
+        // Another process (a new handle) has touched nothing.
+        let fresh = Store::open(&dir.path().join("s")).unwrap();
+        assert!((0..=255).all(|b| !fresh.blob_folder_touched(b)));
+    }
 
     #[test]
     fn no_store_is_made_in_a_folder_of_other_files_or_in_git() {

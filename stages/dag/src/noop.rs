@@ -494,11 +494,13 @@ impl Edited {
         if rel.is_empty() {
             return !self.paths.is_empty();
         }
-        // Sorted: `rel` itself, else the first path at or after `rel/` is the one to look at.
-        let inside = format!("{rel}/");
-        let at = self.paths.partition_point(|p| p.as_str() < inside.as_str());
-        self.paths.binary_search_by(|p| p.as_str().cmp(rel)).is_ok()
-            || self.paths.get(at).is_some_and(|p| p.starts_with(&inside))
+        // Sorted: the paths that start with `rel` follow one another from the first at or
+        // after it (`rel` itself, then `rel-x`, `rel.x`, then `rel/...`).
+        let from = self.paths.partition_point(|p| p.as_str() < rel);
+        self.paths[from..]
+            .iter()
+            .take_while(|p| p.starts_with(rel))
+            .any(|p| p.len() == rel.len() || p.as_bytes()[rel.len()] == b'/')
     }
 
     /// Whether the proof still vouches for every declared output of `graph`: no edited file

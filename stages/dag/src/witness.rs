@@ -4,6 +4,7 @@
 //! them and the next plain build compares them with the disk.
 
 use std::borrow::Cow;
+use std::cell::Cell;
 use std::path::Path;
 
 use crate::codec::{Reader, Writer};
@@ -70,28 +71,28 @@ pub(crate) struct Carried<'a> {
 }
 
 impl<'a> Carried<'a> {
-    /// How many entries `keep` keeps; `None` when a part is damaged.
-    fn count(&self, keep: impl Fn(&str, &Seen) -> bool) -> Option<usize> {
-        let mut n = 0;
-        for part in &self.parts {
-            let mut r = Reader::new(part);
-            for _ in 0..r.count(5)? {
-                let (p, seen) = decode_entry(&mut r)?;
-                n += usize::from(keep(p, &seen));
-            }
-            if !r.is_empty() {
-                return None;
-            }
-        }
-        Some(n)
+    /// How many entries the parts hold, dropped ones included; `None` when one is damaged.
+    fn len(&self) -> Option<usize> {
+        self.parts
+            .iter()
+            .map(|part| Reader::new(part).count(5))
+            .sum()
     }
 
-    /// Every entry, in order (the parts were checked whole by [`Carried::count`]).
-    fn entries(&self) -> impl Iterator<Item = (&'a str, Seen)> + '_ {
-        self.parts.iter().flat_map(|part| {
+    /// Every entry, in order, counted in `decoded` (a damaged part ends early: fewer than
+    /// [`Carried::len`]).
+    fn entries<'c>(
+        &'c self,
+        decoded: &'c Cell<usize>,
+    ) -> impl Iterator<Item = (&'a str, Seen)> + 'c {
+        self.parts.iter().flat_map(move |part| {
             let mut r = Reader::new(part);
             let n = r.count(5).unwrap_or(0);
-            (0..n).map_while(move |_| decode_entry(&mut r))
+            (0..n).map_while(move |_| {
+                let entry = decode_entry(&mut r)?;
+                decoded.set(decoded.get() + 1);
+                Some(entry)
+            })
         })
     }
 }
@@ -244,17 +245,16 @@ impl<'a> Witness<'a> {
             let dropped = self.carried.as_ref().is_some_and(|c| c.dropped.contains(p));
             !looked_again && !dropped
         };
-        let carried_n = match &self.carried {
-            Some(c) => match c.count(keep_carried) {
-                Some(n) => n,
-                None => return false,
-            },
+        let carried_n = match self.carried.as_ref().map(Carried::len) {
+            Some(Some(n)) => n,
+            Some(None) => return false,
             None => 0,
         };
+        let decoded = Cell::new(0);
         let entries = self
             .carried
             .iter()
-            .flat_map(Carried::entries)
+            .flat_map(|c| c.entries(&decoded))
             .filter(|(p, seen)| keep_carried(p, seen))
             .chain(
                 self.seen
@@ -264,6 +264,7 @@ impl<'a> Witness<'a> {
                     .map(|(_, (p, s))| (p.as_ref(), *s)),
             )
             .chain(folders.iter().map(|(p, s)| (*p, *s)));
+        // At most this many: a carried entry dropped only shortens the last part.
         let n = carried_n
             + self
                 .seen
@@ -280,7 +281,8 @@ impl<'a> Witness<'a> {
         while entries.peek().is_some() {
             encode_part(w, entries.by_ref().take(per));
         }
-        true
+        // Every carried entry was read: a proof that lost one would not cover its path.
+        decoded.get() == carried_n
     }
 }
 

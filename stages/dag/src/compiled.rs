@@ -4,15 +4,17 @@
 //! The engine only stores and checks the file; what the graph depends on is the front end's
 //! to say: it passes a `key` (a digest of the declaration's bytes, its own version, anything
 //! else the expansion read) and an opaque `extra` payload (what it needs besides the graph).
-//! [`Compiled::read`] gives the key and the payload back only from an intact file (see
-//! [`crate::codec`]: magic, length, blake3); the front end compares the key and decides.
-//! [`Compiled::graph`] rebuilds the graph; every index in the file is checked, and the
+//! [`Compiled::read`] gives the key and the payload back only from an intact head (the file's
+//! magic and length, see [`crate::codec`], and the head's own blake3, so a front end that
+//! needs only the head does not hash the whole file); the front end compares the key and
+//! decides. [`Compiled::graph`] checks the whole file's blake3 (on another thread while it
+//! decodes a large one) and rebuilds the graph; every index in the file is checked, and the
 //! dependencies and the order are recomputed from the inputs, so a graph read back has the
 //! invariants [`Graph::build`] gives. What the graph checks read from the disk (symlinks that
 //! lead out of the workspace) is not in the file: the front end repeats those checks.
 //!
-//! Format (`SKYGRPH5` frame): the key (32 bytes), the payload (length-prefixed), the
-//! `params_checked` flag, then the graph: nodes (id, kind, parameters as
+//! Format (`SKYGRPH6` frame): the key (32 bytes), the payload (length-prefixed), the
+//! `params_checked` flag, the blake3 of those head bytes, then the graph: nodes (id, kind, parameters as
 //! [`crate::codec::Writer::json`] and their canonical key bytes, inputs, their spans, their
 //! roles, outputs, flags (exclusive, volatile, gates the release, on request), group, span; a
 //! glob input is tag 1, or 3 when it may match nothing), the release entries, the release
@@ -21,13 +23,17 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::codec::{frame, unframe, Reader, Writer, FRAME_HEADER};
+use crate::codec::{frame, frame_body, unframe, Reader, Writer, FRAME_HEADER};
 use crate::glob::Glob;
 use crate::graph::{deps_of, topo_order, Graph, Input, Node, NodeParams, Output, ReleaseEntry};
 use crate::key::Digest;
 use crate::source::Source;
 
-const MAGIC: &[u8; 8] = b"SKYGRPH5";
+const MAGIC: &[u8; 8] = b"SKYGRPH6";
+
+/// From this many bytes, [`Compiled::graph`] checks the file's digest on a thread of its own
+/// while it decodes.
+const PARALLEL_CHECK: usize = 256 * 1024;
 
 /// Nodes from which [`Compiled::graph`] builds the id index on a thread of its own.
 const PARALLEL_INDEX: usize = 1024;
@@ -43,11 +49,19 @@ pub fn write(
     params_checked: bool,
 ) -> std::io::Result<()> {
     let mut w = Writer::default();
+    encode_head(&mut w, key, extra, params_checked);
+    encode(&mut w, graph);
+    sky_fs::write_cache(path, &frame(MAGIC, &w.buf))
+}
+
+/// The head: the key, the payload, the flag, then the digest of those bytes.
+fn encode_head(w: &mut Writer, key: &Digest, extra: &[u8], params_checked: bool) {
+    let at = w.buf.len();
     w.digest(key);
     w.bytes(extra);
     w.bool(params_checked);
-    encode(&mut w, graph);
-    sky_fs::write_cache(path, &frame(MAGIC, &w.buf))
+    let head = Digest::of(&w.buf[at..]);
+    w.digest(&head);
 }
 
 fn encode(w: &mut Writer, g: &Graph) {
@@ -109,7 +123,7 @@ fn encode(w: &mut Writer, g: &Graph) {
     w.str(&g.group_noun);
 }
 
-/// An intact compiled-graph file, read whole.
+/// A compiled-graph file with an intact head, read whole.
 pub struct Compiled {
     bytes: Arc<crate::codec::FileBytes>,
     key: Digest,
@@ -117,19 +131,26 @@ pub struct Compiled {
     params_checked: bool,
     /// Where the graph starts.
     graph_at: usize,
+    /// Whether the whole file matches its digest, once checked.
+    intact: std::sync::OnceLock<bool>,
 }
 
 impl Compiled {
-    /// Read `path`; `None` when it is missing, of another format, truncated or damaged.
+    /// Read `path`; `None` when it is missing, of another format, truncated, or its head is
+    /// damaged (damage past the head is found by [`Compiled::graph`]).
     pub fn read(path: &Path) -> Option<Compiled> {
         let bytes = crate::codec::FileBytes::read(path).ok()?;
-        let body = unframe(MAGIC, &bytes)?;
+        let body = frame_body(MAGIC, &bytes)?;
         let mut r = Reader::new(body);
         let key = r.digest()?;
         let extra_len = r.index()?;
         let extra_at = FRAME_HEADER + body.len() - r.remaining();
         r.take(extra_len)?;
         let params_checked = r.bool()?;
+        let head = body.get(..body.len() - r.remaining())?;
+        if r.digest()? != Digest::of(head) {
+            return None;
+        }
         let graph_at = FRAME_HEADER + body.len() - r.remaining();
         Some(Compiled {
             key,
@@ -137,7 +158,15 @@ impl Compiled {
             params_checked,
             graph_at,
             bytes: Arc::new(bytes),
+            intact: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Whether the whole file matches its digest (checked once).
+    fn intact(&self) -> bool {
+        *self
+            .intact
+            .get_or_init(|| unframe(MAGIC, &self.bytes).is_some())
     }
 
     /// The key it was written under.
@@ -154,7 +183,26 @@ impl Compiled {
     /// `Err(source)` back when the file does not hold a valid graph.
     pub fn graph(&self, source: Source) -> Result<Graph, Source> {
         let mut source = Some(source);
-        self.decode(&mut source)
+        // Decoding damaged bytes is safe (every count and index is checked), so a large file's
+        // digest is checked beside the decoding, and the graph used only if it matches.
+        let (intact, graph) = if self.bytes.len() >= PARALLEL_CHECK {
+            std::thread::scope(|scope| {
+                let check = std::thread::Builder::new().spawn_scoped(scope, || self.intact());
+                let graph = self.decode(&mut source);
+                // No thread (the system refused one): this thread checks.
+                let intact = match check {
+                    Ok(h) => h.join().unwrap_or(false),
+                    Err(_) => self.intact(),
+                };
+                (intact, graph)
+            })
+        } else if self.intact() {
+            (true, self.decode(&mut source))
+        } else {
+            (false, None)
+        };
+        graph
+            .filter(|_| intact)
             .ok_or_else(|| source.take().unwrap_or_default())
     }
 
@@ -380,11 +428,12 @@ mod tests {
         );
     }
 
-    /// A graph large enough for the id index to be built on its own thread reads back the
-    /// same, and two nodes given one id in a well-framed file are refused there too.
+    /// A graph large enough for the id index to be built, and the digest checked, on threads
+    /// of their own reads back the same; two nodes given one id in a well-framed file are
+    /// refused there too, and so is a file whose graph decodes but does not match its digest.
     #[test]
     fn a_large_graph_reads_back_and_a_repeated_id_is_refused() {
-        let n = PARALLEL_INDEX + 100;
+        let n = PARALLEL_INDEX * 3;
         let nodes: Vec<_> = (0..n)
             .map(|i| {
                 let ins = if i == 0 {
@@ -410,6 +459,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("graph");
         write(&p, &Digest::of(b"k"), b"", &g, true).unwrap();
+        let written = std::fs::read(&p).unwrap();
+        assert!(written.len() >= PARALLEL_CHECK, "{} bytes", written.len());
         let back = Compiled::read(&p)
             .unwrap()
             .graph(Source::default())
@@ -418,11 +469,18 @@ mod tests {
             n.params.value();
         }
         same(&g, &back);
+        // The last node's id changed by hand: a graph that decodes, refused by its digest.
+        let at = written.windows(6).rposition(|x| x == b"n03071").unwrap();
+        let mut bad = written.clone();
+        bad[at] = b'm';
+        std::fs::write(&p, &bad).unwrap();
+        assert!(Compiled::read(&p)
+            .unwrap()
+            .graph(Source::default())
+            .is_err());
         // The second node's id made the first's (same length, so every offset stays).
         let mut w = Writer::default();
-        w.digest(&Digest::of(b"k"));
-        w.bytes(b"");
-        w.bool(true);
+        encode_head(&mut w, &Digest::of(b"k"), b"", true);
         encode(&mut w, &g);
         let at = w.buf.windows(6).position(|x| x == b"n00001").unwrap();
         w.buf[at..at + 6].copy_from_slice(b"n00000");
@@ -443,11 +501,13 @@ mod tests {
             std::fs::write(&p, &good[..cut]).unwrap();
             assert!(Compiled::read(&p).is_none(), "cut at {cut}");
         }
+        // A flip in the head is found by the read, one past it by the graph's check.
         for i in (0..good.len()).step_by(7) {
             let mut bad = good.clone();
             bad[i] ^= 1;
             std::fs::write(&p, &bad).unwrap();
-            assert!(Compiled::read(&p).is_none(), "bit flip at {i}");
+            let graph = Compiled::read(&p).map(|c| c.graph(Source::default()));
+            assert!(!matches!(graph, Some(Ok(_))), "bit flip at {i}");
         }
         assert!(Compiled::read(&dir.path().join("missing")).is_none());
     }
@@ -457,9 +517,7 @@ mod tests {
         // A body whose checksum matches but whose node points at a node that does not exist.
         let g = sample();
         let mut w = Writer::default();
-        w.digest(&Digest::of(b"k"));
-        w.bytes(b"");
-        w.bool(false);
+        encode_head(&mut w, &Digest::of(b"k"), b"", false);
         encode(&mut w, &g);
         let good = w.buf.clone();
         let dir = tempfile::tempdir().unwrap();

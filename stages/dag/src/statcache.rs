@@ -395,18 +395,37 @@ impl Prefetch {
 pub fn hash_file(path: &Path) -> std::io::Result<Digest> {
     let mut f = std::fs::File::open(path)?;
     let mut h = blake3::Hasher::new();
-    let mut buf = vec![0u8; 256 * 1024];
-    loop {
-        match f.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => {
-                h.update(&buf[..n]);
+    // Most files a build hashes are small: they fit the buffer on the stack, and a large
+    // zeroed buffer on the heap would cost more than hashing them.
+    let mut small = [0u8; 16 * 1024];
+    if !hash_into(&mut f, &mut h, &mut small)? {
+        let mut large = vec![0u8; 256 * 1024];
+        while !hash_into(&mut f, &mut h, &mut large)? {}
+    }
+    Ok(Digest(*h.finalize().as_bytes()))
+}
+
+/// Hash what `f` reads into `buf` until the end of the file (`true`) or until `buf` was
+/// filled once (`false`: there may be more).
+fn hash_into(
+    f: &mut std::fs::File,
+    h: &mut blake3::Hasher,
+    buf: &mut [u8],
+) -> std::io::Result<bool> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        match f.read(&mut buf[filled..]) {
+            Ok(0) => {
+                h.update(&buf[..filled]);
+                return Ok(true);
             }
+            Ok(n) => filled += n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(e),
         }
     }
-    Ok(Digest(*h.finalize().as_bytes()))
+    h.update(buf);
+    Ok(false)
 }
 
 #[cfg(test)]
@@ -428,6 +447,33 @@ mod tests {
     /// The stat cache, the proof and the output checks compare stats taken through std's
     /// metadata and through `fstatat`: both give the same fields, sub-second times and the
     /// exec bit included.
+    #[test]
+    fn a_file_hashes_to_the_blake3_of_its_bytes_at_every_buffer_boundary() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f");
+        let small = 16 * 1024;
+        let large = 256 * 1024;
+        for len in [
+            0,
+            1,
+            small - 1,
+            small,
+            small + 1,
+            small + large - 1,
+            small + large,
+            small + large + 1,
+            small + 3 * large + 7,
+        ] {
+            let bytes: Vec<u8> = (0..len).map(|i| (i * 7 % 251) as u8).collect();
+            std::fs::write(&p, &bytes).unwrap();
+            assert_eq!(
+                hash_file(&p).unwrap().0,
+                *blake3::hash(&bytes).as_bytes(),
+                "{len} bytes"
+            );
+        }
+    }
+
     #[test]
     fn a_stat_reads_the_same_through_metadata_and_fstatat() {
         use std::os::unix::fs::PermissionsExt;

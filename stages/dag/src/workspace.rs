@@ -129,7 +129,13 @@ impl WorkspaceLock {
             .tv_sec
             .saturating_mul(1_000_000_000)
             .saturating_add(coarse.tv_nsec);
-        let mut text = String::from("clean\n");
+        // Which holder left the text: no two clean ends leave the same text, so its digest
+        // tells whether anything took the lock since (a proof checked before this build took
+        // it relies on that: [`crate::noop`]). Not a folder line (the parse skips it).
+        let wall = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let mut text = format!("clean\nholder {} {wall}\n", std::process::id());
         let any_time = ours.into_iter().map(|d| (d, true));
         for (d, ours) in any_time.chain(dirs.into_iter().map(|d| (d, false))) {
             if d.contains('\n') {
@@ -463,6 +469,25 @@ impl Workspace {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn no_two_clean_ends_leave_the_same_lock_text() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = Workspace::new(dir.path(), &dir.path().join(".skyctl")).unwrap();
+        std::fs::create_dir_all(dir.path().join("out")).unwrap();
+        let lock = |ws: &Workspace| ws.lock(&mut |_| {}).unwrap();
+        let l = lock(&ws);
+        let first = l.ended_cleanly(&ws.root, ["out"], [], []).unwrap();
+        drop(l);
+        // The same folders, as they were: another holder's text all the same.
+        let l = lock(&ws);
+        assert_eq!(l.left_digest(), first);
+        assert!(l.unchanged_since_clean_end(&ws.root, "out"));
+        let second = l.ended_cleanly(&ws.root, ["out"], [], []).unwrap();
+        drop(l);
+        assert_ne!(first, second);
+        assert_eq!(lock(&ws).left_digest(), second);
+    }
 
     #[test]
     fn a_folder_is_vouched_for_only_as_a_clean_end_left_it() {

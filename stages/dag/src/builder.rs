@@ -71,7 +71,8 @@ type FolderStamp = (i64, u64);
 struct BlobFolders {
     /// The store is the last full build's ([`LastBuild::store`]): the folders may vouch.
     vouching: bool,
-    /// Per fan-out byte: 0 not looked at yet, 1 as the last clean full build left it, 2 not.
+    /// Per fan-out byte: 0 not looked at yet, 1 holding every blob the last build recorded
+    /// (as the last clean full build left it, or each blob looked at), 2 not known to.
     seen: [std::sync::atomic::AtomicU8; 256],
 }
 
@@ -89,23 +90,28 @@ impl BlobFolders {
         blob.parent().unwrap_or(&blob).display().to_string()
     }
 
-    /// Look at every folder the last clean full build recorded settled: `false` when one
-    /// changed since (a build that looks at every blob finds which of its blobs went).
+    /// Whether every blob of `last`'s outputs is still in the store: each folder the last
+    /// clean end recorded settled is unchanged since, and each blob in a folder it did not
+    /// record is there (`false`: a build that looks at every blob finds which went). Every
+    /// folder then counts as seen whole: this build's clean end may stamp it.
     fn look_at_all(
         &self,
         lock: &crate::workspace::WorkspaceLock,
         root: &Path,
         store: &Store,
+        last: &LastBuild,
     ) -> bool {
         use std::sync::atomic::Ordering;
         if !self.vouching {
             return false;
         }
+        let mut unstamped = [false; 256];
         for (byte, slot) in self.seen.iter().enumerate() {
             let mut first = [0u8; 32];
             first[0] = byte as u8;
             let folder = Self::folder(store, &Digest(first));
             if lock.settled_stamp(&folder).is_none() {
+                unstamped[byte] = true;
                 continue;
             }
             if !lock.unchanged_since_clean_end(root, &folder) {
@@ -113,7 +119,18 @@ impl BlobFolders {
             }
             slot.store(1, Ordering::Relaxed);
         }
-        true
+        let all_there = last
+            .nodes
+            .values()
+            .flat_map(|st| &st.outputs)
+            .filter(|o| unstamped[usize::from(o.digest.0[0])])
+            .all(|o| store.has_blob(&o.digest));
+        if all_there {
+            for (slot, _) in self.seen.iter().zip(unstamped).filter(|(_, u)| *u) {
+                slot.store(1, Ordering::Relaxed);
+            }
+        }
+        all_there
     }
 
     /// Whether `d`'s blob is known to be in `store` without looking at it.
@@ -145,7 +162,7 @@ impl BlobFolders {
     /// (`touched`; no `stat`), and are stamped anew when it did (every blob they held was
     /// there, and the build saw what it changed); a full build that saw every blob stamps the
     /// others anew; any other build keeps only the stamps it had (it did not see every blob of
-    /// the folder).
+    /// the folder). The rest are [`Clean::unstamped`].
     fn at_clean_end<'d>(
         &self,
         lock: &crate::workspace::WorkspaceLock,
@@ -153,25 +170,46 @@ impl BlobFolders {
         digests: impl IntoIterator<Item = &'d Digest>,
         saw_every_blob: bool,
         touched: impl Fn(u8) -> bool,
-    ) -> (Vec<String>, Vec<(String, FolderStamp)>) {
+    ) -> CleanEnd {
         use std::sync::atomic::Ordering;
         let mut first: [Option<&Digest>; 256] = [None; 256];
         for d in digests {
             first[usize::from(d.0[0])].get_or_insert(d);
         }
-        let (mut fresh, mut kept) = (Vec::new(), Vec::new());
+        let mut end = CleanEnd::default();
         for (byte, d) in first.iter().enumerate() {
             let Some(d) = d else { continue };
             let folder = Self::folder(store, d);
             let unchanged = self.seen[byte].load(Ordering::Relaxed) == 1;
             match lock.settled_stamp(&folder) {
-                Some(stamp) if unchanged && !touched(byte as u8) => kept.push((folder, stamp)),
-                _ if saw_every_blob || unchanged => fresh.push(folder),
-                Some(stamp) if !saw_every_blob => kept.push((folder, stamp)),
-                _ => {}
+                Some(stamp) if unchanged && !touched(byte as u8) => end.kept.push((folder, stamp)),
+                _ if saw_every_blob || unchanged => end.fresh.push((byte as u8, folder)),
+                Some(stamp) if !saw_every_blob => end.kept.push((folder, stamp)),
+                _ => end.unstamped[byte] = true,
             }
         }
-        (fresh, kept)
+        end
+    }
+}
+
+/// The blob folders a clean end records ([`BlobFolders::at_clean_end`]).
+struct CleanEnd {
+    /// To stamp as they are now (unless changed within the racy window), by fan-out byte.
+    fresh: Vec<(u8, String)>,
+    /// To record with the stamp they had.
+    kept: Vec<(String, FolderStamp)>,
+    /// By fan-out byte: left without a stamp. Nothing vouches for the blobs in such a
+    /// folder but their own `lstat`: the no-op proof holds them as they are.
+    unstamped: [bool; 256],
+}
+
+impl Default for CleanEnd {
+    fn default() -> CleanEnd {
+        CleanEnd {
+            fresh: Vec::new(),
+            kept: Vec::new(),
+            unstamped: [false; 256],
+        }
     }
 }
 
@@ -405,7 +443,7 @@ impl<'g> BuildSession<'g> {
                     && opts.remote.is_none()
                     && opts.executor.is_none()
                     && !read_only
-                    && blob_folders.look_at_all(&lock, &ws.root, &store);
+                    && blob_folders.look_at_all(&lock, &ws.root, &store, &last);
                 if stands {
                     crate::timings::mark("nodes the proof vouches for");
                     let proven = proven_nodes(graph, &last, edited);
@@ -900,25 +938,41 @@ impl<'g> BuildSession<'g> {
                 .as_ref()
                 .is_some_and(|r| r.bytes_downloaded > 0);
             let touched = |byte| downloaded || self.store.blob_folder_touched(byte);
-            let (fresh, kept) = self.blob_folders.at_clean_end(
-                &self.lock,
-                &self.store,
+            let digests = || {
                 new_last
                     .nodes
                     .values()
-                    .flat_map(|st| st.outputs.iter().map(|o| &o.digest)),
+                    .flat_map(|st| st.outputs.iter().map(|o| &o.digest))
+            };
+            let mut end = self.blob_folders.at_clean_end(
+                &self.lock,
+                &self.store,
+                digests(),
                 // An edited-files build saw only the blobs of the nodes it looked at.
                 stamped && self.proven.is_none(),
                 touched,
             );
+            let fresh = std::mem::take(&mut end.fresh);
             let left = self.lock.ended_cleanly(
                 &ws.root,
                 self.temp_dirs.iter().copied(),
-                fresh.iter().map(String::as_str),
-                kept,
+                fresh.iter().map(|(_, folder)| folder.as_str()),
+                std::mem::take(&mut end.kept),
             );
-            if let (Some(draft), Some(left), true) = (proof, left, stamped) {
-                crate::noop::write(ws, &self.store.id_path(), draft, left);
+            if let (Some(draft), Some((left, racy)), true) = (proof, left, stamped) {
+                // Folders changed within the racy window are not recorded either.
+                for folder in racy {
+                    if let Some((byte, _)) = fresh.iter().find(|(_, f)| f == folder) {
+                        end.unstamped[usize::from(*byte)] = true;
+                    }
+                }
+                let mut blobs: Vec<_> = digests()
+                    .filter(|d| end.unstamped[usize::from(d.0[0])])
+                    .map(|d| self.store.blob_path(d))
+                    .collect();
+                blobs.sort_unstable();
+                blobs.dedup();
+                crate::noop::write(ws, &self.store.id_path(), draft, left, &blobs);
             }
         }
         if summary.executed > 0 {
@@ -1926,15 +1980,16 @@ mod tests {
         }
     }
 
-    fn setup(
-        nodes: Vec<crate::NodeSpec>,
-    ) -> (
+    /// A workspace in a temp folder, its graph, the registry and the count of runs.
+    type Setup = (
         tempfile::TempDir,
         Workspace,
         Graph,
         Registry,
         Arc<AtomicUsize>,
-    ) {
+    );
+
+    fn setup(nodes: Vec<crate::NodeSpec>) -> Setup {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("in.txt"), "abcdef").unwrap();
         let ws = Workspace::new(dir.path(), &dir.path().join(".skyctl")).unwrap();
@@ -1960,15 +2015,7 @@ mod tests {
     }
 
     /// A chain whose output `o/b` is published as `b.txt` in `site/public`.
-    fn setup_with_release(
-        run_b: &str,
-    ) -> (
-        tempfile::TempDir,
-        Workspace,
-        Graph,
-        Registry,
-        Arc<AtomicUsize>,
-    ) {
+    fn setup_with_release(run_b: &str) -> Setup {
         let (dir, ws, _, reg, runs) = setup(Vec::new());
         let mut s = spec(vec![
             cmd("a", "x", &["in.txt"], &["o/a"]),
@@ -2152,16 +2199,34 @@ mod tests {
     ) -> BuildOptions {
         build_until_proved(ws, g, reg, key);
         std::fs::write(ws.root.join("in.txt"), content).unwrap();
+        let with_edited = edited_now(ws, key);
+        let edited = with_edited.edited.as_deref().unwrap();
+        assert!(edited.vouches_for_outputs(g));
+        with_edited
+    }
+
+    /// The options of a build that takes the edited-files proof of `key` now, after an edit
+    /// of `in.txt` only.
+    fn edited_now(ws: &Workspace, key: Digest) -> BuildOptions {
         let Err(Some(edited)) = crate::noop::check_noop(ws, &key) else {
             panic!("an edited source is not an edited-files proof");
         };
         assert_eq!(edited.paths(), ["in.txt"]);
-        assert!(edited.vouches_for_outputs(g));
         BuildOptions {
             noop_proof: Some(key),
             edited: Some(Arc::new(edited)),
             ..opts()
         }
+    }
+
+    /// The chain, and `c` reading `in2.txt`, built under `key` until its no-op proof holds.
+    fn proved_chain_and_c(key: Digest) -> Setup {
+        let mut nodes = chain();
+        nodes.push(cmd("c", "x", &["in2.txt"], &["o/c"]));
+        let (dir, ws, g, reg, runs) = setup(nodes);
+        std::fs::write(dir.path().join("in2.txt"), "123456").unwrap();
+        build_until_proved(&ws, &g, &reg, key);
+        (dir, ws, g, reg, runs)
     }
 
     #[test]
@@ -2220,22 +2285,70 @@ mod tests {
     }
 
     #[test]
-    fn an_edited_files_build_leaves_a_proof_that_covers_what_it_did_not_look_at() {
-        let mut nodes = chain();
-        nodes.push(cmd("c", "x", &["in2.txt"], &["o/c"]));
-        let (dir, ws, g, reg, _) = setup(nodes);
-        std::fs::write(dir.path().join("in2.txt"), "123456").unwrap();
+    fn a_proof_holds_the_blobs_no_recorded_folder_vouches_for() {
+        let (dir, ws, g, reg, _) = setup(chain());
         let key = Digest::of(b"the front end's key");
         build_until_proved(&ws, &g, &reg, key);
-        std::fs::write(dir.path().join("in.txt"), "xyzdef").unwrap();
-        let Err(Some(edited)) = crate::noop::check_noop(&ws, &key) else {
-            panic!("an edited source is not an edited-files proof");
-        };
-        let with_edited = BuildOptions {
+        // A new output: its blob lands in a folder changed just now, within the racy window,
+        // which the clean end does not record settled. The proof holds the blob itself.
+        std::fs::write(dir.path().join("in.txt"), "pqrdef").unwrap();
+        let o = BuildOptions {
             noop_proof: Some(key),
-            edited: Some(Arc::new(edited)),
             ..opts()
         };
+        let s = build(&ws, &g, &reg, &o, &mut Collect::default()).unwrap();
+        assert_eq!(s.executed, 2);
+        assert!(crate::noop::check_noop(&ws, &key).is_ok());
+        let a = Digest::of(&std::fs::read(dir.path().join("o/a")).unwrap());
+        let blob = ws.store().unwrap().blob_path(&a);
+        std::fs::remove_file(&blob).unwrap();
+        assert!(matches!(crate::noop::check_noop(&ws, &key), Err(None)));
+        // The build that looks stores it again.
+        let s = build(&ws, &g, &reg, &o, &mut Collect::default()).unwrap();
+        assert_eq!((s.executed, s.cached), (0, 2));
+        assert!(
+            std::fs::symlink_metadata(&blob).is_ok(),
+            "the blob is stored again"
+        );
+    }
+
+    #[test]
+    fn an_edited_files_build_stamps_the_blob_folders_whose_blobs_it_looked_at() {
+        let key = Digest::of(b"the front end's key");
+        let (dir, ws, g, reg, _) = proved_chain_and_c(key);
+        // `c`'s new blob lands in a folder this build changes, possibly within the racy
+        // window at its end: then the folder is not recorded settled.
+        std::fs::write(dir.path().join("in2.txt"), "789456").unwrap();
+        let o = BuildOptions {
+            noop_proof: Some(key),
+            ..opts()
+        };
+        build(&ws, &g, &reg, &o, &mut Collect::default()).unwrap();
+        let store = ws.store().unwrap();
+        let folder = |content: &[u8]| BlobFolders::folder(&store, &Digest::of(content));
+        assert_ne!(folder(b"789"), folder(b"stu"), "choose other contents");
+        std::thread::sleep(std::time::Duration::from_millis(60));
+        // An edit `c` does not read: the build looks at `c`'s blob, vouched for by no stamp,
+        // and stamps its folder at the end (it is out of the racy window by then).
+        std::fs::write(dir.path().join("in.txt"), "stuvwx").unwrap();
+        let with_edited = edited_now(&ws, key);
+        let (session, statcache) = prepare(&ws, &g, &reg, &with_edited).unwrap();
+        assert_eq!(session.proven, Some(vec![false, false, true]));
+        let mut events = Collect::default();
+        let ran = session.run(statcache, &mut events).unwrap();
+        let released = session.release(ran).unwrap();
+        let s = session.record(released, &mut events).unwrap();
+        assert_eq!((s.executed, s.cached), (2, 1));
+        let lock = ws.try_lock_shared().unwrap();
+        assert!(lock.settled_stamp(&folder(b"789")).is_some());
+    }
+
+    #[test]
+    fn an_edited_files_build_leaves_a_proof_that_covers_what_it_did_not_look_at() {
+        let key = Digest::of(b"the front end's key");
+        let (dir, ws, g, reg, _) = proved_chain_and_c(key);
+        std::fs::write(dir.path().join("in.txt"), "xyzdef").unwrap();
+        let with_edited = edited_now(&ws, key);
         let s = build(&ws, &g, &reg, &with_edited, &mut Collect::default()).unwrap();
         assert_eq!((s.executed, s.cached), (2, 1));
         // The proof it left holds (files too fresh to vouch for by their stat are hashed

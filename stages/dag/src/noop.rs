@@ -15,7 +15,9 @@
 //! - a folder on the way to one of the paths above: still a folder, the same inode (a folder
 //!   swapped for a symlink, or for another folder, is a change);
 //! - nothing (a glob's folder that does not exist);
-//! - a state file (the last build's record, the failures, the store's id): exactly its stat.
+//! - a state file (the last build's record, the failures, the store's id): exactly its stat;
+//! - a blob of a recorded output in a blob folder the lock file does not record settled (one
+//!   the build changed within the racy window, or did not see whole): exactly its stat.
 //!
 //! Besides the paths, the proof holds the front end's key (the compiled graph's: the
 //! manifest, the binary, the workspace, the declared variables are the front end's to check)
@@ -143,9 +145,16 @@ impl Draft {
 }
 
 /// Write the proof of `draft` for the workspace whose lock file now holds text with digest
-/// `lock`, with the state files as they are now. Best effort: it is only a shortcut, and
+/// `lock`, with the state files as they are now, and `blobs` (those in blob folders the lock
+/// file does not record settled) as they are now. Best effort: it is only a shortcut, and
 /// without it a build checks everything.
-pub(crate) fn write(ws: &Workspace, store_id: &Path, draft: Draft, lock: Digest) {
+pub(crate) fn write(
+    ws: &Workspace,
+    store_id: &Path,
+    draft: Draft,
+    lock: Digest,
+    blobs: &[std::path::PathBuf],
+) {
     let mut state = Vec::new();
     let paths = [
         ws.state.last_build(),
@@ -153,10 +162,14 @@ pub(crate) fn write(ws: &Workspace, store_id: &Path, draft: Draft, lock: Digest)
         ws.state.failures(),
         store_id.to_path_buf(),
     ];
-    for path in &paths {
+    for (path, blob) in paths
+        .iter()
+        .map(|p| (p, false))
+        .chain(blobs.iter().map(|p| (p, true)))
+    {
         let seen = match std::fs::symlink_metadata(path) {
             Ok(md) if md.is_file() => Seen::Exact(FileStat::of(&md)),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Seen::Missing,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !blob => Seen::Missing,
             _ => return,
         };
         let Some(path) = path.to_str() else {

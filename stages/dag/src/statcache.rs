@@ -6,7 +6,7 @@
 //! Racy files: a file's mtime only has the granularity of the clock that stamps it (a kernel
 //! tick on Linux file systems with nanosecond fields, one or two seconds elsewhere). A file
 //! modified within that window after we hashed it may keep the same size and mtime. So an entry
-//! is only *recorded* when the file's mtime is older than [`racy_window_ns`] at the moment we
+//! is only *recorded* when the file's mtime is out of the racy window ([`is_racy`]) at the moment we
 //! stat it; a fresher file is re-hashed next time, when it is no longer fresh. We also stat
 //! before and after hashing and record nothing when the two differ.
 //!
@@ -109,12 +109,21 @@ const SAVE_AFTER_ENTRIES: usize = 32;
 const SAVE_AFTER_BYTES: u64 = 16 << 20;
 
 /// How long after its mtime a file counts as racy.
-pub fn racy_window_ns(mtime_ns: i64) -> i64 {
+fn racy_window_ns(mtime_ns: i64) -> i64 {
     if mtime_ns % 1_000_000_000 == 0 {
         2_000_000_000 // whole-second stamps: 1 s (ext3, HFS+) or 2 s (FAT) granularity
     } else {
         50_000_000 // nanosecond fields stamped by a coarse kernel clock
     }
+}
+
+/// Whether a file or folder time `stamp_ns`, read no earlier than `now`, is racy: a change
+/// after the read may leave the same time (the clock that stamps file times is coarse, some
+/// file systems keep whole seconds). The one rule for every stat that vouches for what it
+/// does not read again: the stat cache's entries, the no-op proof's files and listed
+/// folders, the folders a clean end records settled.
+pub fn is_racy(stamp_ns: i64, now: i64) -> bool {
+    now - stamp_ns < racy_window_ns(stamp_ns)
 }
 
 /// Now, in nanoseconds since the epoch.
@@ -278,7 +287,7 @@ impl StatCache {
     }
 
     fn record(&mut self, rel: &str, st: FileStat, digest: Digest, stable: bool) {
-        let racy = now_ns() - st.mtime_ns < racy_window_ns(st.mtime_ns);
+        let racy = is_racy(st.mtime_ns, now_ns());
         if stable && !racy {
             let e = Entry {
                 size: st.size,

@@ -9,7 +9,7 @@ use std::path::Path;
 
 use crate::codec::{Reader, Writer};
 use crate::key::Digest;
-use crate::statcache::{now_ns, racy_window_ns, FileStat};
+use crate::statcache::{is_racy, now_ns, FileStat};
 
 /// Below this many entries a proof is one part, checked on one thread.
 pub(crate) const PARALLEL_MIN: usize = 512;
@@ -38,7 +38,7 @@ pub(crate) enum Seen {
 /// Whether a file with stat `st`, looked at no earlier than `now`, may still change without
 /// a new stat (the stat cache's rule).
 pub(crate) fn racy(st: &FileStat, now: i64) -> bool {
-    now - st.mtime_ns < racy_window_ns(st.mtime_ns)
+    is_racy(st.mtime_ns, now)
 }
 
 /// The paths a build looked at, as it found them; collected by the [`crate::scan::Scanner`]
@@ -146,7 +146,7 @@ impl<'a> Witness<'a> {
         match std::fs::symlink_metadata(root.join(rel)) {
             Ok(md) if md.is_dir() => {
                 let st = FileStat::of(&md);
-                if now_ns() - st.ctime_ns < racy_window_ns(st.ctime_ns) {
+                if is_racy(st.ctime_ns, now_ns()) {
                     self.spoil();
                 } else {
                     self.seen.push((

@@ -106,29 +106,26 @@ impl WorkspaceLock {
 
     /// Say this build ended cleanly (nothing it wrote is half done), recording which of
     /// `dirs` are settled: any later change gives them a newer ctime. That holds once the
-    /// coarse clock that stamps file times (one tick behind at most) has moved past the
-    /// folder's ctime; a folder changed within the current tick is not recorded (the next
-    /// build lists it).
+    /// folder's ctime is out of the racy window ([`crate::statcache::is_racy`]); a folder
+    /// changed within it is not recorded (the next build lists it) and is returned.
     /// `ours`: folders whose stamp only says that they hold no temp file of a build: recorded
     /// as they are, whatever the clock, since only a holder of this lock writes one there, and
     /// one that does not end cleanly leaves its pid in the lock file instead of the stamps.
     /// `kept`: folders known unchanged since the stamp recorded for them, recorded as they
-    /// are without a `stat`. Returns the digest of the text written (`None`: nothing written).
+    /// are without a `stat`. Returns the digest of the text written and the folders of `dirs`
+    /// not recorded (`None`: nothing written).
     pub fn ended_cleanly<'d>(
         &self,
         root: &Path,
         ours: impl IntoIterator<Item = &'d str>,
         dirs: impl IntoIterator<Item = &'d str>,
         kept: impl IntoIterator<Item = (String, (i64, u64))>,
-    ) -> Option<crate::key::Digest> {
+    ) -> Option<(crate::key::Digest, Vec<&'d str>)> {
         if self.is_read_only() {
             return None;
         }
-        let coarse = rustix::time::clock_gettime(rustix::time::ClockId::RealtimeCoarse);
-        let now = coarse
-            .tv_sec
-            .saturating_mul(1_000_000_000)
-            .saturating_add(coarse.tv_nsec);
+        let now = crate::statcache::now_ns();
+        let mut unrecorded = Vec::new();
         // Which holder left the text: no two clean ends leave the same text, so its digest
         // tells whether anything took the lock since (a proof checked before this build took
         // it relies on that: [`crate::noop`]). Not a folder line (the parse skips it).
@@ -138,14 +135,16 @@ impl WorkspaceLock {
         let mut text = format!("clean\nholder {} {wall}\n", std::process::id());
         let any_time = ours.into_iter().map(|d| (d, true));
         for (d, ours) in any_time.chain(dirs.into_iter().map(|d| (d, false))) {
-            if d.contains('\n') {
-                continue;
-            }
-            if let Ok(md) = std::fs::metadata(root.join(d)) {
-                let st = crate::statcache::FileStat::of(&md);
-                if ours || st.ctime_ns < now {
-                    text.push_str(&format!("{} {} {d}\n", st.ctime_ns, st.ino));
-                }
+            let stamp = std::fs::metadata(root.join(d))
+                .ok()
+                .map(|md| crate::statcache::FileStat::of(&md))
+                .filter(|st| {
+                    !d.contains('\n') && (ours || !crate::statcache::is_racy(st.ctime_ns, now))
+                });
+            match stamp {
+                Some(st) => text.push_str(&format!("{} {} {d}\n", st.ctime_ns, st.ino)),
+                None if !ours => unrecorded.push(d),
+                None => {}
             }
         }
         for (d, (ctime_ns, ino)) in kept {
@@ -155,7 +154,7 @@ impl WorkspaceLock {
         }
         let _ = self.file.set_len(0);
         self.file.write_all_at(text.as_bytes(), 0).ok()?;
-        Some(crate::key::Digest::of(text.as_bytes()))
+        Some((crate::key::Digest::of(text.as_bytes()), unrecorded))
     }
 }
 
@@ -477,13 +476,13 @@ mod tests {
         std::fs::create_dir_all(dir.path().join("out")).unwrap();
         let lock = |ws: &Workspace| ws.lock(&mut |_| {}).unwrap();
         let l = lock(&ws);
-        let first = l.ended_cleanly(&ws.root, ["out"], [], []).unwrap();
+        let (first, _) = l.ended_cleanly(&ws.root, ["out"], [], []).unwrap();
         drop(l);
         // The same folders, as they were: another holder's text all the same.
         let l = lock(&ws);
         assert_eq!(l.left_digest(), first);
         assert!(l.unchanged_since_clean_end(&ws.root, "out"));
-        let second = l.ended_cleanly(&ws.root, ["out"], [], []).unwrap();
+        let (second, _) = l.ended_cleanly(&ws.root, ["out"], [], []).unwrap();
         drop(l);
         assert_ne!(first, second);
         assert_eq!(lock(&ws).left_digest(), second);
@@ -498,9 +497,18 @@ mod tests {
         // A new workspace: nothing vouched for.
         let l = lock(&ws);
         assert!(!l.unchanged_since_clean_end(&ws.root, "out"));
-        // Let the coarse clock move past the folder's ctime, then end cleanly.
-        std::thread::sleep(std::time::Duration::from_millis(30));
-        l.ended_cleanly(&ws.root, [], ["out", "missing", "odd\nname"], []);
+        // Just made: within the racy window, so not recorded (and said so).
+        let (_, unrecorded) = l.ended_cleanly(&ws.root, [], ["out"], []).unwrap();
+        assert_eq!(unrecorded, ["out"]);
+        drop(l);
+        let l = lock(&ws);
+        assert!(!l.unchanged_since_clean_end(&ws.root, "out"));
+        // Past the racy window, it is recorded.
+        std::thread::sleep(std::time::Duration::from_millis(60));
+        let (_, unrecorded) = l
+            .ended_cleanly(&ws.root, [], ["out", "missing", "odd\nname"], [])
+            .unwrap();
+        assert_eq!(unrecorded, ["missing", "odd\nname"]);
         drop(l);
         let l = lock(&ws);
         assert!(l.unchanged_since_clean_end(&ws.root, "out"));
@@ -515,7 +523,7 @@ mod tests {
         drop(l);
         let l = lock(&ws);
         assert!(l.unchanged_since_clean_end(&ws.root, "ours"));
-        std::thread::sleep(std::time::Duration::from_millis(30));
+        std::thread::sleep(std::time::Duration::from_millis(60));
         l.ended_cleanly(&ws.root, [], ["out"], []);
         drop(l);
         // A holder that did not end cleanly (killed: its pid stays) vouches for nothing.

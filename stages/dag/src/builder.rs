@@ -162,7 +162,7 @@ impl BlobFolders {
     /// (`touched`; no `stat`), and are stamped anew when it did (every blob they held was
     /// there, and the build saw what it changed); a full build that saw every blob stamps the
     /// others anew; any other build keeps only the stamps it had (it did not see every blob of
-    /// the folder). The rest are [`Clean::unstamped`].
+    /// the folder). The rest are [`CleanEnd::unstamped`].
     fn at_clean_end<'d>(
         &self,
         lock: &crate::workspace::WorkspaceLock,
